@@ -1,0 +1,1 @@
+"""The turnstile service: domains on the ``turnstile`` library, and thin Lambda handlers."""

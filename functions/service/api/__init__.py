@@ -1,0 +1,1 @@
+"""HTTP: routes, validation, and the one place where errors become status codes."""

@@ -1,0 +1,45 @@
+"""Which Lambda functions exist, what serves each, and which tables each may touch.
+
+Read by the CDK stack (one function, its grants and its environment per entry; API methods per
+route) and by the local runner (which module answers which route). Importing a handler module does
+no work, so reading ``ROUTES`` here is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from service import config
+from service.api.http import Route
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str
+    module: str
+    tables: tuple[str, ...]
+    description: str
+    memory_mb: int = 512
+    timeout_seconds: int = 10
+
+    @property
+    def handler(self) -> str:
+        return f"{self.module}.handler"
+
+    def routes(self) -> list[Route]:
+        return list(getattr(importlib.import_module(self.module), "ROUTES", []))
+
+
+API_FUNCTIONS: tuple[FunctionSpec, ...] = (
+    FunctionSpec(
+        name="products",
+        module="service.handlers.products",
+        tables=(config.PRODUCTS, config.IDEMPOTENCY),
+        description="Products and purchases with optimistic concurrency (seed 000)",
+    ),
+)
+
+
+def api_routes() -> list[tuple[FunctionSpec, Route]]:
+    return [(spec, route) for spec in API_FUNCTIONS for route in spec.routes()]

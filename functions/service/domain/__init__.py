@@ -1,0 +1,1 @@
+"""Domains: each owns its table layout and uses the ``turnstile`` primitives."""

@@ -1,0 +1,34 @@
+"""Domain errors carry a stable code; ``service.api.http`` maps codes to HTTP statuses once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    code = "DOMAIN_ERROR"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(DomainError):
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(DomainError):
+    code = "ALREADY_EXISTS"
+
+
+class OutOfStock(DomainError):
+    code = "OUT_OF_STOCK"
+
+
+class Conflict(DomainError):
+    code = "CONFLICT"
+
+
+class VersionMismatch(DomainError):
+    code = "VERSION_MISMATCH"

@@ -1,0 +1,1 @@
+"""Lambda entry points: thin adapters from events to one domain call each."""

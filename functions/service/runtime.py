@@ -1,0 +1,46 @@
+"""Lazily built, shared, injectable dependencies. Nothing is created at import time.
+
+Lambda builds each dependency on first use and keeps it for the life of the execution environment.
+Tests and the local runner inject their own (``Lazy.set``). boto3 *clients* are thread-safe and are
+shared; boto3 resources and sessions are not, so this module hands out clients only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import boto3
+
+from turnstile import retry
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        value = self._value
+        if value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._build()
+                value = self._value
+        return value
+
+    def set(self, value: T | None) -> None:
+        """Inject a value (tests, local runner); ``None`` rebuilds on next use."""
+        with self._lock:
+            self._value = value
+
+
+def _build_dynamodb() -> Any:
+    return boto3.session.Session().client("dynamodb", config=retry.client_config())
+
+
+dynamodb: Lazy[Any] = Lazy(_build_dynamodb)

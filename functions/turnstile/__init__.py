@@ -1,0 +1,11 @@
+"""turnstile: concurrency-control primitives for Amazon DynamoDB.
+
+Each pattern is one module, readable top to bottom, with every condition expression it
+issues written out in its docstring. Nothing here knows about API Gateway or Lambda events;
+every function takes an injected low-level boto3 DynamoDB client.
+
+- ``retry``: which failures may be retried, and jittered backoff.
+- ``codec``: plain Python values <-> DynamoDB attribute values.
+- ``versioned``: optimistic read-decide-write guarded by a version number.
+- ``idempotency``: first-answer-wins records for client retries.
+"""

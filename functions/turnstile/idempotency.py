@@ -1,0 +1,193 @@
+"""First answer wins: records that let a client retry a POST safely (``Idempotency-Key``).
+
+One item per key. ``begin`` claims the key with a conditional put::
+
+    PutItem  ConditionExpression:
+        attribute_not_exists(#id) OR (#status = :in_progress AND #lockedUntil < :now)
+        ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+so exactly one request runs the operation. A request that finds the key taken reads the ALL_OLD
+image from the failure itself and either replays the stored answer (COMPLETED), refuses a different
+request under the same key (fingerprint differs), or says the first request is still running.
+
+The answer is stored by an update that only the claim's owner can make::
+
+    UpdateItem  SET #status = :completed, #code = :code, #body = :body REMOVE #lockedUntil
+                ConditionExpression: #token = :token AND #status = :in_progress
+
+:meth:`IdempotencyStore.complete_op` returns that update as a ``TransactWriteItems`` element, so a
+domain write and the stored answer can commit together: then a crash after the commit replays the
+answer, a crash before it leaves a claim that expires (``lockedUntil``) and is taken over, and a
+late first attempt can no longer commit because its token is no longer the record's. That makes the
+operation exactly-once. Operations that complete outside a transaction are at-most-once per claim:
+if the process dies between the write and ``complete``, a retry after ``lockedUntil`` runs again.
+
+``expiresAt`` (epoch seconds) is the TTL attribute: it only cleans up; the conditions decide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from turnstile import codec, retry
+
+IN_PROGRESS = "IN_PROGRESS"
+COMPLETED = "COMPLETED"
+
+_NAMES = {
+    "#id": "id",
+    "#status": "status",
+    "#lockedUntil": "lockedUntil",
+    "#token": "token",
+    "#code": "statusCode",
+    "#body": "body",
+}
+
+
+class KeyReused(Exception):
+    """The key was first used for a different request."""
+
+
+class StillRunning(Exception):
+    """The first request with this key has not finished yet."""
+
+    def __init__(self, retry_after_ms: int) -> None:
+        super().__init__("a request with this Idempotency-Key is still in progress")
+        self.retry_after_ms = retry_after_ms
+
+
+@dataclass
+class Claim:
+    """This request owns the key until ``locked_until`` (epoch ms) or until it completes."""
+
+    key: str
+    token: str
+    locked_until: int
+    completed: bool = False
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The stored first answer."""
+
+    status_code: int
+    body: Any
+
+
+def fingerprint(*parts: Any) -> str:
+    """A stable hash of what makes two requests "the same request"."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class IdempotencyStore:
+    client: Any
+    table: str
+    backoff: retry.Backoff = field(default_factory=retry.Backoff)
+    lock_ms: int = 30_000
+    keep_seconds: int = 24 * 3600
+    clock: Callable[[], float] = time.time
+
+    def begin(self, key: str, request_fingerprint: str) -> Claim | Replay:
+        now_ms = int(self.clock() * 1000)
+        claim = Claim(key=key, token=uuid.uuid4().hex, locked_until=now_ms + self.lock_ms)
+        item = {
+            "id": key,
+            "status": IN_PROGRESS,
+            "fingerprint": request_fingerprint,
+            "token": claim.token,
+            "lockedUntil": claim.locked_until,
+            "expiresAt": int(self.clock()) + self.keep_seconds,
+        }
+        try:
+            retry.call(
+                lambda: self.client.put_item(
+                    TableName=self.table,
+                    Item=codec.encode_item(item),
+                    ConditionExpression=(
+                        "attribute_not_exists(#id) OR "
+                        "(#status = :in_progress AND #lockedUntil < :now)"
+                    ),
+                    ExpressionAttributeNames={
+                        k: _NAMES[k] for k in ("#id", "#status", "#lockedUntil")
+                    },
+                    ExpressionAttributeValues=codec.values(in_progress=IN_PROGRESS, now=now_ms),
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.backoff,
+                idempotent=False,
+            )
+        except ClientError as exc:
+            if retry.error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return self._existing(codec.old_item(exc) or {}, request_fingerprint, now_ms)
+        return claim
+
+    def _existing(self, old: dict[str, Any], request_fingerprint: str, now_ms: int) -> Replay:
+        if old.get("fingerprint") != request_fingerprint:
+            raise KeyReused(old.get("id"))
+        if old.get("status") == COMPLETED:
+            return Replay(status_code=int(old["statusCode"]), body=json.loads(old["body"]))
+        raise StillRunning(max(0, int(old.get("lockedUntil", now_ms)) - now_ms))
+
+    def complete_op(self, claim: Claim, status_code: int, body: Any) -> dict[str, Any]:
+        """The guarded "store the answer" update, as one ``TransactWriteItems`` element."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.encode_item({"id": claim.key}),
+                "UpdateExpression": (
+                    "SET #status = :completed, #code = :code, #body = :body REMOVE #lockedUntil"
+                ),
+                "ConditionExpression": "#token = :token AND #status = :in_progress",
+                "ExpressionAttributeNames": {
+                    k: _NAMES[k] for k in ("#status", "#code", "#body", "#lockedUntil", "#token")
+                },
+                "ExpressionAttributeValues": codec.values(
+                    completed=COMPLETED,
+                    code=status_code,
+                    body=json.dumps(body, separators=(",", ":")),
+                    token=claim.token,
+                    in_progress=IN_PROGRESS,
+                ),
+            }
+        }
+
+    def complete(self, claim: Claim, status_code: int, body: Any) -> bool:
+        """Store the answer outside a transaction; False if the claim was lost meanwhile."""
+        if claim.completed:
+            return True
+        update = self.complete_op(claim, status_code, body)["Update"]
+        try:
+            retry.call(
+                lambda: self.client.update_item(**update), backoff=self.backoff, idempotent=True
+            )
+        except ClientError as exc:
+            if retry.error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        claim.completed = True
+        return True
+
+    def release(self, claim: Claim) -> None:
+        """Give the key back (the request failed in a way a retry may fix)."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=codec.encode_item({"id": claim.key}),
+                ConditionExpression="#token = :token AND #status = :in_progress",
+                ExpressionAttributeNames={k: _NAMES[k] for k in ("#token", "#status")},
+                ExpressionAttributeValues=codec.values(token=claim.token, in_progress=IN_PROGRESS),
+            )
+        except ClientError as exc:
+            if retry.error_code(exc) != "ConditionalCheckFailedException":
+                raise

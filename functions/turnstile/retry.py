@@ -1,0 +1,136 @@
+"""Retry policy: what may be retried safely, and how long to wait between attempts.
+
+A DynamoDB call may be retried only when one of these holds:
+
+* the request is known not to have been applied: throttling, ``TransactionConflict``
+  cancellations, a refused connection;
+* the request is idempotent by itself: reads, and ``TransactWriteItems`` carrying the same
+  ``ClientRequestToken`` (DynamoDB answers a replay within ten minutes without applying it twice).
+
+A plain ``UpdateItem`` that timed out after it was sent falls in neither group: it may have been
+applied, and sending it again could apply it twice (a double decrement). botocore's own retry
+loop treats read timeouts as transient, so the write client is built with botocore retries off
+(see :func:`client_config`) and callers catch :class:`OutcomeUnknown` instead.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from botocore.config import Config
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+T = TypeVar("T")
+
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "LimitExceededException",
+    }
+)
+NOT_SENT_ERRORS = (ConnectTimeoutError, EndpointConnectionError)
+MAYBE_APPLIED_ERRORS = (ReadTimeoutError, ConnectionClosedError)
+
+
+class OutcomeUnknown(Exception):
+    """A write was sent but no answer came back: it may or may not have been applied."""
+
+
+class RetriesExhausted(Exception):
+    """Every attempt the policy allowed failed with a retryable error."""
+
+    def __init__(self, attempts: int, last: BaseException) -> None:
+        super().__init__(f"gave up after {attempts} attempts: {last}")
+        self.attempts = attempts
+        self.last = last
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_throttle(exc: BaseException) -> bool:
+    return error_code(exc) in THROTTLING_CODES
+
+
+def client_config(**overrides: object) -> Config:
+    """botocore config for turnstile clients: botocore retries off, short timeouts.
+
+    Retrying is this module's job, because only the caller knows whether a request is idempotent.
+    """
+    settings: dict[str, object] = {
+        "retries": {"mode": "standard", "total_max_attempts": 1},
+        "connect_timeout": 2,
+        "read_timeout": 5,
+        "max_pool_connections": 128,
+    }
+    settings.update(overrides)
+    return Config(**settings)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with full jitter (sleep uniformly in [0, min(cap, base * 2**n)]).
+
+    Full jitter spreads contending writers apart instead of waking them in lock-step.
+    """
+
+    attempts: int = 8
+    base: float = 0.005
+    cap: float = 0.2
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+    rand: Callable[[], float] = field(default=random.random, compare=False, repr=False)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before attempt number ``attempt + 1`` (attempt counts from 1)."""
+        return self.rand() * min(self.cap, self.base * (2 ** (attempt - 1)))
+
+    def pause(self, attempt: int) -> None:
+        self.sleep(self.delay(attempt))
+
+
+def call(
+    operation: Callable[[], T],
+    *,
+    backoff: Backoff,
+    idempotent: bool,
+    retry_on: Callable[[BaseException], bool] = lambda exc: False,
+) -> T:
+    """Run ``operation``, retrying what is safe to retry under ``backoff``.
+
+    Throttling and refused connections are always retried. Timeouts after sending are retried
+    only when ``idempotent``; otherwise they surface as :class:`OutcomeUnknown`. ``retry_on``
+    adds caller-specific retryable errors (for example ``TransactionConflict``).
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return operation()
+        except MAYBE_APPLIED_ERRORS as exc:
+            if not idempotent:
+                raise OutcomeUnknown(str(exc)) from exc
+            last: BaseException = exc
+        except NOT_SENT_ERRORS as exc:
+            last = exc
+        except ClientError as exc:
+            if not (is_throttle(exc) or retry_on(exc)):
+                raise
+            last = exc
+        if attempt >= backoff.attempts:
+            raise RetriesExhausted(attempt, last) from last
+        backoff.pause(attempt)

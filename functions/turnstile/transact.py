@@ -1,0 +1,106 @@
+"""Transactional writes across items and tables, with exact reasons when they are cancelled.
+
+``TransactWriteItems`` is all-or-nothing. When any condition fails, DynamoDB cancels the whole
+transaction and returns one ``CancellationReason`` per item, in request order: ``None`` for the
+items that were fine, ``ConditionalCheckFailed`` (with the item's old image when the item asked
+for ``ReturnValuesOnConditionCheckFailure=ALL_OLD``) for the ones that were not, and
+``TransactionConflict`` when another transaction held one of the items.
+
+:func:`transact_write` sends a transaction with a ``ClientRequestToken``, which makes a resend
+idempotent (within ten minutes DynamoDB recognises the token and does not apply it again), so it is
+safe to retry after throttling, after a timeout, and after a ``TransactionConflict``. A
+cancellation for a failed condition is final and raised as :class:`Cancelled`, whose ``reasons``
+say which item failed and what it held. The helper knows nothing about tables: every item names
+its own, which is what lets one transaction keep a counter in one table and a registration in
+another (seed 001's "extra lock table").
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from turnstile import codec, retry
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why one item of a cancelled transaction failed ("None" when it did not)."""
+
+    code: str
+    message: str
+    item: dict[str, Any] | None
+
+    @property
+    def failed(self) -> bool:
+        return self.code != "None"
+
+
+class Cancelled(Exception):
+    """A transaction was cancelled because a condition failed; ``reasons`` align with the items."""
+
+    def __init__(self, reasons: Sequence[Reason]) -> None:
+        codes = ",".join(reason.code for reason in reasons)
+        super().__init__(f"transaction cancelled: [{codes}]")
+        self.reasons = list(reasons)
+
+    def failed_at(self, index: int) -> bool:
+        return index < len(self.reasons) and self.reasons[index].code == "ConditionalCheckFailed"
+
+
+def reasons_of(exc: ClientError) -> list[Reason]:
+    raw = exc.response.get("CancellationReasons") or []
+    return [
+        Reason(
+            code=str(reason.get("Code", "None")),
+            message=str(reason.get("Message", "")),
+            item=codec.decode_item(reason.get("Item")),
+        )
+        for reason in raw
+    ]
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    if retry.error_code(exc) == "TransactionConflictException":
+        return True
+    if retry.error_code(exc) != "TransactionCanceledException":
+        return False
+    codes = {reason.code for reason in reasons_of(exc)}  # type: ignore[arg-type]
+    # Retry only when nothing failed for a reason that a resend would not change.
+    return "ConditionalCheckFailed" not in codes and bool(
+        codes & {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+    )
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def transact_write(
+    client: Any,
+    items: Sequence[dict[str, Any]],
+    *,
+    backoff: retry.Backoff,
+    token: str | None = None,
+) -> None:
+    """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
+
+    Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
+    ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
+    not applied twice.
+    """
+    request_token = token or new_token()
+
+    def send() -> None:
+        client.transact_write_items(TransactItems=list(items), ClientRequestToken=request_token)
+
+    try:
+        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict)
+    except ClientError as exc:
+        if retry.error_code(exc) == "TransactionCanceledException":
+            raise Cancelled(reasons_of(exc)) from exc
+        raise

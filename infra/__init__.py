@@ -1,0 +1,1 @@
+"""CDK constructs for turnstile, one per concern; ``stack`` only composes them."""

@@ -1,0 +1,111 @@
+"""Lambda functions from ``functions/`` (no Docker), with Powertools from its public layer."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.nag import acknowledge
+from infra.tables import Tables
+from service import config
+from service.catalog import FunctionSpec
+
+# arm64 (Graviton): about 20% cheaper per GB-second than x86_64 at equal or better speed, and
+# all of turnstile is pure Python, so nothing needs a native build for it.
+ARCHITECTURE = lambda_.Architecture.ARM_64
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+POWERTOOLS_ACCOUNT = "017000801446"  # AWS's account that publishes the Powertools layers
+
+
+def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
+    stack = Stack.of(scope)
+    version = stack.node.try_get_context("turnstile:powertoolsLayerVersion") or "27"
+    arn = (
+        f"arn:{stack.partition}:lambda:{stack.region}:{POWERTOOLS_ACCOUNT}:layer:"
+        f"AWSLambdaPowertoolsPythonV3-python312-arm64:{version}"
+    )
+    return lambda_.LayerVersion.from_layer_version_arn(scope, "PowertoolsLayer", arn)
+
+
+class Functions(Construct):
+    """One function per catalog entry, granted read/write on exactly the tables it names."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        specs: tuple[FunctionSpec, ...],
+        tables: Tables,
+        code_path: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        layer = powertools_layer(self)
+        code = lambda_.Code.from_asset(code_path, exclude=["**/__pycache__", "**/*.pyc"])
+        retention_days = int(self.node.try_get_context("turnstile:logRetentionDays") or 30)
+        self.by_name: dict[str, lambda_.Function] = {}
+        for spec in specs:
+            logical = spec.name.capitalize()
+            log_group = logs.LogGroup(
+                self,
+                f"{logical}Logs",
+                retention=_retention(retention_days),
+            )
+            # An own role instead of AWSLambdaBasicExecutionRole: write access to this
+            # function's log group only, plus the table grants below.
+            role = iam.Role(
+                self,
+                f"{logical}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"turnstile {spec.name} function",
+            )
+            log_group.grant_write(role)
+            function = lambda_.Function(
+                self,
+                f"{logical}Function",
+                description=spec.description,
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                handler=spec.handler,
+                code=code,
+                layers=[layer],
+                memory_size=spec.memory_mb,
+                timeout=Duration.seconds(spec.timeout_seconds),
+                role=role,
+                log_group=log_group,
+                logging_format=lambda_.LoggingFormat.JSON,
+                environment={
+                    "POWERTOOLS_SERVICE_NAME": f"turnstile-{spec.name}",
+                    **{config.table_env(name): tables[name].table_name for name in spec.tables},
+                },
+            )
+            for name in spec.tables:
+                tables[name].grant_read_write_data(function)
+            acknowledge(
+                function,
+                "L1",
+                "Pinned to python3.12 on purpose: it matches the Powertools layer "
+                "(AWSLambdaPowertoolsPythonV3-python312) and the interpreter the tests run on.",
+            )
+            self.by_name[spec.name] = function
+
+    def __getitem__(self, name: str) -> lambda_.Function:
+        return self.by_name[name]
+
+
+_RETENTION = {
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    90: logs.RetentionDays.THREE_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    if days not in _RETENTION:
+        raise ValueError(f"turnstile:logRetentionDays must be one of {sorted(_RETENTION)}")
+    return _RETENTION[days]

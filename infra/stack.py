@@ -1,0 +1,31 @@
+"""The turnstile stack: it only composes the constructs, one per concern."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.api import RestApi
+from infra.functions import Functions
+from infra.tables import Tables
+from service import catalog
+
+FUNCTIONS_DIR = str(Path(__file__).resolve().parent.parent / "functions")
+
+
+class TurnstileStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.tables = Tables(self, "Tables")
+        self.functions = Functions(
+            self,
+            "Functions",
+            specs=catalog.API_FUNCTIONS,
+            tables=self.tables,
+            code_path=FUNCTIONS_DIR,
+        )
+        self.api = RestApi(self, "Http", routes=catalog.api_routes(), functions=self.functions)
+        CfnOutput(self, "ApiUrl", value=self.api.api.url)

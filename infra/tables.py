@@ -1,0 +1,62 @@
+"""The DynamoDB tables. Local runs create the very same tables from the synthesized template."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from service import config
+
+
+def construct_id(name: str) -> str:
+    return f"{name.capitalize()}Table"
+
+
+class Tables(Construct):
+    """On-demand tables with point-in-time recovery that survive a stack deletion.
+
+    ``RETAIN`` plus deletion protection: removing the stack, or a resource from it, never drops
+    data by accident; deleting a table is a deliberate act in the console or CLI.
+    """
+
+    def __init__(self, scope: Construct, construct_id_: str) -> None:
+        super().__init__(scope, construct_id_)
+        self.by_name: dict[str, dynamodb.Table] = {}
+        self._add(config.PRODUCTS, "productId")
+        self._add(config.IDEMPOTENCY, "id", ttl=config.TTL_ATTRIBUTE)
+
+    def _add(
+        self,
+        name: str,
+        partition_key: str,
+        *,
+        sort_key: str | None = None,
+        ttl: str | None = None,
+        stream: dynamodb.StreamViewType | None = None,
+    ) -> dynamodb.Table:
+        table = dynamodb.Table(
+            self,
+            construct_id(name),
+            partition_key=dynamodb.Attribute(
+                name=partition_key, type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=(
+                dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING)
+                if sort_key
+                else None
+            ),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            time_to_live_attribute=ttl,
+            stream=stream,
+        )
+        self.by_name[name] = table
+        return table
+
+    def __getitem__(self, name: str) -> dynamodb.Table:
+        return self.by_name[name]

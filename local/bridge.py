@@ -1,0 +1,187 @@
+"""HTTP request -> API Gateway REST proxy event -> the very handler Lambda runs -> HTTP response.
+
+A WSGI application served by Werkzeug's threaded server (HTTP/1.1 keep-alive, one thread per
+connection), so many clients can call at once, as they would call API Gateway. Unknown routes get
+404 NOT_FOUND, as the deployed gateway gives them (its gateway responses are set up that way).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import logging
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request as WsgiRequest
+from werkzeug.wrappers import Response as WsgiResponse
+
+from service import catalog
+from service.api import openapi
+
+MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused before reading
+
+log = logging.getLogger("local")
+
+
+@dataclass
+class LocalContext:
+    """The parts of a Lambda context the handlers use."""
+
+    function_name: str
+    timeout_seconds: int
+    aws_request_id: str
+    _deadline: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._deadline = time.monotonic() + self.timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+@dataclass(frozen=True)
+class _Target:
+    spec: catalog.FunctionSpec
+    path: str
+    method: str
+    pattern: re.Pattern[str]
+    handler: Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def _compile(path: str) -> re.Pattern[str]:
+    regex = re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/]+)", re.escape(path))
+    return re.compile(f"^{regex}$")
+
+
+class Bridge:
+    def __init__(self, specs: Iterable[catalog.FunctionSpec] = catalog.API_FUNCTIONS) -> None:
+        self.targets: list[_Target] = []
+        for spec in specs:
+            handler = importlib.import_module(spec.module).handler
+            for route in spec.routes():
+                self.targets.append(
+                    _Target(spec, route.path, route.method, _compile(route.path), handler)
+                )
+
+    def match(self, method: str, path: str) -> tuple[_Target, dict[str, str]] | None:
+        for target in self.targets:
+            found = target.pattern.match(path)
+            if found and target.method == method:
+                return target, found.groupdict()
+        return None
+
+    def event(
+        self, request: WsgiRequest, target: _Target, params: dict[str, str], body: bytes
+    ) -> dict[str, Any]:
+        headers = {key: value for key, value in request.headers.items()}
+        query = {key: request.args.get(key, "") for key in request.args}
+        try:
+            text: str | None = body.decode("utf-8") if body else None
+            encoded = False
+        except UnicodeDecodeError:
+            text, encoded = base64.b64encode(body).decode(), True
+        return {
+            "resource": target.path,
+            "path": request.path,
+            "httpMethod": request.method,
+            "headers": headers,
+            "multiValueHeaders": {key: [value] for key, value in headers.items()},
+            "queryStringParameters": query or None,
+            "multiValueQueryStringParameters": {k: request.args.getlist(k) for k in query} or None,
+            "pathParameters": params or None,
+            "stageVariables": None,
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "stage": "local",
+                "resourcePath": target.path,
+                "httpMethod": request.method,
+                "path": request.path,
+                "requestTimeEpoch": int(time.time() * 1000),
+                "identity": {"sourceIp": request.remote_addr},
+            },
+            "body": text,
+            "isBase64Encoded": encoded,
+        }
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        request = WsgiRequest(environ)
+        started = time.perf_counter()
+        response, function = self._respond(request)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        log.info(
+            "%s %s -> %s %.1fms %s",
+            request.method,
+            request.full_path.rstrip("?"),
+            response.status_code,
+            elapsed_ms,
+            function,
+        )
+        return response(environ, start_response)
+
+    def _respond(self, request: WsgiRequest) -> tuple[WsgiResponse, str]:
+        if request.method == "GET" and request.path == "/openapi.json":
+            document = openapi.document(request.host_url.rstrip("/"))
+            return _json(200, document), "-"
+        found = self.match(request.method, request.path)
+        if found is None:
+            return _json(
+                404, _error("NOT_FOUND", f"no route for {request.method} {request.path}")
+            ), "-"
+        target, params = found
+        if (request.content_length or 0) > MAX_REQUEST_BYTES:
+            return _json(413, _error("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
+        body = request.get_data(cache=False)
+        if len(body) > MAX_REQUEST_BYTES:
+            return _json(413, _error("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
+        event = self.event(request, target, params, body)
+        context = LocalContext(
+            target.spec.name, target.spec.timeout_seconds, event["requestContext"]["requestId"]
+        )
+        result = target.handler(event, context)
+        payload = result.get("body") or ""
+        data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+        response = WsgiResponse(data, status=int(result["statusCode"]))
+        response.headers.clear()
+        for key, value in (result.get("headers") or {}).items():
+            response.headers[key] = value
+        return response, target.spec.name
+
+
+def _error(code: str, message: str) -> dict[str, str]:
+    return {"error": code, "message": message}
+
+
+def _json(status: int, body: Any) -> WsgiResponse:
+    return WsgiResponse(json.dumps(body), status=status, content_type="application/json")
+
+
+class _Handler(WSGIRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: load tests reuse connections
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # the bridge logs one line per request itself
+
+
+def serve(bridge: Bridge, host: str, port: int) -> BaseWSGIServer:
+    """Start serving in a daemon thread; returns the server (``shutdown()`` to stop)."""
+    server = make_server(host, port, bridge, threaded=True, request_handler=_Handler)
+    server.daemon_threads = True  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    thread.start()
+    return server
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(message)s", force=True
+    )
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)

@@ -1,0 +1,109 @@
+"""``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000.
+
+    python -m local.run [--port 3000] [--dynamodb-port 8000] [--data-dir DIR] [--no-synth]
+
+Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "functions"))
+
+from werkzeug.serving import BaseWSGIServer  # noqa: E402
+
+from local import bridge, template  # noqa: E402
+from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+
+
+@dataclass
+class LocalStack:
+    """Everything ``make local`` runs, startable from tests too."""
+
+    dynamodb: DynamoDBLocal
+    server: BaseWSGIServer
+    url: str
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.dynamodb.stop()
+
+
+def prepare_environment(db: DynamoDBLocal, template_path: Path) -> dict[str, str]:
+    """Create the template's tables and put what the handlers need into ``os.environ``."""
+    loaded = template.load(template_path)
+    names = template.create_tables(db.client(), loaded)
+    environment = {
+        **db.environment(),
+        **template.merged_environment(template.function_environments(loaded, names)),
+    }
+    os.environ.update(environment)
+    return environment
+
+
+@contextmanager
+def running(
+    *,
+    port: int = 3000,
+    dynamodb_port: int = 0,
+    data_dir: str | None = None,
+    template_path: Path = template.TEMPLATE,
+    host: str = "127.0.0.1",
+) -> Iterator[LocalStack]:
+    db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    try:
+        prepare_environment(db, template_path)
+        server = bridge.serve(bridge.Bridge(), host, port)
+        actual_port = server.server_port
+        stack = LocalStack(db, server, f"http://{host}:{actual_port}")
+        try:
+            yield stack
+        finally:
+            server.shutdown()
+    finally:
+        db.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
+    parser.add_argument(
+        "--dynamodb-port", type=int, default=int(os.environ.get("DYNAMODB_PORT", "8000"))
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("DATA_DIR") or None,
+        help="persist here (default: in memory)",
+    )
+    parser.add_argument("--no-synth", action="store_true", help="reuse cdk.out/ as it is")
+    args = parser.parse_args(argv)
+
+    bridge.configure_logging()
+    log = bridge.log
+    if not args.no_synth or not template.TEMPLATE.exists():
+        log.info("synthesizing the stack (python app.py)...")
+        template.synthesize()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
+    with running(port=args.port, dynamodb_port=args.dynamodb_port, data_dir=args.data_dir) as stack:
+        log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
+        log.info("API             %s   (OpenAPI: %s/openapi.json)", stack.url, stack.url)
+        log.info("Ctrl-C stops everything")
+        stop.wait()
+        log.info("stopping...")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
