@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import boto3
 
@@ -19,10 +19,19 @@ T = TypeVar("T")
 
 
 class Lazy(Generic[T]):
+    _all: ClassVar[list[Lazy[Any]]] = []
+
     def __init__(self, build: Callable[[], T]) -> None:
         self._build = build
         self._value: T | None = None
         self._lock = threading.Lock()
+        Lazy._all.append(self)
+
+    @classmethod
+    def reset_all(cls) -> None:
+        """Forget every built value (tests switching between moto and DynamoDB Local)."""
+        for lazy in cls._all:
+            lazy.set(None)
 
     def get(self) -> T:
         value = self._value

@@ -1,0 +1,65 @@
+"""Fixtures shared by every tier.
+
+* ``template``: the stack synthesized once per session (cdk-nag runs as part of it).
+* ``dynamodb_local``: Amazon DynamoDB Local, started once per session on a free port, stopped at
+  the end (and killed by the kernel if pytest itself dies).
+* ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
+* ``ddb``: a thread-safe low-level client for DynamoDB Local, with turnstile's retry settings.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from local import template as cfn
+from local.dynamodb_local import DynamoDBLocal
+from service import config
+from turnstile import retry
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import app
+
+    assembly = app.build(outdir=str(tmp_path_factory.mktemp("cdk.out"))).synth()
+    return dict(assembly.get_stack_by_name(app.STACK_NAME).template)
+
+
+def table_environment(template: dict[str, Any]) -> dict[str, str]:
+    """The table variables every function gets, with physical name = logical id (as locally)."""
+    names = {logical: logical for logical in cfn.resources(template, "AWS::DynamoDB::Table")}
+    return cfn.merged_environment(cfn.function_environments(template, names))
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> Iterator[DynamoDBLocal]:
+    with DynamoDBLocal() as db:
+        yield db
+
+
+@pytest.fixture(scope="session")
+def ddb(dynamodb_local: DynamoDBLocal) -> Any:
+    return dynamodb_local.client(config=retry.client_config())
+
+
+@pytest.fixture(scope="session")
+def tables(ddb: Any, template: dict[str, Any]) -> config.Tables:
+    cfn.create_tables(ddb, template)
+    environment = table_environment(template)
+    return config.Tables(
+        {
+            key.removesuffix("_TABLE").lower(): value
+            for key, value in environment.items()
+            if key.endswith("_TABLE")
+        }
+    )
+
+
+@pytest.fixture
+def unique() -> str:
+    """A fresh id, so tests sharing the session's tables never see each other's items."""
+    return uuid.uuid4().hex[:12]

@@ -1,0 +1,80 @@
+"""Unit tier: no network. moto stands in for DynamoDB for API *shape* only (never concurrency:
+under threads moto loses conditional updates)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local import template as cfn
+from service import config, runtime
+from tests.conftest import table_environment
+from turnstile import retry
+
+
+@pytest.fixture
+def moto_env(monkeypatch: pytest.MonkeyPatch, template: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """moto only intercepts *.amazonaws.com: drop local endpoints, use fake credentials, and give
+    the handlers the template's table variables."""
+    for name in (
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL_DYNAMODBSTREAMS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    environment = table_environment(template)
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    yield environment
+
+
+@pytest.fixture
+def moto_ddb(moto_env: dict[str, str], template: dict[str, Any]) -> Iterator[Any]:
+    """A moto DynamoDB with the template's tables, injected into the handlers."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1", config=retry.client_config())
+        cfn.create_tables(client, template)
+        runtime.Lazy.reset_all()
+        runtime.dynamodb.set(client)
+        yield client
+        runtime.Lazy.reset_all()
+
+
+@pytest.fixture
+def moto_tables(moto_ddb: Any) -> config.Tables:
+    names = [name for name in (config.PRODUCTS, config.IDEMPOTENCY)]
+    return config.Tables.from_env(*names)
+
+
+def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
+    return client.scan(TableName=table, ConsistentRead=True)["Items"]
+
+
+def proxy_event(
+    method: str,
+    resource: str,
+    path: str,
+    *,
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A REST proxy event as API Gateway sends it."""
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers if headers is not None else {"Content-Type": "application/json"},
+        "pathParameters": params,
+        "body": body,
+        "isBase64Encoded": False,
+        "requestContext": {"requestId": "test"},
+    }
