@@ -3,6 +3,7 @@ under threads moto loses conditional updates)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,7 +51,7 @@ def moto_ddb(moto_env: dict[str, str], template: dict[str, Any]) -> Iterator[Any
 
 @pytest.fixture
 def moto_tables(moto_ddb: Any) -> config.Tables:
-    names = [name for name in (config.PRODUCTS, config.IDEMPOTENCY)]
+    names = [key.removesuffix("_TABLE").lower() for key in os.environ if key.endswith("_TABLE")]
     return config.Tables.from_env(*names)
 
 
