@@ -38,7 +38,7 @@ class Functions(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        specs: tuple[FunctionSpec, ...],
+        specs: tuple[FunctionSpec, ...] | list[FunctionSpec],
         tables: Tables,
         code_path: str,
     ) -> None:

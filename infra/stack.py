@@ -9,6 +9,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.api import RestApi
+from infra.consumers import StreamConsumers
 from infra.functions import Functions
 from infra.tables import Tables
 from service import catalog
@@ -23,9 +24,17 @@ class TurnstileStack(Stack):
         self.functions = Functions(
             self,
             "Functions",
-            specs=catalog.API_FUNCTIONS,
+            specs=catalog.API_FUNCTIONS + catalog.STREAM_CONSUMERS,
             tables=self.tables,
             code_path=FUNCTIONS_DIR,
         )
         self.api = RestApi(self, "Http", routes=catalog.api_routes(), functions=self.functions)
+        if catalog.STREAM_CONSUMERS:
+            StreamConsumers(
+                self,
+                "Consumers",
+                specs=catalog.STREAM_CONSUMERS,
+                functions=self.functions,
+                tables=self.tables,
+            )
         CfnOutput(self, "ApiUrl", value=self.api.api.url)

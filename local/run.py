@@ -16,14 +16,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import boto3
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
-from local import bridge, template  # noqa: E402
-from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from local import bridge, pump, template  # noqa: E402
+from local.dynamodb_local import CREDENTIALS, DynamoDBLocal  # noqa: E402
 
 
 @dataclass
@@ -33,15 +36,11 @@ class LocalStack:
     dynamodb: DynamoDBLocal
     server: BaseWSGIServer
     url: str
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.dynamodb.stop()
+    pumps: list[pump.StreamPump]
 
 
-def prepare_environment(db: DynamoDBLocal, template_path: Path) -> dict[str, str]:
+def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, str]:
     """Create the template's tables and put what the handlers need into ``os.environ``."""
-    loaded = template.load(template_path)
     names = template.create_tables(db.client(), loaded)
     environment = {
         **db.environment(),
@@ -49,6 +48,38 @@ def prepare_environment(db: DynamoDBLocal, template_path: Path) -> dict[str, str
     }
     os.environ.update(environment)
     return environment
+
+
+def start_pumps(
+    db: DynamoDBLocal, loaded: dict[str, Any], stop: threading.Event
+) -> list[pump.StreamPump]:
+    """One pump thread per event source mapping in the template."""
+    names = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
+    streams = boto3.session.Session().client(
+        "dynamodbstreams",
+        endpoint_url=db.endpoint,
+        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    pumps = []
+    for spec in pump.mapping_specs(loaded, names):
+        stream_pump = pump.StreamPump(
+            dynamodb=db.client(),
+            streams=streams,
+            table=spec.table,
+            handler=spec.load_handler(),
+            batch_size=spec.batch_size,
+            retry_attempts=spec.retry_attempts,
+            function_name=spec.function_name,
+        )
+        thread = threading.Thread(
+            target=stream_pump.run, args=(stop,), name=f"pump-{spec.table}", daemon=True
+        )
+        thread.start()
+        bridge.log.info("stream pump     %s -> %s", spec.table, spec.handler)
+        pumps.append(stream_pump)
+    return pumps
 
 
 @contextmanager
@@ -61,16 +92,19 @@ def running(
     host: str = "127.0.0.1",
 ) -> Iterator[LocalStack]:
     db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    stop = threading.Event()
     try:
-        prepare_environment(db, template_path)
+        loaded = template.load(template_path)
+        prepare_environment(db, loaded)
+        pumps = start_pumps(db, loaded, stop)
         server = bridge.serve(bridge.Bridge(), host, port)
-        actual_port = server.server_port
-        stack = LocalStack(db, server, f"http://{host}:{actual_port}")
+        stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps)
         try:
             yield stack
         finally:
             server.shutdown()
     finally:
+        stop.set()
         db.stop()
 
 

@@ -63,3 +63,19 @@ def tables(ddb: Any, template: dict[str, Any]) -> config.Tables:
 def unique() -> str:
     """A fresh id, so tests sharing the session's tables never see each other's items."""
     return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def streams(dynamodb_local: DynamoDBLocal) -> Any:
+    """A DynamoDB Streams client for DynamoDB Local."""
+    import boto3
+
+    from local.dynamodb_local import CREDENTIALS
+
+    return boto3.session.Session().client(
+        "dynamodbstreams",
+        endpoint_url=dynamodb_local.endpoint,
+        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )

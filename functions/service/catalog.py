@@ -41,5 +41,19 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class ConsumerSpec(FunctionSpec):
+    """A function fed by a table's DynamoDB stream (``source``), through an event source mapping
+    with partial batch responses; ``module.handler`` returns ``{"batchItemFailures": [...]}``."""
+
+    source: str = ""
+    batch_size: int = config.STREAM_BATCH_SIZE
+    retry_attempts: int = config.STREAM_RETRY_ATTEMPTS
+    max_record_age_seconds: int = config.STREAM_MAX_RECORD_AGE_SECONDS
+
+
+STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = ()
+
+
 def api_routes() -> list[tuple[FunctionSpec, Route]]:
     return [(spec, route) for spec in API_FUNCTIONS for route in spec.routes()]

@@ -34,6 +34,12 @@ CALL_ATTEMPTS = 6
 CALL_BASE_SECONDS = 0.02
 CALL_CAP_SECONDS = 0.5
 
+# DynamoDB Streams consumers: the event source mapping in CDK and the local pump both use these.
+STREAM_BATCH_SIZE = 100
+STREAM_RETRY_ATTEMPTS = 5
+STREAM_MAX_RECORD_AGE_SECONDS = 3600
+STREAM_MAX_BATCHING_WINDOW_SECONDS = 0
+
 # API Gateway stage throttling (steady requests/s and burst), shared by CDK and the README.
 API_RATE_LIMIT = 200
 API_BURST_LIMIT = 400

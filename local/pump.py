@@ -1,0 +1,247 @@
+"""A local stand-in for Lambda's DynamoDB Streams event source mapping.
+
+It polls DynamoDB Local's stream shards, builds Lambda-shaped stream events, invokes the same
+consumer handler Lambda runs, and honours partial batch responses the way the Lambda service does:
+records before the first reported failure count as done, the batch is retried from the first failed
+sequence number, and after ``retry_attempts`` retries the failing record goes to the dead letters
+(a list here, an SQS queue on AWS) and the shard moves on. A handler that raises fails its whole
+batch; as with ``BisectBatchOnFunctionError``, the batch is then halved until the record that breaks
+it is alone, and only then do retries count against it. One batch per shard at a time, shards
+in parent-before-child order: records of one key arrive in the order they were written.
+
+Its settings (batch size, retries) come from the template's ``AWS::Lambda::EventSourceMapping``
+resources, so the pump behaves as the deployed mapping is configured.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+log = logging.getLogger("local.pump")
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass(frozen=True)
+class MappingSpec:
+    """One event source mapping of the template, resolved to local names."""
+
+    function_name: str
+    handler: str  # "module.path.handler"
+    table: str
+    batch_size: int
+    retry_attempts: int
+
+    def load_handler(self) -> Handler:
+        module, _, name = self.handler.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+def mapping_specs(template: dict[str, Any], table_names: dict[str, str]) -> list[MappingSpec]:
+    resources = template["Resources"]
+    specs = []
+    for resource in resources.values():
+        if resource["Type"] != "AWS::Lambda::EventSourceMapping":
+            continue
+        properties = resource["Properties"]
+        source = properties["EventSourceArn"].get("Fn::GetAtt", [None])[0]
+        if source not in table_names:
+            continue  # not a DynamoDB stream of ours
+        function = resources[properties["FunctionName"]["Ref"]]["Properties"]
+        specs.append(
+            MappingSpec(
+                function_name=properties["FunctionName"]["Ref"],
+                handler=function["Handler"],
+                table=table_names[source],
+                batch_size=int(properties.get("BatchSize", 100)),
+                retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),
+            )
+        )
+    return specs
+
+
+@dataclass
+class _Shard:
+    shard_id: str
+    parent: str | None
+    iterator: str | None = None
+    done: bool = False
+    limit: int | None = None  # a bisected batch size, until the batch succeeds
+    attempts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Context:
+    function_name: str
+    aws_request_id: str = "local-stream"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def lambda_record(raw: dict[str, Any], stream_arn: str, region: str) -> dict[str, Any]:
+    """A GetRecords record in the shape Lambda hands to a function."""
+    change = dict(raw["dynamodb"])
+    created = change.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        change["ApproximateCreationDateTime"] = created.timestamp()
+    record = {
+        "eventID": raw["eventID"],
+        "eventName": raw["eventName"],
+        "eventVersion": raw.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": region,
+        "dynamodb": change,
+        "eventSourceARN": stream_arn,
+    }
+    if "userIdentity" in raw:
+        record["userIdentity"] = raw["userIdentity"]
+    return record
+
+
+class StreamPump:
+    def __init__(
+        self,
+        *,
+        dynamodb: Any,
+        streams: Any,
+        table: str,
+        handler: Handler,
+        batch_size: int = 100,
+        retry_attempts: int = 5,
+        function_name: str = "consumer",
+    ) -> None:
+        self.streams = streams
+        self.handler = handler
+        self.batch_size = batch_size
+        self.retry_attempts = retry_attempts
+        self.context = _Context(function_name)
+        description = dynamodb.describe_table(TableName=table)["Table"]
+        self.stream_arn: str = description["LatestStreamArn"]
+        self.region = streams.meta.region_name
+        self.shards: dict[str, _Shard] = {}
+        self.dead_letters: list[dict[str, Any]] = []
+        self.delivered = 0
+        self._lock = threading.Lock()  # one poll at a time (run() thread vs drain())
+
+    # -- shards ----------------------------------------------------------------------------
+
+    def _discover(self) -> None:
+        start: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"StreamArn": self.stream_arn}
+            if start:
+                kwargs["ExclusiveStartShardId"] = start
+            description = self.streams.describe_stream(**kwargs)["StreamDescription"]
+            for shard in description["Shards"]:
+                if shard["ShardId"] not in self.shards:
+                    self.shards[shard["ShardId"]] = _Shard(
+                        shard["ShardId"], shard.get("ParentShardId")
+                    )
+            start = description.get("LastEvaluatedShardId")
+            if not start:
+                return
+
+    def _ready(self, shard: _Shard) -> bool:
+        parent = self.shards.get(shard.parent or "")
+        return not shard.done and (parent is None or parent.done)
+
+    def _iterator(self, shard: _Shard, kind: str, sequence: str | None = None) -> str | None:
+        kwargs: dict[str, Any] = {
+            "StreamArn": self.stream_arn,
+            "ShardId": shard.shard_id,
+            "ShardIteratorType": kind,
+        }
+        if sequence:
+            kwargs["SequenceNumber"] = sequence
+        return self.streams.get_shard_iterator(**kwargs).get("ShardIterator")
+
+    # -- polling ---------------------------------------------------------------------------
+
+    def poll_once(self) -> int:
+        """Deliver at most one batch per ready shard; returns how many records were delivered."""
+        with self._lock:
+            self._discover()
+            delivered = 0
+            for shard in list(self.shards.values()):
+                if self._ready(shard):
+                    delivered += self._poll_shard(shard)
+            return delivered
+
+    def _poll_shard(self, shard: _Shard) -> int:
+        if shard.iterator is None:
+            shard.iterator = self._iterator(shard, "TRIM_HORIZON")
+            if shard.iterator is None:
+                shard.done = True
+                return 0
+        response = self.streams.get_records(
+            ShardIterator=shard.iterator, Limit=shard.limit or self.batch_size
+        )
+        records = response.get("Records", [])
+        following = response.get("NextShardIterator")
+        if not records:
+            shard.iterator = following
+            shard.done = following is None
+            return 0
+        failed, crashed = self._invoke(records)
+        self.delivered += len(records)
+        if failed is None:
+            shard.iterator = following
+            shard.done = following is None
+            shard.limit = None
+            return len(records)
+        sequence = records[failed]["dynamodb"]["SequenceNumber"]
+        if crashed and len(records) > 1:
+            shard.limit = max(1, len(records) // 2)  # bisect, retry the first half
+            shard.iterator = self._iterator(shard, "AT_SEQUENCE_NUMBER", sequence)
+            return len(records)
+        shard.attempts[sequence] = shard.attempts.get(sequence, 0) + 1
+        if 0 <= self.retry_attempts < shard.attempts[sequence]:
+            log.warning("giving up on %s after %s retries", sequence, self.retry_attempts)
+            self.dead_letters.append(records[failed])
+            shard.iterator = self._iterator(shard, "AFTER_SEQUENCE_NUMBER", sequence)
+        else:
+            shard.iterator = self._iterator(shard, "AT_SEQUENCE_NUMBER", sequence)
+        return len(records)
+
+    def _invoke(self, records: list[dict[str, Any]]) -> tuple[int | None, bool]:
+        """Run the handler: (index of the first failed record or None, whether it raised)."""
+        event = {"Records": [lambda_record(r, self.stream_arn, self.region) for r in records]}
+        try:
+            result = self.handler(event, self.context) or {}
+        except Exception:  # a crashed invocation fails the whole batch
+            log.exception("stream consumer %s raised", self.context.function_name)
+            return 0, True
+        failures = {item["itemIdentifier"] for item in result.get("batchItemFailures") or []}
+        for index, record in enumerate(records):
+            if record["dynamodb"]["SequenceNumber"] in failures:
+                return index, False
+        return None, False
+
+    def drain(self, *, timeout: float = 60.0, idle_polls: int = 2) -> int:
+        """Poll until ``idle_polls`` polls in a row deliver nothing; returns records delivered."""
+        deadline = time.monotonic() + timeout
+        total, idle = 0, 0
+        while idle < idle_polls:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the stream did not drain in time")
+            delivered = self.poll_once()
+            total += delivered
+            idle = 0 if delivered else idle + 1
+        return total
+
+    def run(self, stop: threading.Event, interval: float = 0.2) -> None:
+        while not stop.is_set():
+            try:
+                if not self.poll_once():
+                    stop.wait(interval)
+            except Exception:  # keep pumping; DynamoDB Local may be restarting
+                log.exception("stream pump error")
+                stop.wait(1.0)
