@@ -21,7 +21,7 @@ class FunctionSpec:
     tables: tuple[str, ...]
     description: str
     memory_mb: int = 512
-    timeout_seconds: int = 10
+    timeout_seconds: int = config.API_TIMEOUT_SECONDS
 
     @property
     def handler(self) -> str:

@@ -92,8 +92,16 @@ class Backoff:
     attempts: int = 8
     base: float = 0.005
     cap: float = 0.2
+    budget: float | None = None  # seconds from the first attempt after which no retry starts
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
     rand: Callable[[], float] = field(default=random.random, compare=False, repr=False)
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+
+    def spent(self, attempt: int, started: float) -> bool:
+        """True when attempt number ``attempt`` was the last one allowed."""
+        if attempt >= self.attempts:
+            return True
+        return self.budget is not None and self.clock() - started >= self.budget
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before attempt number ``attempt + 1`` (attempt counts from 1)."""

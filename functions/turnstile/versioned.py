@@ -149,9 +149,10 @@ def update_versioned(
 
     ``backoff`` governs throttling retries of each call; ``conflicts`` governs how many lost races
     are retried and how long to wait between them. Raises whatever ``decide`` raises,
-    :class:`VersionConflict` when ``conflicts.attempts`` writes all lost, and
+    :class:`VersionConflict` when ``conflicts`` is spent (attempts or time budget), and
     :class:`turnstile.retry.OutcomeUnknown` when a plain write timed out (see ``retry``).
     """
+    started = conflicts.clock()
     item = read(client, table, key, backoff)
     attempt = 0
     while True:
@@ -196,6 +197,6 @@ def update_versioned(
         else:
             written = {**(item or {}), **key, **changes, version_attr: (expected or 0) + 1}
             return Written(item=written, attempts=attempt)
-        if attempt >= conflicts.attempts:
+        if conflicts.spent(attempt, started):
             raise VersionConflict(attempt, item)
         conflicts.pause(attempt)
