@@ -1,0 +1,81 @@
+"""Idempotency-Key on POST: a retry gets the first answer, never a second effect."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from service.domain.products import Products
+from service.handlers import products
+from tests.integration.conftest import invoke
+from tests.integration.test_purchase_faults import purchase, stock_of
+from tests.unit.conftest import proxy_event
+
+
+def test_a_retried_purchase_returns_the_first_receipt(wired, ddb, tables, unique):
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
+    first = invoke(products.handler, purchase(unique, {"quantity": 2}, key=f"a-{unique}"))
+    second = invoke(products.handler, purchase(unique, {"quantity": 2}, key=f"a-{unique}"))
+    assert first[0] == second[0] == 201
+    assert second[2] == first[2]
+    assert stock_of(ddb, tables, unique) == (3, 2)
+
+
+def test_an_out_of_stock_answer_is_replayed_too(wired, ddb, tables, unique):
+    # Given an empty product and a refused keyed purchase
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 0)
+    refused = invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"b-{unique}"))
+    # When stock arrives and the client retries with the same key
+    Products(client=ddb, table=tables["products"]).update(unique, 1, {"stock": 5})
+    again = invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"b-{unique}"))
+    # Then the retry gets the first answer: the key names one request, not "try again"
+    assert refused[0] == again[0] == 409 and again[2] == refused[2]
+    assert stock_of(ddb, tables, unique) == (5, 2)
+
+
+def test_the_same_key_for_a_different_request_is_422(wired, ddb, tables, unique):
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
+    invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"c-{unique}"))
+    status, _, body = invoke(products.handler, purchase(unique, {"quantity": 3}, key=f"c-{unique}"))
+    assert (status, body["error"]) == (422, "IDEMPOTENCY_KEY_REUSED")
+    assert stock_of(ddb, tables, unique) == (4, 2)
+
+
+def test_a_malformed_key_is_400(wired, ddb, tables, unique):
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
+    status, _, body = invoke(products.handler, purchase(unique, {"quantity": 1}, key="a b"))
+    assert (status, body["error"]) == (400, "BAD_REQUEST")
+    assert stock_of(ddb, tables, unique) == (5, 1)
+
+
+def test_twenty_concurrent_requests_with_one_key_buy_once(wired, ddb, tables, unique):
+    # Given a product and 20 threads sending the same keyed purchase at the same moment
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 50)
+    barrier = threading.Barrier(20)
+
+    def send(_: int):
+        barrier.wait()
+        return invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"d-{unique}"))
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(send, range(20)))
+    # Then one unit was sold; every 201 is the same receipt; the rest were told to retry shortly
+    statuses = Counter(status for status, _, _ in answers)
+    assert set(statuses) <= {201, 409}
+    receipts = {a[2]["purchaseId"] for a in answers if a[0] == 201}
+    assert len(receipts) == 1
+    assert all(a[2]["error"] == "IDEMPOTENCY_IN_PROGRESS" for a in answers if a[0] == 409)
+    assert stock_of(ddb, tables, unique) == (49, 2)
+
+
+def test_a_keyed_create_is_replayed_not_refused(wired, ddb, tables, unique):
+    event = proxy_event(
+        "POST",
+        "/products",
+        "/products",
+        body=f'{{"productId": "{unique}", "name": "P", "stock": 1}}',
+        headers={"Content-Type": "application/json", "Idempotency-Key": f"e-{unique}"},
+    )
+    first, second = invoke(products.handler, event), invoke(products.handler, event)
+    assert first[0] == second[0] == 201 and first[2] == second[2]
