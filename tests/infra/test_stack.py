@@ -1,0 +1,249 @@
+"""The synthesized template, asserted property by property (the ``template`` fixture synthesizes
+with cdk-nag's AwsSolutions checks as a validation plugin, so it only exists if they pass)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+
+from local import template as cfn
+from service import catalog, config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def t(template: dict[str, Any]) -> Template:
+    return Template.from_json(template)
+
+
+def logical_id(template: dict[str, Any], kind: str, prefix: str) -> str:
+    matches = [k for k in cfn.resources(template, kind) if k.startswith(prefix)]
+    assert len(matches) == 1, matches
+    return matches[0]
+
+
+def test_product_table_keys_billing_recovery_and_retention(t, template):
+    table = logical_id(template, "AWS::DynamoDB::Table", "TablesProductsTable")
+    t.has_resource(
+        "AWS::DynamoDB::Table",
+        {
+            "Properties": {
+                "KeySchema": [{"AttributeName": "productId", "KeyType": "HASH"}],
+                "AttributeDefinitions": [{"AttributeName": "productId", "AttributeType": "S"}],
+                "BillingMode": "PAY_PER_REQUEST",
+                "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                "DeletionProtectionEnabled": True,
+            },
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+        },
+    )
+    assert template["Resources"][table]["DeletionPolicy"] == "Retain"
+
+
+def test_every_table_is_on_demand_recoverable_and_retained(template):
+    for resource in cfn.resources(template, "AWS::DynamoDB::Table").values():
+        properties = resource["Properties"]
+        assert properties["BillingMode"] == "PAY_PER_REQUEST"
+        assert properties["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"]
+        assert properties["DeletionProtectionEnabled"] is True
+        assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+
+
+def test_idempotency_table_expires_records_by_ttl(t):
+    t.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+            "TimeToLiveSpecification": {"AttributeName": config.TTL_ATTRIBUTE, "Enabled": True},
+        },
+    )
+
+
+def test_products_function_runtime_layer_and_environment(t, template):
+    products = logical_id(template, "AWS::DynamoDB::Table", "TablesProductsTable")
+    idempotency = logical_id(template, "AWS::DynamoDB::Table", "TablesIdempotencyTable")
+    t.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "service.handlers.products.handler",
+            "Runtime": "python3.12",
+            "Architectures": ["arm64"],
+            "Timeout": config.API_TIMEOUT_SECONDS,
+            "Layers": [
+                {
+                    "Fn::Join": [
+                        "",
+                        Match.array_with(
+                            [
+                                Match.string_like_regexp(
+                                    "AWSLambdaPowertoolsPythonV3-python312-arm64:27"
+                                )
+                            ]
+                        ),
+                    ]
+                }
+            ],
+            "Environment": {
+                "Variables": {
+                    "PRODUCTS_TABLE": {"Ref": products},
+                    "IDEMPOTENCY_TABLE": {"Ref": idempotency},
+                    "POWERTOOLS_SERVICE_NAME": "turnstile-products",
+                }
+            },
+            "LoggingConfig": {"LogFormat": "JSON"},
+        },
+    )
+
+
+def test_products_function_may_touch_only_its_two_tables(template):
+    products = logical_id(template, "AWS::DynamoDB::Table", "TablesProductsTable")
+    idempotency = logical_id(template, "AWS::DynamoDB::Table", "TablesIdempotencyTable")
+    policy = template["Resources"][
+        logical_id(template, "AWS::IAM::Policy", "FunctionsProductsRoleDefaultPolicy")
+    ]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    dynamo = [s for s in statements if any(a.startswith("dynamodb:") for a in s["Action"])]
+    tables = {
+        r["Fn::GetAtt"][0]
+        for s in dynamo
+        for r in s["Resource"]
+        if isinstance(r, dict) and "Fn::GetAtt" in r
+    }
+    assert tables == {products, idempotency}
+    assert {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"} <= set(dynamo[0]["Action"])
+
+
+def test_no_policy_grants_a_wildcard_resource(template):
+    for resource in cfn.resources(template, "AWS::IAM::Policy").values():
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            resources = statement["Resource"]
+            resources = resources if isinstance(resources, list) else [resources]
+            assert "*" not in resources, statement
+
+
+def test_no_lambda_role_uses_a_managed_policy(template):
+    lambda_roles = [
+        r
+        for r in cfn.resources(template, "AWS::IAM::Role").values()
+        if "lambda.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    assert lambda_roles
+    assert all("ManagedPolicyArns" not in r["Properties"] for r in lambda_roles)
+
+
+def test_stage_throttling_and_access_logs(t):
+    t.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": "v1",
+            "AccessLogSetting": {"DestinationArn": Match.any_value(), "Format": Match.any_value()},
+            "TracingEnabled": True,
+            "MethodSettings": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "ThrottlingRateLimit": config.API_RATE_LIMIT,
+                            "ThrottlingBurstLimit": config.API_BURST_LIMIT,
+                            "LoggingLevel": "ERROR",
+                            "MetricsEnabled": True,
+                        }
+                    )
+                ]
+            ),
+        },
+    )
+
+
+def test_every_route_is_a_method_and_bodies_are_validated(template):
+    methods = cfn.resources(template, "AWS::ApiGateway::Method")
+    declared = catalog.api_routes()
+    assert sorted(m["Properties"]["HttpMethod"] for m in methods.values()) == sorted(
+        r.method for _, r in declared
+    )
+    validator = logical_id(template, "AWS::ApiGateway::RequestValidator", "HttpApiValidator")
+    for _, route in declared:
+        if route.body is None:
+            continue
+        (method,) = [
+            m for m in methods.values() if m["Properties"]["OperationName"] == route.action.__name__
+        ]
+        assert method["Properties"]["RequestValidatorId"] == {"Ref": validator}
+        assert "application/json" in method["Properties"]["RequestModels"]
+        assert method["Properties"]["Integration"]["Type"] == "AWS_PROXY"
+
+
+def test_purchase_model_matches_the_contract(t):
+    t.has_resource_properties(
+        "AWS::ApiGateway::Model",
+        {
+            "Schema": {
+                "$schema": "http://json-schema.org/draft-04/schema#",
+                "type": "object",
+                "required": ["quantity"],
+                "additionalProperties": False,
+                "properties": {
+                    "quantity": {"type": "integer", "minimum": 1, "maximum": 1000},
+                    "strategy": {"type": "string", "enum": ["atomic", "versioned"]},
+                },
+            }
+        },
+    )
+
+
+def test_gateway_errors_use_the_contract_shape(template):
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in cfn.resources(template, "AWS::ApiGateway::GatewayResponse").values()
+    }
+    assert responses["MISSING_AUTHENTICATION_TOKEN"]["StatusCode"] == "404"
+    for kind in ("BAD_REQUEST_BODY", "THROTTLED", "DEFAULT_4XX", "DEFAULT_5XX"):
+        body = responses[kind]["ResponseTemplates"]["application/json"]
+        assert body.startswith('{"error":"') and '"message":' in body
+
+
+def test_cdk_nag_rejects_a_noncompliant_table(tmp_path):
+    """The checks are live: a table without point-in-time recovery fails synthesis."""
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Bad")
+    dynamodb.Table(
+        stack,
+        "NoRecovery",
+        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    with pytest.raises(Exception, match="AwsSolutions-DDB3"):
+        app.synth()
+
+
+def test_app_py_synthesizes_offline_and_cfn_lint_is_clean(tmp_path):
+    # Given nothing but the repository: python app.py writes the template
+    env = {"CDK_OUTDIR": str(tmp_path), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    subprocess.run([sys.executable, "app.py"], cwd=ROOT, env={**os.environ, **env}, check=True)
+    written = tmp_path / "Turnstile.template.json"
+    assert written.exists()
+    # Then cfn-lint finds no errors (W3005, the DependsOn CDK adds, is a known warning)
+    lint = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "cfn-lint"),
+            "--ignore-checks",
+            "W3005",
+            "--",
+            str(written),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
