@@ -3,7 +3,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Python 3.12 matches the Lambda runtime; fall back to whatever python3 is there (code is 3.11-safe).
-PYTHON ?= $(firstword $(foreach p,python3.12 /root/.pyenv/versions/3.12.1/bin/python3.12 python3,$(shell command -v $(p) 2>/dev/null)))
+# Each candidate must actually run: a pyenv shim for an inactive version exists but fails.
+PYTHON ?= $(shell for p in python3.12 /root/.pyenv/versions/3.12.1/bin/python3.12 python3; do \
+	"$$p" -c 'import sys; assert sys.version_info >= (3, 11)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 3000

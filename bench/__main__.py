@@ -1,0 +1,107 @@
+"""``make bench``: every workload against one DynamoDB Local, tables from the synthesized template.
+
+    python -m bench [--repeat N] [--only products,...]
+
+Prints markdown tables, and writes ``bench/results/<section>.json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "functions"))
+
+from bench import products  # noqa: E402
+from bench.harness import Meter, markdown, median_row  # noqa: E402
+from local import template  # noqa: E402
+from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from turnstile import retry  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+COLUMNS = [
+    "strategy",
+    "wall_s",
+    "wall_over_ceiling",
+    "p50_ms",
+    "p99_ms",
+    "calls_per_request",
+    "wcu_per_unit",
+    "errors",
+    "outcomes",
+]
+
+
+def table_names(loaded: dict[str, Any]) -> dict[str, str]:
+    names = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
+    environment = template.merged_environment(template.function_environments(loaded, names))
+    return {
+        key.removesuffix("_TABLE").lower(): value
+        for key, value in environment.items()
+        if key.endswith("_TABLE")
+    }
+
+
+def chart(section: str, rows: list[dict[str, Any]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["strategy"] for r in rows]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.bar(names, [r["wall_over_ceiling"] or 0 for r in rows], color="#4C72B0")
+    left.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    left.set_title("wall time / raw-write ceiling")
+    right.bar(names, [r["calls_per_request"] for r in rows], color="#DD8452")
+    right.set_title("DynamoDB calls per request")
+    for axis in (left, right):
+        axis.tick_params(axis="x", rotation=20)
+    figure.suptitle(f"turnstile bench: {section}")
+    figure.tight_layout()
+    path = RESULTS / f"{section}.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def report(section: str, rows: list[dict[str, Any]], note: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{section}.json").write_text(json.dumps(rows, indent=2))
+    image = chart(section, rows)
+    print(f"\n## {section}\n{note}\n")
+    print(markdown(rows, COLUMNS))
+    print(f"\n(written: {RESULTS / f'{section}.json'}, {image})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1, help="runs per strategy; median shown")
+    parser.add_argument("--only", default="", help="comma-separated sections")
+    args = parser.parse_args(argv)
+    only = {s for s in args.only.split(",") if s}
+
+    loaded = template.load()
+    with DynamoDBLocal() as db:
+        template.create_tables(db.client(), loaded)
+        names = table_names(loaded)
+        meter = Meter()
+        client = meter.attach(db.client(config=retry.client_config()))
+        if not only or "products" in only:
+            runs = [products.run(client, names["products"], meter) for _ in range(args.repeat)]
+            rows = [median_row([run[i] for run in runs]) for i in range(len(runs[0]))]
+            report(
+                "products",
+                rows,
+                f"Seed 002 workload: {products.ATTEMPTS} attempts, {products.WORKERS} threads, "
+                f"stock {products.STOCK}, one item. Ceiling = raw unconditional decrement.",
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
