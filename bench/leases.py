@@ -136,8 +136,8 @@ def lease_workload(
     resources: int = 5,
     ttl_ms: int = 30_000,
     wait_ms: int = 300_000,
-    wait_base: float = 0.01,
-    wait_cap: float = 0.25,
+    wait_base: float = 0.02,
+    wait_cap: float = 1.0,
 ) -> Outcome:
     """Run the workload and return every round's record (raises the first worker error)."""
     run = uuid.uuid4().hex[:8]
@@ -211,8 +211,8 @@ def run_lease_workload(
     workers: int = 50,
     rounds: int = 20,
     resources: int = 5,
-    wait_base: float = 0.01,
-    wait_cap: float = 0.25,
+    wait_base: float = 0.02,
+    wait_cap: float = 1.0,
 ) -> dict[str, Any]:
     """The contended lease workload's numbers (see :meth:`Outcome.summary`)."""
     return lease_workload(
@@ -235,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--resources", type=int, default=5)
-    parser.add_argument("--wait-base", type=float, default=0.01, help="waiting backoff base, s")
-    parser.add_argument("--wait-cap", type=float, default=0.25, help="waiting backoff cap, s")
+    parser.add_argument("--wait-base", type=float, default=0.02, help="waiting backoff base, s")
+    parser.add_argument("--wait-cap", type=float, default=1.0, help="waiting backoff cap, s")
     args = parser.parse_args(argv)
     if not template.TEMPLATE.exists():
         template.synthesize()
