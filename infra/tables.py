@@ -25,6 +25,8 @@ class Tables(Construct):
         self.by_name: dict[str, dynamodb.Table] = {}
         self._add(config.PRODUCTS, "productId")
         self._add(config.IDEMPOTENCY, "id", ttl=config.TTL_ATTRIBUTE)
+        self._add(config.LEASES, "resource", ttl=config.LEASE_TTL_ATTRIBUTE)
+        self._add(config.WALLETS, "walletId")
 
     def _add(
         self,

@@ -38,6 +38,18 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         tables=(config.PRODUCTS, config.IDEMPOTENCY),
         description="Products and purchases with optimistic concurrency (seed 000)",
     ),
+    FunctionSpec(
+        name="locks",
+        module="service.handlers.locks",
+        tables=(config.LEASES,),
+        description="Lease locks with fencing tokens (seed 003)",
+    ),
+    FunctionSpec(
+        name="wallets",
+        module="service.handlers.wallets",
+        tables=(config.LEASES, config.WALLETS),
+        description="Wallet top-ups charged once inside a lease, FOR UPDATE style (seed 004)",
+    ),
 )
 
 

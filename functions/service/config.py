@@ -76,3 +76,19 @@ class Tables:
 
     def __getitem__(self, name: str) -> str:
         return self.names[name]
+
+
+# Leases (seeds 003, 004). expiresAt is epoch ms and decides; purgeAt (epoch s) is TTL cleanup only.
+LEASES = "leases"
+WALLETS = "wallets"
+LEASE_TTL_ATTRIBUTE = "purgeAt"
+LEASE_RETENTION_SECONDS = 30 * 24 * 3600  # an idle lease item is purged this long after expiry
+LEASE_SAFETY_MARGIN_MS = 500  # assumed bound on clock skew between clients (see turnstile.lease)
+LOCK_MIN_TTL_SECONDS = 0.1
+LOCK_MAX_TTL_SECONDS = 3600
+# Wallet top-ups: the lease outlives the provider call; a request waits this long for the lease.
+WALLET_LEASE_MS = 8_000
+WALLET_LOCK_WAIT_MS = 3_000
+WALLET_WAIT_BASE_SECONDS = 0.005
+WALLET_WAIT_CAP_SECONDS = 0.1
+MAX_TOP_UP = 1_000_000

@@ -8,4 +8,5 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``codec``: plain Python values <-> DynamoDB attribute values.
 - ``versioned``: optimistic read-decide-write guarded by a version number.
 - ``idempotency``: first-answer-wins records for client retries.
+- ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
 """

@@ -52,6 +52,9 @@ STATUS: dict[str, int] = {
     "INTERNAL": 500,
     "THROTTLED": 503,
     "OUTCOME_UNKNOWN": 503,
+    "LOCKED": 409,
+    "LOCK_LOST": 409,
+    "PAYMENT_FAILED": 502,
 }
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")

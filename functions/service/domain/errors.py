@@ -32,3 +32,15 @@ class Conflict(DomainError):
 
 class VersionMismatch(DomainError):
     code = "VERSION_MISMATCH"
+
+
+class Locked(DomainError):
+    code = "LOCKED"
+
+
+class LockLost(DomainError):
+    code = "LOCK_LOST"
+
+
+class PaymentFailed(DomainError):
+    code = "PAYMENT_FAILED"

@@ -1,0 +1,463 @@
+"""Lease locks with fencing tokens (seed 003), and a FOR UPDATE-style critical section (seed 004).
+
+One item per resource in a lease table whose partition key is ``resource``:
+
+=============  ====================================================================================
+``owner``      who holds, or last held, the lease
+``fence``      grows by one with every successful acquisition; a release never resets it
+``expiresAt``  epoch milliseconds by the acquirer's clock; ``0`` once released
+``acquiredAt`` epoch milliseconds by the acquirer's clock (history and diagnostics only)
+``releasedAt`` set by a release, removed by the next acquisition
+``purgeAt``    the TTL attribute, epoch *seconds*, ``retention_seconds`` after ``expiresAt``
+=============  ====================================================================================
+
+TTL deletion only cleans up. DynamoDB may delete an expired item up to days late (seed 003 found an
+expired-but-present item still fails ``attribute_not_exists``), so expiry is decided by the
+condition below, never by whether the item is still there.
+
+**acquire** (one call, no read first)::
+
+    UpdateItem
+      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                               #purgeAt = :purgeAt
+                           REMOVE #releasedAt
+                           ADD #fence :one
+      ConditionExpression: attribute_not_exists(#resource) OR #expiresAt < :now
+      ReturnValues: ALL_OLD  (new fence = old fence + 1, and a record of the handover)
+      ReturnValuesOnConditionCheckFailure: ALL_OLD  (who holds it, until when: no second read)
+
+**renew** and **release** name the exact lease, owner *and* fence, so a late or paused holder can
+never extend or free a successor's lease (a successor always has a higher fence)::
+
+    renew:    SET #expiresAt = :expiresAt, #purgeAt = :purgeAt
+              ConditionExpression: #owner = :owner AND #fence = :fence
+                                   AND attribute_not_exists(#releasedAt)
+    release:  SET #expiresAt = :zero, #releasedAt = :now
+              ConditionExpression: #owner = :owner AND #fence = :fence
+
+Release is idempotent (a resend matches the same owner and fence). Renewing a lease that expired
+but that nobody took is allowed: the fence is unchanged, so nobody else held it in between.
+
+**Fenced writes.** A holder can be paused (GC, a slow network, a frozen Lambda) past its expiry
+while a successor acquires. Mutual exclusion by time alone then fails, so every protected write
+must carry the fence and be refused when it is stale. Two ways, both here:
+
+* :meth:`Leases.guard` / :meth:`Leases.transact`: a ``ConditionCheck`` on the lease item inside the
+  same ``TransactWriteItems`` as the protected writes::
+
+      ConditionCheck on the lease item
+        ConditionExpression: #owner = :owner AND #fence = :fence
+        ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+* :func:`fenced_update`: the protected item remembers the last fence it accepted::
+
+      UpdateItem  SET <changes>, #lastFence = :fence
+        ConditionExpression: attribute_not_exists(#lastFence) OR #lastFence < :fence
+
+  Strictly lower: one accepted write per fence per item (combine changes into one write).
+
+**Clocks.** The acquire condition compares the stored ``expiresAt`` (the previous holder's clock)
+with ``:now`` (the acquirer's clock). Assumption: any two clients' clocks differ by less than
+``safety_margin_ms``. The holder treats its lease as over ``safety_margin_ms`` before ``expiresAt``
+(:meth:`Leases.time_left_ms`), so under the assumption no two holders *work* at once. If the
+assumption breaks (a client's clock runs ahead and it takes a lease early), two holders can overlap
+in time, but only the newest fence can write: the fenced writes above refuse the older one. The
+decisions themselves are made by the database comparing fences, never by a clock.
+
+**Lambda.** Given the invocation's remaining time (``remaining_ms``), an acquisition is capped so
+the lease ends ``safety_margin_ms`` before the invocation does, unless it is renewed.
+
+**Fence lifetime.** The fence increases forever while the item exists. TTL deletes an item only
+after it was idle for ``retention_seconds``; after that the fence starts again at 1. Transactions
+guarded by :meth:`Leases.guard` are unaffected; items guarded by :func:`fenced_update` would refuse
+the restarted fences, so resources protected that way need a retention longer than their idle gaps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from turnstile import codec, retry, transact
+
+_NAMES = {
+    "#resource": "resource",
+    "#owner": "owner",
+    "#fence": "fence",
+    "#expiresAt": "expiresAt",
+    "#acquiredAt": "acquiredAt",
+    "#releasedAt": "releasedAt",
+    "#purgeAt": "purgeAt",
+}
+
+
+def _names(*placeholders: str) -> dict[str, str]:
+    return {name: _NAMES[name] for name in placeholders}
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease this caller holds. ``fence`` is the token every protected write must carry."""
+
+    resource: str
+    owner: str
+    fence: int
+    expires_at: int  # epoch ms, by the acquirer's clock
+    acquired_at: int
+    attempts: int = 1  # acquire calls it took (waiting acquisitions)
+    previous: dict[str, Any] | None = None  # the lease item as this acquisition found it
+
+
+class Held(Exception):
+    """Someone else holds the lease (read from the failed condition's ALL_OLD image)."""
+
+    def __init__(self, resource: str, owner: str, expires_at: int, fence: int, attempts: int = 1):
+        super().__init__(f"{resource!r} is held by {owner!r} until {expires_at}")
+        self.resource = resource
+        self.owner = owner
+        self.expires_at = expires_at
+        self.fence = fence
+        self.attempts = attempts
+
+
+class Lost(Exception):
+    """The lease named (owner, fence) is no longer the current one: it was taken over (or never
+    existed). ``current`` is the lease item as the database saw it (None: no item)."""
+
+    def __init__(self, resource: str, current: dict[str, Any] | None):
+        super().__init__(f"lease on {resource!r} is no longer held")
+        self.resource = resource
+        self.current = current
+
+
+class StaleFence(Exception):
+    """A fenced write was refused: the item already accepted this fence or a newer one."""
+
+    def __init__(self, fence: int, current: dict[str, Any] | None):
+        super().__init__(f"fence {fence} is stale")
+        self.fence = fence
+        self.current = current
+
+
+class NoTimeLeft(Exception):
+    """The invocation ends before a lease could be worth taking (remaining time <= margin)."""
+
+
+def _conditional_failure(exc: ClientError) -> bool:
+    return retry.error_code(exc) == "ConditionalCheckFailedException"
+
+
+@dataclass
+class Leases:
+    """Lease operations on one lease table. ``clock`` returns epoch seconds (inject it in tests)."""
+
+    client: Any
+    table: str
+    backoff: retry.Backoff = field(default_factory=retry.Backoff)
+    clock: Callable[[], float] = time.time
+    safety_margin_ms: int = 1000
+    retention_seconds: int = 30 * 24 * 3600
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def time_left_ms(self, lease: Lease) -> int:
+        """How long the holder may still act, keeping the clock-skew margin (can be negative)."""
+        return lease.expires_at - self.safety_margin_ms - self.now_ms()
+
+    def _purge_at(self, expires_at_ms: int) -> int:
+        return expires_at_ms // 1000 + 1 + self.retention_seconds
+
+    def _ttl_ms(self, ttl_ms: int, remaining_ms: Callable[[], int] | None) -> int:
+        if ttl_ms <= 0:
+            raise ValueError("a lease needs a positive duration")
+        if remaining_ms is None:
+            return ttl_ms
+        allowed = remaining_ms() - self.safety_margin_ms
+        if allowed <= 0:
+            raise NoTimeLeft(f"only {remaining_ms()} ms left in this invocation")
+        return min(ttl_ms, allowed)
+
+    # -- acquire ---------------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        resource: str,
+        owner: str,
+        ttl_ms: int,
+        *,
+        remaining_ms: Callable[[], int] | None = None,
+    ) -> Lease:
+        """One attempt. Raises :class:`Held` when a live lease exists.
+
+        Not retried after a timeout (``ADD`` is not idempotent): that surfaces as
+        :class:`turnstile.retry.OutcomeUnknown`, and a lease taken that way simply expires.
+        """
+        duration = self._ttl_ms(ttl_ms, remaining_ms)
+        now = self.now_ms()
+        expires_at = now + duration
+        try:
+            response = retry.call(
+                lambda: self.client.update_item(
+                    TableName=self.table,
+                    Key=codec.encode_item({"resource": resource}),
+                    UpdateExpression=(
+                        "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
+                        "#purgeAt = :purgeAt REMOVE #releasedAt ADD #fence :one"
+                    ),
+                    ConditionExpression="attribute_not_exists(#resource) OR #expiresAt < :now",
+                    ExpressionAttributeNames=_names(
+                        "#resource",
+                        "#owner",
+                        "#expiresAt",
+                        "#acquiredAt",
+                        "#purgeAt",
+                        "#releasedAt",
+                        "#fence",
+                    ),
+                    ExpressionAttributeValues=codec.values(
+                        owner=owner,
+                        expiresAt=expires_at,
+                        now=now,
+                        purgeAt=self._purge_at(expires_at),
+                        one=1,
+                    ),
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.backoff,
+                idempotent=False,
+            )
+        except ClientError as exc:
+            if not _conditional_failure(exc):
+                raise
+            holder = codec.old_item(exc) or {}
+            raise Held(
+                resource,
+                str(holder.get("owner", "")),
+                int(holder.get("expiresAt", 0)),
+                int(holder.get("fence", 0)),
+            ) from exc
+        previous = codec.decode_item(response.get("Attributes"))
+        fence = int((previous or {}).get("fence", 0)) + 1
+        return Lease(resource, owner, fence, expires_at, now, previous=previous)
+
+    def acquire_wait(
+        self,
+        resource: str,
+        owner: str,
+        ttl_ms: int,
+        *,
+        wait_ms: int,
+        waits: retry.Backoff,
+        remaining_ms: Callable[[], int] | None = None,
+    ) -> Lease:
+        """Acquire, waiting up to ``wait_ms`` (never past the invocation's end) for the holder.
+
+        Between attempts it sleeps a full-jitter exponential delay from ``waits``, but never longer
+        than until the holder's ``expiresAt`` (plus a little jitter): an expired holder is taken
+        over promptly and an early release is noticed by the next poll. Only the acquire call is
+        repeated; nothing the caller does is. Raises :class:`Held` (with ``attempts``) at the end.
+        """
+        start = self.now_ms()
+        deadline = start + wait_ms
+        if remaining_ms is not None:
+            deadline = min(deadline, start + remaining_ms() - 2 * self.safety_margin_ms)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                lease = self.acquire(resource, owner, ttl_ms, remaining_ms=remaining_ms)
+            except Held as held:
+                now = self.now_ms()
+                if now >= deadline:
+                    held.attempts = attempt
+                    raise
+                until_expiry_ms = max(0, held.expires_at - now)
+                delay_ms = min(
+                    waits.delay(attempt) * 1000,
+                    until_expiry_ms + waits.rand() * waits.base * 1000,
+                    deadline - now,
+                )
+                waits.sleep(delay_ms / 1000)
+                continue
+            return replace(lease, attempts=attempt)
+
+    # -- renew, release --------------------------------------------------------------------------
+
+    def renew(
+        self, lease: Lease, ttl_ms: int, *, remaining_ms: Callable[[], int] | None = None
+    ) -> Lease:
+        """Extend ``lease`` to now + ``ttl_ms``; :class:`Lost` if it is no longer this lease."""
+        expires_at = self.now_ms() + self._ttl_ms(ttl_ms, remaining_ms)
+        self._owned_update(
+            lease,
+            "SET #expiresAt = :expiresAt, #purgeAt = :purgeAt",
+            "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
+            _names("#owner", "#fence", "#expiresAt", "#purgeAt", "#releasedAt"),
+            codec.values(expiresAt=expires_at, purgeAt=self._purge_at(expires_at)),
+        )
+        return replace(lease, expires_at=expires_at)
+
+    def release(self, lease: Lease) -> None:
+        """Expire ``lease`` now (the item stays, so the fence keeps counting); :class:`Lost` if a
+        successor holds it. Safe to repeat."""
+        self._owned_update(
+            lease,
+            "SET #expiresAt = :zero, #releasedAt = :now",
+            "#owner = :owner AND #fence = :fence",
+            _names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+            codec.values(zero=0, now=self.now_ms()),
+        )
+
+    def _owned_update(
+        self,
+        lease: Lease,
+        update: str,
+        condition: str,
+        names: dict[str, str],
+        values: dict[str, Any],
+    ) -> None:
+        try:
+            retry.call(
+                lambda: self.client.update_item(
+                    TableName=self.table,
+                    Key=codec.encode_item({"resource": lease.resource}),
+                    UpdateExpression=update,
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues={
+                        **values,
+                        **codec.values(owner=lease.owner, fence=lease.fence),
+                    },
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.backoff,
+                idempotent=True,  # same values, same condition: a resend changes nothing more
+            )
+        except ClientError as exc:
+            if _conditional_failure(exc):
+                raise Lost(lease.resource, codec.old_item(exc)) from exc
+            raise
+
+    # -- fenced writes ---------------------------------------------------------------------------
+
+    def guard(self, lease: Lease) -> dict[str, Any]:
+        """A ``TransactWriteItems`` element that holds only while ``lease`` is the current one."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": codec.encode_item({"resource": lease.resource}),
+                "ConditionExpression": "#owner = :owner AND #fence = :fence",
+                "ExpressionAttributeNames": _names("#owner", "#fence"),
+                "ExpressionAttributeValues": codec.values(owner=lease.owner, fence=lease.fence),
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def transact(
+        self, lease: Lease, items: Sequence[dict[str, Any]], *, token: str | None = None
+    ) -> None:
+        """Write ``items`` atomically, only if ``lease`` is still current; else :class:`Lost`.
+
+        Other cancellations (a condition of one of ``items``) are raised as
+        :class:`turnstile.transact.Cancelled` with reasons aligned to ``items`` (guard removed).
+        """
+        try:
+            transact.transact_write(
+                self.client, [self.guard(lease), *items], backoff=self.backoff, token=token
+            )
+        except transact.Cancelled as exc:
+            if exc.failed_at(0):
+                raise Lost(lease.resource, exc.reasons[0].item) from exc
+            raise transact.Cancelled(exc.reasons[1:]) from exc
+
+    @contextmanager
+    def hold(
+        self,
+        resource: str,
+        owner: str,
+        ttl_ms: int,
+        *,
+        wait_ms: int,
+        waits: retry.Backoff,
+        remaining_ms: Callable[[], int] | None = None,
+    ) -> Iterator[Lease]:
+        """``with leases.hold(...) as lease:`` the FOR UPDATE of a read-modify-write.
+
+        The lease is taken before the body runs, so nothing in the body is ever repeated to get
+        the lock (seed 004's retried transaction re-ran everything before its lock). The body must
+        write through :meth:`transact` (or :func:`fenced_update`) with ``lease``. On exit, also on
+        an exception, the lease is released. A release that fails is not raised: the body's outcome
+        (perhaps a committed write) is what the caller must see, and the lease ends at expiresAt.
+        """
+        lease = self.acquire_wait(
+            resource, owner, ttl_ms, wait_ms=wait_ms, waits=waits, remaining_ms=remaining_ms
+        )
+        try:
+            yield lease
+        finally:
+            # Taken over already, or the database is away: either way it expires by itself.
+            with contextlib.suppress(
+                Lost, retry.RetriesExhausted, retry.OutcomeUnknown, ClientError
+            ):
+                self.release(lease)
+
+
+def fenced_update(
+    client: Any,
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    fence: int,
+    changes: Mapping[str, Any],
+    backoff: retry.Backoff,
+    fence_attr: str = "lastFence",
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """SET ``changes`` on the item at ``key`` only if it has not seen ``fence`` or a newer one.
+
+    ``extra`` may add ``UpdateExpression`` clauses (``"list_append"`` and such) with their names
+    and values: keys ``set`` (extra SET assignments), ``names``, ``values``. Returns the new item.
+    Raises :class:`StaleFence` with the current item when the fence is refused.
+    """
+    names = {"#lastFence": fence_attr}
+    values = codec.values(fence=fence)
+    assignments = []
+    for index, (name, value) in enumerate(changes.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = codec.encode(value)
+        assignments.append(f"#c{index} = :c{index}")
+    if extra:
+        assignments.extend(extra.get("set", ()))
+        names.update(extra.get("names", {}))
+        values.update(extra.get("values", {}))
+    assignments.append("#lastFence = :fence")
+    try:
+        response = retry.call(
+            lambda: client.update_item(
+                TableName=table,
+                Key=codec.encode_item(key),
+                UpdateExpression="SET " + ", ".join(assignments),
+                ConditionExpression="attribute_not_exists(#lastFence) OR #lastFence < :fence",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ),
+            backoff=backoff,
+            idempotent=False,  # a resend would meet its own fence and look stale
+        )
+    except ClientError as exc:
+        if _conditional_failure(exc):
+            raise StaleFence(fence, codec.old_item(exc)) from exc
+        raise
+    item = codec.decode_item(response["Attributes"])
+    assert item is not None
+    return item

@@ -1,0 +1,82 @@
+"""/locks and the FOR UPDATE top-up over HTTP, as a client calls them."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+
+from service.domain.payments import FakeProvider
+from service.handlers import wallets
+
+REQUESTS = 50
+
+
+def test_lock_lifecycle_over_http(api_url):
+    # Given a fresh resource
+    url = f"{api_url}/locks/e2e-{uuid.uuid4().hex[:8]}"
+    # When a owns it, b asks, a renews and releases, then b asks again
+    first = requests.post(url, json={"owner": "a", "ttlSeconds": 30}, timeout=10)
+    refused = requests.post(url, json={"owner": "b", "ttlSeconds": 30}, timeout=10)
+    renewed = requests.put(url, json={"owner": "a", "fence": 1, "ttlSeconds": 30}, timeout=10)
+    zombie = requests.delete(url, json={"owner": "b", "fence": 1}, timeout=10)
+    released = requests.delete(url, json={"owner": "a", "fence": 1}, timeout=10)
+    second = requests.post(url, json={"owner": "b", "ttlSeconds": 30}, timeout=10)
+    # Then every answer has the contract's status, shape and headers
+    assert first.status_code == 201 and first.json()["fence"] == 1
+    assert refused.status_code == 409 and refused.json()["error"] == "LOCKED"
+    assert refused.json()["owner"] == "a" and int(refused.headers["Retry-After"]) >= 1
+    assert renewed.status_code == 200 and renewed.json()["fence"] == 1
+    assert zombie.status_code == 409 and zombie.json()["error"] == "LOCK_LOST"
+    assert released.status_code == 204
+    assert second.status_code == 201 and second.json()["fence"] == 2
+
+
+def test_openapi_lists_the_lock_and_wallet_routes(api_url):
+    paths = requests.get(f"{api_url}/openapi.json", timeout=10).json()["paths"]
+    assert set(paths["/locks/{resource}"]) == {"post", "put", "delete"}
+    assert set(paths["/wallets/{walletId}/top-ups"]) == {"post"}
+    assert "409" in paths["/locks/{resource}"]["post"]["responses"]
+
+
+def test_concurrent_top_ups_charge_once_per_accepted_request(api_url):
+    # Given a provider that records every call, slow enough that requests really queue up
+    provider = FakeProvider(delay_seconds=0.01)
+    wallets.provider.set(provider)
+    wallets.wallets.set(None)
+    wallet = f"e2e-{uuid.uuid4().hex[:8]}"
+    start = threading.Barrier(REQUESTS)
+
+    def top_up(amount: int) -> tuple[int, int, dict[str, Any], str | None]:
+        with requests.Session() as session:
+            start.wait()
+            response = session.post(
+                f"{api_url}/wallets/{wallet}/top-ups", json={"amount": amount}, timeout=60
+            )
+        return amount, response.status_code, response.json(), response.headers.get("Retry-After")
+
+    # When 50 top-ups of distinct amounts arrive at once
+    with ThreadPoolExecutor(REQUESTS) as pool:
+        answers = list(pool.map(top_up, range(1, REQUESTS + 1)))
+
+    # Then each was either accepted or refused as LOCKED (with Retry-After), nothing else
+    accepted = [(amount, body) for amount, status, body, _ in answers if status == 201]
+    refused = [(body, retry) for _, status, body, retry in answers if status == 409]
+    assert len(accepted) + len(refused) == REQUESTS, answers
+    assert accepted
+    assert all(body["error"] == "LOCKED" and retry for body, retry in refused)
+    # And the provider saw exactly one charge per accepted request, none for refused ones
+    charges = provider.calls("charge")
+    assert sorted(c.reference for c in charges) == sorted(b["topUpId"] for _, b in accepted)
+    assert sorted(c.amount for c in charges) == sorted(amount for amount, _ in accepted)
+    assert provider.calls("refund") == []
+    # And the balance is exactly the sum of the accepted charges
+    wallet_now = requests.get(f"{api_url}/wallets/{wallet}", timeout=10).json()
+    assert wallet_now == {
+        "walletId": wallet,
+        "balance": sum(amount for amount, _ in accepted),
+        "topUps": len(accepted),
+    }

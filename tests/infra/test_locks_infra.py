@@ -1,0 +1,60 @@
+"""The lease and wallet tables, functions and routes as the synthesized template has them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from local import template as cfn
+from service import config
+
+
+def table(template: dict[str, Any], key: str) -> dict[str, Any]:
+    (found,) = [
+        resource["Properties"]
+        for resource in cfn.resources(template, "AWS::DynamoDB::Table").values()
+        if resource["Properties"]["KeySchema"][0]["AttributeName"] == key
+    ]
+    return found
+
+
+def function_env(template: dict[str, Any], handler: str) -> dict[str, Any]:
+    (found,) = [
+        resource["Properties"]["Environment"]["Variables"]
+        for resource in cfn.resources(template, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == handler
+    ]
+    return found
+
+
+def test_lease_table_has_ttl_on_purge_at_only_for_cleanup(template):
+    leases = table(template, "resource")
+    assert leases["KeySchema"] == [{"AttributeName": "resource", "KeyType": "HASH"}]
+    assert leases["TimeToLiveSpecification"] == {
+        "AttributeName": config.LEASE_TTL_ATTRIBUTE,
+        "Enabled": True,
+    }
+    # expiresAt (epoch ms) decides; the TTL attribute must be a different one, in seconds
+    assert config.LEASE_TTL_ATTRIBUTE != "expiresAt"
+    assert leases["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_lock_and_wallet_functions_get_exactly_their_tables(template):
+    locks = function_env(template, "service.handlers.locks.handler")
+    wallets = function_env(template, "service.handlers.wallets.handler")
+    assert {k for k in locks if k.endswith("_TABLE")} == {"LEASES_TABLE"}
+    assert {k for k in wallets if k.endswith("_TABLE")} == {"LEASES_TABLE", "WALLETS_TABLE"}
+    assert locks["LEASES_TABLE"] == wallets["LEASES_TABLE"]
+
+
+def test_lock_routes_are_api_methods_with_validated_bodies(template):
+    methods = cfn.resources(template, "AWS::ApiGateway::Method")
+    by_operation = {m["Properties"].get("OperationName"): m["Properties"] for m in methods.values()}
+    for operation, verb in (
+        ("acquire_lock", "POST"),
+        ("renew_lock", "PUT"),
+        ("release_lock", "DELETE"),
+        ("top_up_wallet", "POST"),
+    ):
+        method = by_operation[operation]
+        assert method["HttpMethod"] == verb
+        assert "RequestValidatorId" in method and "RequestModels" in method
