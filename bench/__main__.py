@@ -16,8 +16,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
-from bench import products  # noqa: E402
-from bench.harness import Meter, markdown, median_row  # noqa: E402
+from bench import leases, products  # noqa: E402
+from bench.harness import Meter, markdown, median_row, raw_ceiling  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from turnstile import retry  # noqa: E402
@@ -100,7 +100,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"Seed 002 workload: {products.ATTEMPTS} attempts, {products.WORKERS} threads, "
                 f"stock {products.STOCK}, one item. Ceiling = raw unconditional decrement.",
             )
+        if not only or "leases" in only:
+            run_leases(client, names["leases"])
     return 0
+
+
+def run_leases(client: Any, table: str) -> None:
+    workers, rounds, resources = 50, 20, 5
+    result = leases.run_lease_workload(
+        client, table, workers=workers, rounds=rounds, resources=resources
+    )
+    # Each round writes three times (acquire, protected write, release): the ceiling is that many
+    # unconditional writes from the same number of threads.
+    ceiling = raw_ceiling(client, table, "resource", 3 * workers * rounds, workers)
+    result["raw_ceiling_s"] = round(ceiling, 3)
+    result["wall_over_ceiling"] = round(result["wall_seconds"] / ceiling, 2)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "leases.json").write_text(json.dumps(result, indent=2))
+    print(
+        f"\n## leases\n{workers} workers x {rounds} rounds over {resources} resources: waiting "
+        "acquire, fenced read-modify-write, release. Ceiling = the same number of unconditional "
+        "writes.\n"
+    )
+    print(markdown([{"metric": k, "value": v} for k, v in result.items()], ["metric", "value"]))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -112,6 +113,18 @@ def run_workload(attempts: int, workers: int, attempt: Callable[[int], str]) -> 
         latencies=[latency for latency, _ in results],
         outcomes=Counter(label for _, label in results),
     )
+
+
+def raw_ceiling(client: Any, table: str, key: str, writes: int, workers: int) -> float:
+    """Wall time of ``writes`` unconditional puts to distinct items from ``workers`` threads: the
+    fastest anything can write here, for sections that have no natural "raw" strategy."""
+    run = uuid.uuid4().hex[:8]
+
+    def attempt(index: int) -> str:
+        client.put_item(TableName=table, Item={key: {"S": f"ceiling/{run}/{index}"}})
+        return "ok"
+
+    return run_workload(writes, workers, attempt).wall
 
 
 def percentile(values: list[float], fraction: float) -> float:
