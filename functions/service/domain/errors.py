@@ -32,3 +32,11 @@ class Conflict(DomainError):
 
 class VersionMismatch(DomainError):
     code = "VERSION_MISMATCH"
+
+
+class Expired(DomainError):
+    code = "EXPIRED"
+
+
+class AlreadyConfirmed(DomainError):
+    code = "ALREADY_CONFIRMED"
