@@ -16,6 +16,10 @@ Finding candidates never scans: :func:`reserve` queries the index with
 tickets below the pivot, one pool after another from a random pool. The index is only a hint (it
 is eventually consistent on AWS): the conditional write on the unit itself decides.
 
+Before the first write, :func:`reserve` reads until it has seen ``quantity`` candidates; when the
+index cannot show that many, the answer is :class:`NotEnough` without a single write (the usual
+answer once a sku has sold out). Each page of candidates is tried in random order.
+
 Claim, one ``UpdateItem`` per candidate::
 
     SET #status = :held, #holder = :holder, #until = :until, #ticket = :until,
@@ -54,6 +58,7 @@ record it has already applied (see ``service.domain.inventory``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -311,9 +316,13 @@ def _candidates(
                     idempotent=True,
                 )
                 claimed.queries += 1
-                for raw in response.get("Items", []):
-                    item = codec.decode_item(raw) or {}
-                    yield units.key_of(item)
+                page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
+                # Walking a page in order would line every loser up behind the next unit another
+                # request is also about to take (a convoy); a random order spreads them out.
+                for index in range(len(page) - 1, 0, -1):
+                    other = int(rand() * (index + 1))
+                    page[index], page[other] = page[other], page[index]
+                yield from page
                 start = response.get("LastEvaluatedKey")
                 if not start:
                     break
@@ -341,8 +350,8 @@ def reserve(
     claimed = Claimed()
     seen: set[tuple[Any, ...]] = set()
     doubtful: list[Key] = []
-    try:
-        for key in _candidates(
+    candidates = _distinct(
+        _candidates(
             client,
             units,
             pools,
@@ -351,11 +360,17 @@ def reserve(
             backoff=backoff,
             rand=rand,
             claimed=claimed,
-        ):
-            identity = tuple(key[name] for name in units.key_attrs)
-            if identity in seen:
-                continue  # a unit can reappear in a later page after a give-back elsewhere
-            seen.add(identity)
+        ),
+        units,
+        seen,
+    )
+    # Look before taking anything: when the index cannot even show ``quantity`` candidates, say
+    # so without a single write (the common answer once a sku sells out).
+    first = list(itertools.islice(candidates, quantity))
+    if len(first) < quantity:
+        raise NotEnough(quantity, 0)
+    try:
+        for key in itertools.chain(first, candidates):
             try:
                 won = claim(
                     client,
@@ -384,6 +399,15 @@ def reserve(
         raise
     give_back(client, units, claimed.keys, holder=holder, backoff=backoff, rand=rand)
     raise NotEnough(quantity, len(claimed.keys))
+
+
+def _distinct(keys: Iterator[Key], units: UnitTable, seen: set[tuple[Any, ...]]) -> Iterator[Key]:
+    """Each unit once (one can reappear in a later page after a give-back elsewhere)."""
+    for key in keys:
+        identity = tuple(key[name] for name in units.key_attrs)
+        if identity not in seen:
+            seen.add(identity)
+            yield key
 
 
 def give_back(
