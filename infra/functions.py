@@ -84,6 +84,13 @@ class Functions(Construct):
             )
             for name in spec.tables:
                 tables[name].grant_read_write_data(function)
+                if tables.has_indexes(name):
+                    acknowledge(
+                        role,
+                        f"IAM5[Resource::<{tables.logical_id(name)}.Arn>/index/*]",
+                        f"Queries on the {name} table's own secondary indexes; the grant is "
+                        "scoped to that one table's indexes.",
+                    )
             acknowledge(
                 function,
                 "L1",

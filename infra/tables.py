@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
@@ -27,6 +27,22 @@ class Tables(Construct):
         self._add(config.IDEMPOTENCY, "id", ttl=config.TTL_ATTRIBUTE)
         self._add(config.LEASES, "resource", ttl=config.LEASE_TTL_ATTRIBUTE)
         self._add(config.WALLETS, "walletId")
+        inventory = self._add(
+            config.INVENTORY,
+            "sku",
+            sort_key="sk",
+            ttl=config.TTL_ATTRIBUTE,
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        )
+        # Sparse: only units that are free or held carry claimableAt (see turnstile.claims).
+        # Keys only: a candidate needs no more than its key, and the index stays small.
+        inventory.add_global_secondary_index(
+            index_name=config.INVENTORY_CLAIMABLE_INDEX,
+            partition_key=dynamodb.Attribute(name="pool", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="claimableAt", type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
+        self._add(config.INVENTORY_SUMMARY, "sku", sort_key="sk")
 
     def _add(
         self,
@@ -59,6 +75,14 @@ class Tables(Construct):
         )
         self.by_name[name] = table
         return table
+
+    def has_indexes(self, name: str) -> bool:
+        cfn = self.by_name[name].node.default_child
+        return bool(getattr(cfn, "global_secondary_indexes", None))
+
+    def logical_id(self, name: str) -> str:
+        table = self.by_name[name]
+        return str(Stack.of(table).resolve(table.node.default_child.logical_id))  # type: ignore[union-attr]
 
     def __getitem__(self, name: str) -> dynamodb.Table:
         return self.by_name[name]

@@ -50,6 +50,14 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         tables=(config.LEASES, config.WALLETS),
         description="Wallet top-ups charged once inside a lease, FOR UPDATE style (seed 004)",
     ),
+    FunctionSpec(
+        name="inventory",
+        module="service.handlers.inventory",
+        tables=(config.INVENTORY, config.INVENTORY_SUMMARY),
+        description="Inventory units reserved SKIP LOCKED style, with expiring holds (seed 002)",
+        timeout_seconds=29,  # creating 100 000 units takes 4000 batch writes
+        memory_mb=1024,
+    ),
 )
 
 
@@ -64,7 +72,15 @@ class ConsumerSpec(FunctionSpec):
     max_record_age_seconds: int = config.STREAM_MAX_RECORD_AGE_SECONDS
 
 
-STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = ()
+STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
+    ConsumerSpec(
+        name="inventorysummary",
+        module="service.handlers.inventory_summary",
+        tables=(config.INVENTORY_SUMMARY,),
+        source=config.INVENTORY,
+        description="Per-sku inventory counts from the inventory table's stream (seed 002)",
+    ),
+)
 
 
 def api_routes() -> list[tuple[FunctionSpec, Route]]:

@@ -16,6 +16,8 @@ from turnstile import retry
 # Logical table names. The CDK construct id is the capitalised name + "Table".
 PRODUCTS = "products"
 IDEMPOTENCY = "idempotency"
+INVENTORY = "inventory"
+INVENTORY_SUMMARY = "inventory_summary"
 
 # Requests.
 MAX_BODY_BYTES = 16 * 1024
@@ -34,6 +36,16 @@ PURCHASE_CONFLICT_CAP_SECONDS = 0.8
 PURCHASE_CONFLICT_BUDGET_SECONDS = 6.0
 API_TIMEOUT_SECONDS = 10
 MAX_PURCHASE_QUANTITY = 1000
+
+# Inventory (seed 002): units claimed one item at a time through a sparse index of claimable units.
+INVENTORY_CLAIMABLE_INDEX = "claimable"
+INVENTORY_MAX_UNITS = 100_000
+INVENTORY_POOL_UNITS = 10_000  # units per index partition key: 1000 WCU/s each on AWS
+INVENTORY_MAX_QUANTITY = 100  # one confirm transaction holds at most 100 items
+INVENTORY_HOLD_SECONDS = 600
+INVENTORY_MIN_HOLD_SECONDS = 0.1
+INVENTORY_MAX_HOLD_SECONDS = 86_400
+INVENTORY_KEEP_RECORD_SECONDS = 7 * 24 * 3600  # unconfirmed reservation records, then TTL
 
 # Throttling and transient errors on any single call.
 CALL_ATTEMPTS = 6

@@ -44,3 +44,11 @@ class LockLost(DomainError):
 
 class PaymentFailed(DomainError):
     code = "PAYMENT_FAILED"
+
+
+class Expired(DomainError):
+    code = "EXPIRED"
+
+
+class AlreadyConfirmed(DomainError):
+    code = "ALREADY_CONFIRMED"
