@@ -16,7 +16,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
-from bench import leases, products  # noqa: E402
+from bench import inventory, leases, products  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
@@ -103,6 +103,31 @@ def main(argv: list[str] | None = None) -> int:
                 rows,
                 f"Seed 002 workload: {products.ATTEMPTS} attempts, {products.WORKERS} threads, "
                 f"stock {products.STOCK}, one item. Ceiling = raw unconditional decrement.",
+            )
+        if not only or "inventory" in only:
+            rows = []
+            for quantity in (1, 3):
+                counter = products.run(
+                    client,
+                    names["products"],
+                    meter,
+                    quantity=quantity,
+                    strategies=("raw", "atomic", "versioned"),
+                )
+                ceiling = counter[0]["wall_s"]
+                for r in counter[1:]:
+                    r["strategy"] = f"counter {r['strategy']} q={quantity}"
+                rows += [counter[0], *counter[1:]] if quantity == 1 else counter[1:]
+                rows.append(
+                    inventory.claims_row(client, meter, names, ceiling=ceiling, quantity=quantity)
+                )
+            report(
+                "inventory",
+                rows,
+                "Seed 002 workload, 1000 attempts, 100 threads, 100 units: one conditional counter "
+                "vs one item per unit claimed SKIP LOCKED style, quantity 1 and 3, one run. "
+                "Ceiling = raw unconditional decrement of the q=1 round (the q=3 rows use the "
+                "q=3 round's own raw run). WCU per unit sold counts failed conditional writes.",
             )
         if not only or "leases" in only:
             run_leases(client, names["leases"])

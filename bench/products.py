@@ -70,10 +70,10 @@ def _naive(client: Any, table: str, product_id: str) -> Any:
     return attempt
 
 
-def _turnstile(products: Products, product_id: str, strategy: str) -> Any:
+def _turnstile(products: Products, product_id: str, strategy: str, quantity: int) -> Any:
     def attempt(_: int) -> str:
         try:
-            products.purchase(product_id, 1, strategy)
+            products.purchase(product_id, quantity, strategy)
             return "ok"
         except DomainError as exc:
             return exc.code
@@ -89,9 +89,11 @@ def run(
     attempts: int = ATTEMPTS,
     workers: int = WORKERS,
     stock: int = STOCK,
+    quantity: int = 1,
     strategies: tuple[str, ...] = ("raw", "atomic", "versioned", "naive"),
 ) -> list[dict[str, Any]]:
-    """One row per strategy; the ceiling is the ``raw`` run of this same call."""
+    """One row per strategy; the ceiling is the ``raw`` run of this same call. ``quantity`` applies
+    to the turnstile strategies (raw and naive always take one)."""
     products = Products(client=client, table=table)
     results: dict[str, tuple[Outcome, Meter]] = {}
     for strategy in strategies:
@@ -102,7 +104,7 @@ def run(
         elif strategy == "naive":
             attempt = _naive(client, table, product_id)
         else:
-            attempt = _turnstile(products, product_id, strategy)
+            attempt = _turnstile(products, product_id, strategy, quantity)
         meter.reset()
         outcome = run_workload(attempts, workers, attempt)
         snapshot = Meter(calls=meter.calls.copy(), wcu=meter.wcu)
@@ -114,7 +116,7 @@ def run(
             outcome,
             snapshot,
             ceiling=ceiling,
-            useful=outcome.outcomes.get("ok", 0),
+            useful=outcome.outcomes.get("ok", 0) * (1 if name in ("raw", "naive") else quantity),
             requests=attempts,
         )
         for name, (outcome, snapshot) in results.items()
