@@ -57,6 +57,12 @@ class StreamConsumers(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         for spec in specs:
+            acknowledge(
+                functions[spec.name].role,  # type: ignore[arg-type]
+                "IAM5[Resource::*]",
+                "dynamodb:ListStreams, which the event source mapping adds, supports no "
+                "resource-level permissions; IAM only accepts Resource '*' for it.",
+            )
             functions[spec.name].add_event_source(
                 sources.DynamoEventSource(
                     tables[spec.source],

@@ -84,6 +84,13 @@ class Functions(Construct):
             )
             for name in spec.tables:
                 tables[name].grant_read_write_data(function)
+                if name in tables.indexed:
+                    acknowledge(
+                        role,
+                        f"IAM5[Resource::<{tables.logical_id(name)}.Arn>/index/*]",
+                        f"Queries go through the {name} table's secondary indexes; the grant "
+                        "names that table's own indexes only (its ARN + /index/*).",
+                    )
             acknowledge(
                 function,
                 "L1",

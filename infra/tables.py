@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
@@ -10,7 +10,7 @@ from service import config
 
 
 def construct_id(name: str) -> str:
-    return f"{name.capitalize()}Table"
+    return "".join(part.capitalize() for part in name.split("_")) + "Table"
 
 
 class Tables(Construct):
@@ -23,8 +23,24 @@ class Tables(Construct):
     def __init__(self, scope: Construct, construct_id_: str) -> None:
         super().__init__(scope, construct_id_)
         self.by_name: dict[str, dynamodb.Table] = {}
+        self.indexed: set[str] = set()  # tables with a GSI (their grants include index/*)
         self._add(config.PRODUCTS, "productId")
         self._add(config.IDEMPOTENCY, "id", ttl=config.TTL_ATTRIBUTE)
+        events = self._add(config.EVENTS, "eventId", sort_key="sk")
+        events.add_global_secondary_index(
+            index_name=config.EVENTS_BY_USER_INDEX,
+            partition_key=dynamodb.Attribute(name="userId", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="eventId", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.indexed.add(config.EVENTS)
+        self._add(
+            config.REGISTRATION_REQUESTS,
+            "eventId",
+            sort_key="requestId",
+            ttl=config.TTL_ATTRIBUTE,
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        )
 
     def _add(
         self,
@@ -57,6 +73,11 @@ class Tables(Construct):
         )
         self.by_name[name] = table
         return table
+
+    def logical_id(self, name: str) -> str:
+        """The CloudFormation logical id of table ``name`` (cdk-nag names findings by it)."""
+        table = self.by_name[name]
+        return Stack.of(table).get_logical_id(table.node.default_child)  # type: ignore[arg-type]
 
     def __getitem__(self, name: str) -> dynamodb.Table:
         return self.by_name[name]

@@ -38,6 +38,12 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         tables=(config.PRODUCTS, config.IDEMPOTENCY),
         description="Products and purchases with optimistic concurrency (seed 000)",
     ),
+    FunctionSpec(
+        name="events",
+        module="service.handlers.events",
+        tables=(config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY),
+        description="Events and registrations without write skew (seed 001)",
+    ),
 )
 
 
@@ -52,7 +58,16 @@ class ConsumerSpec(FunctionSpec):
     max_record_age_seconds: int = config.STREAM_MAX_RECORD_AGE_SECONDS
 
 
-STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = ()
+STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
+    ConsumerSpec(
+        name="decider",
+        module="service.handlers.registration_consumer",
+        tables=(config.EVENTS, config.REGISTRATION_REQUESTS),
+        source=config.REGISTRATION_REQUESTS,
+        description="Decides registration requests in stream order (seed 001, option 1)",
+        timeout_seconds=60,
+    ),
+)
 
 
 def api_routes() -> list[tuple[FunctionSpec, Route]]:

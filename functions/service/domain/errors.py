@@ -32,3 +32,11 @@ class Conflict(DomainError):
 
 class VersionMismatch(DomainError):
     code = "VERSION_MISMATCH"
+
+
+class EventFull(DomainError):
+    code = "EVENT_FULL"
+
+
+class AlreadyRegistered(DomainError):
+    code = "ALREADY_REGISTERED"
