@@ -10,7 +10,7 @@ from service import config
 
 
 def construct_id(name: str) -> str:
-    return f"{name.capitalize()}Table"
+    return "".join(part.capitalize() for part in name.split("_")) + "Table"
 
 
 class Tables(Construct):
@@ -43,6 +43,20 @@ class Tables(Construct):
             projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         self._add(config.INVENTORY_SUMMARY, "sku", sort_key="sk")
+        events = self._add(config.EVENTS, "eventId", sort_key="sk")
+        events.add_global_secondary_index(
+            index_name=config.EVENTS_BY_USER_INDEX,
+            partition_key=dynamodb.Attribute(name="userId", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="eventId", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self._add(
+            config.REGISTRATION_REQUESTS,
+            "eventId",
+            sort_key="requestId",
+            ttl=config.TTL_ATTRIBUTE,
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        )
 
     def _add(
         self,
@@ -81,8 +95,9 @@ class Tables(Construct):
         return bool(getattr(cfn, "global_secondary_indexes", None))
 
     def logical_id(self, name: str) -> str:
+        """The CloudFormation logical id of table ``name`` (cdk-nag names findings by it)."""
         table = self.by_name[name]
-        return str(Stack.of(table).resolve(table.node.default_child.logical_id))  # type: ignore[union-attr]
+        return Stack.of(table).get_logical_id(table.node.default_child)  # type: ignore[arg-type]
 
     def __getitem__(self, name: str) -> dynamodb.Table:
         return self.by_name[name]

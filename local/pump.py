@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 log = logging.getLogger("local.pump")
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -74,6 +76,7 @@ class _Shard:
     iterator: str | None = None
     done: bool = False
     limit: int | None = None  # a bisected batch size, until the batch succeeds
+    checkpoint: str | None = None  # sequence number of the last record handed on (done or DLQ)
     attempts: dict[str, int] = field(default_factory=dict)
 
 
@@ -181,9 +184,23 @@ class StreamPump:
             if shard.iterator is None:
                 shard.done = True
                 return 0
-        response = self.streams.get_records(
-            ShardIterator=shard.iterator, Limit=shard.limit or self.batch_size
-        )
+        try:
+            response = self.streams.get_records(
+                ShardIterator=shard.iterator, Limit=shard.limit or self.batch_size
+            )
+        except ClientError as exc:
+            # DynamoDB Local sometimes refuses an iterator it handed out from an empty read that
+            # raced a write ("read past the oldest stream record"); iterators also expire. Like
+            # the Lambda poller, start again just after the last record we finished with.
+            code = exc.response.get("Error", {}).get("Code")
+            if code not in ("TrimmedDataAccessException", "ExpiredIteratorException"):
+                raise
+            log.info("re-reading shard %s after %s", shard.shard_id, code)
+            if shard.checkpoint is None:
+                shard.iterator = self._iterator(shard, "TRIM_HORIZON")
+            else:
+                shard.iterator = self._iterator(shard, "AFTER_SEQUENCE_NUMBER", shard.checkpoint)
+            return 0
         records = response.get("Records", [])
         following = response.get("NextShardIterator")
         if not records:
@@ -193,11 +210,14 @@ class StreamPump:
         failed, crashed = self._invoke(records)
         self.delivered += len(records)
         if failed is None:
+            shard.checkpoint = records[-1]["dynamodb"]["SequenceNumber"]
             shard.iterator = following
             shard.done = following is None
             shard.limit = None
             return len(records)
         sequence = records[failed]["dynamodb"]["SequenceNumber"]
+        if failed > 0:
+            shard.checkpoint = records[failed - 1]["dynamodb"]["SequenceNumber"]
         if crashed and len(records) > 1:
             shard.limit = max(1, len(records) // 2)  # bisect, retry the first half
             shard.iterator = self._iterator(shard, "AT_SEQUENCE_NUMBER", sequence)
@@ -206,6 +226,7 @@ class StreamPump:
         if 0 <= self.retry_attempts < shard.attempts[sequence]:
             log.warning("giving up on %s after %s retries", sequence, self.retry_attempts)
             self.dead_letters.append(records[failed])
+            shard.checkpoint = sequence
             shard.iterator = self._iterator(shard, "AFTER_SEQUENCE_NUMBER", sequence)
         else:
             shard.iterator = self._iterator(shard, "AT_SEQUENCE_NUMBER", sequence)

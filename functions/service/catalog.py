@@ -58,6 +58,12 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         timeout_seconds=29,  # creating 100 000 units takes 4000 batch writes
         memory_mb=1024,
     ),
+    FunctionSpec(
+        name="events",
+        module="service.handlers.events",
+        tables=(config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY),
+        description="Events and registrations without write skew (seed 001)",
+    ),
 )
 
 
@@ -79,6 +85,14 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
         tables=(config.INVENTORY_SUMMARY,),
         source=config.INVENTORY,
         description="Per-sku inventory counts from the inventory table's stream (seed 002)",
+    ),
+    ConsumerSpec(
+        name="decider",
+        module="service.handlers.registration_consumer",
+        tables=(config.EVENTS, config.REGISTRATION_REQUESTS),
+        source=config.REGISTRATION_REQUESTS,
+        description="Decides registration requests in stream order (seed 001, option 1)",
+        timeout_seconds=60,
     ),
 )
 

@@ -19,6 +19,20 @@ IDEMPOTENCY = "idempotency"
 INVENTORY = "inventory"
 INVENTORY_SUMMARY = "inventory_summary"
 
+EVENTS = "events"
+REGISTRATION_REQUESTS = "registration_requests"
+
+# Events (seed 001): the GSI that lists a user's registrations, and how long a decided
+# registration request stays readable before TTL cleans it up (cleanup only, never correctness).
+EVENTS_BY_USER_INDEX = "byUser"
+MAX_EVENT_CAPACITY = 100_000
+REGISTRATION_REQUEST_KEEP_SECONDS = 7 * 24 * 3600
+# Every registration transaction touches the event item, so on a popular event they collide
+# (TransactionConflict): retried with full-jitter backoff, same ClientRequestToken each time.
+REGISTRATION_ATTEMPTS = 10
+REGISTRATION_BASE_SECONDS = 0.01
+REGISTRATION_CAP_SECONDS = 0.3
+
 # Requests.
 MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_LOCK_MS = 30_000
@@ -70,6 +84,14 @@ def table_env(name: str) -> str:
 
 def call_backoff() -> retry.Backoff:
     return retry.Backoff(attempts=CALL_ATTEMPTS, base=CALL_BASE_SECONDS, cap=CALL_CAP_SECONDS)
+
+
+def registration_backoff() -> retry.Backoff:
+    return retry.Backoff(
+        attempts=REGISTRATION_ATTEMPTS,
+        base=REGISTRATION_BASE_SECONDS,
+        cap=REGISTRATION_CAP_SECONDS,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,5 +8,8 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``codec``: plain Python values <-> DynamoDB attribute values.
 - ``versioned``: optimistic read-decide-write guarded by a version number.
 - ``idempotency``: first-answer-wins records for client retries.
+- ``transact``: TransactWriteItems with a ClientRequestToken and decoded cancellation reasons.
+- ``capacity``: a counter item as materialized lock for a bounded membership (seed 001).
+- ``slots``: pre-created slot rows claimed by conditional update (seed 001).
 - ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
 """

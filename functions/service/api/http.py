@@ -42,6 +42,8 @@ STATUS: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "ALREADY_EXISTS": 409,
     "OUT_OF_STOCK": 409,
+    "EVENT_FULL": 409,
+    "ALREADY_REGISTERED": 409,
     "CONFLICT": 409,
     "IDEMPOTENCY_IN_PROGRESS": 409,
     "EXPIRED": 409,
@@ -299,6 +301,14 @@ def created(body: Any, location: str | None = None, etag: int | None = None) -> 
     if etag is not None:
         headers["ETag"] = f'"{etag}"'
     return Response(201, body, headers)
+
+
+def accepted(body: Any, location: str) -> Response:
+    return Response(202, body, {"Location": location})
+
+
+def no_content() -> Response:
+    return Response(204)
 
 
 def ok(body: Any, etag: int | None = None) -> Response:

@@ -52,3 +52,11 @@ class Expired(DomainError):
 
 class AlreadyConfirmed(DomainError):
     code = "ALREADY_CONFIRMED"
+
+
+class EventFull(DomainError):
+    code = "EVENT_FULL"
+
+
+class AlreadyRegistered(DomainError):
+    code = "ALREADY_REGISTERED"

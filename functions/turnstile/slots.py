@@ -1,0 +1,184 @@
+"""Pre-created slot rows (seed 001, materializing the lock by creating the rows in advance).
+
+When every place that can be taken is known beforehand (a room's hourly slots, numbered seats,
+delivery windows), create one item per place up front. Taking a place is then a conditional update
+of an item that already exists, so there is no phantom row and no write skew to guard against.
+
+Creating the slots (one ``PutItem`` each, safe to repeat)::
+
+    PutItem  ConditionExpression: attribute_not_exists(#pk)
+
+Claiming one::
+
+    UpdateItem  SET #holder = :holder, #version = #version + :one
+                ConditionExpression: attribute_exists(#pk)
+                                     AND (attribute_not_exists(#holder) OR #holder = :holder)
+                ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+The ``#holder = :holder`` arm makes a claim idempotent for its holder: a claim whose answer was lost
+(timeout) can be resent, and finds the slot already its own instead of "taken". That is what lets
+it be retried as an idempotent call; a holder must therefore be unique per claimant (a request id,
+not a user name shared by two browser tabs that should not both win). Releasing::
+
+    UpdateItem  REMOVE #holder SET #version = #version + :one
+                ConditionExpression: #holder = :holder
+                ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+:func:`claim_any` walks a list of candidate slots and claims the first free one, reading the ALL_OLD
+image of each refusal instead of reading ahead (which would only be a guess by the time it wrote).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from turnstile import codec, retry
+
+HOLDER = "holder"
+
+
+class SlotTaken(Exception):
+    """Someone else holds the slot; ``slot`` is the slot item as it was."""
+
+    def __init__(self, slot: dict[str, Any]) -> None:
+        super().__init__(f"slot held by {slot.get(HOLDER)!r}")
+        self.slot = slot
+
+
+class NoSuchSlot(Exception):
+    """The slot was never created."""
+
+
+class NotHolder(Exception):
+    """Releasing a slot the caller does not hold; ``slot`` is the item (None if missing)."""
+
+    def __init__(self, slot: dict[str, Any] | None) -> None:
+        super().__init__("not the holder of this slot")
+        self.slot = slot
+
+
+def create(
+    client: Any,
+    table: str,
+    slots: Iterable[Mapping[str, Any]],
+    *,
+    backoff: retry.Backoff,
+) -> int:
+    """Create each slot item (key plus any attributes) unless it exists; returns how many were new.
+
+    New slots start at ``version`` 1 without a holder.
+    """
+    created = 0
+    for slot in slots:
+        partition = next(iter(slot))
+        try:
+            retry.call(
+                lambda slot=slot, partition=partition: client.put_item(  # type: ignore[misc]
+                    TableName=table,
+                    Item=codec.encode_item({"version": 1, **slot}),
+                    ConditionExpression="attribute_not_exists(#pk)",
+                    ExpressionAttributeNames={"#pk": partition},
+                ),
+                backoff=backoff,
+                idempotent=True,  # a resend either creates it or finds it: same end state
+            )
+        except ClientError as exc:
+            if retry.error_code(exc) != "ConditionalCheckFailedException":
+                raise
+        else:
+            created += 1
+    return created
+
+
+def claim(
+    client: Any,
+    table: str,
+    key: Mapping[str, Any],
+    holder: str,
+    *,
+    backoff: retry.Backoff,
+) -> dict[str, Any]:
+    """Take the slot at ``key`` for ``holder``; returns the slot item after the claim."""
+    partition = next(iter(key))
+    try:
+        response = retry.call(
+            lambda: client.update_item(
+                TableName=table,
+                Key=codec.encode_item(key),
+                UpdateExpression="SET #holder = :holder, #version = #version + :one",
+                ConditionExpression=(
+                    "attribute_exists(#pk) AND (attribute_not_exists(#holder) OR #holder = :holder)"
+                ),
+                ExpressionAttributeNames={
+                    "#pk": partition,
+                    "#holder": HOLDER,
+                    "#version": "version",
+                },
+                ExpressionAttributeValues=codec.values(holder=holder, one=1),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ),
+            backoff=backoff,
+            idempotent=True,  # see the docstring: a resend by the same holder finds it its own
+        )
+    except ClientError as exc:
+        if retry.error_code(exc) != "ConditionalCheckFailedException":
+            raise
+        current = codec.old_item(exc)
+        if current is None:
+            raise NoSuchSlot() from exc
+        raise SlotTaken(current) from exc
+    item = codec.decode_item(response["Attributes"])
+    assert item is not None
+    return item
+
+
+def claim_any(
+    client: Any,
+    table: str,
+    keys: Iterable[Mapping[str, Any]],
+    holder: str,
+    *,
+    backoff: retry.Backoff,
+) -> dict[str, Any] | None:
+    """Claim the first free slot among ``keys`` (in order); None when every one is taken."""
+    for key in keys:
+        try:
+            return claim(client, table, key, holder, backoff=backoff)
+        except SlotTaken:
+            continue
+    return None
+
+
+def release(
+    client: Any,
+    table: str,
+    key: Mapping[str, Any],
+    holder: str,
+    *,
+    backoff: retry.Backoff,
+) -> None:
+    """Give the slot back; only its holder can. Raises :class:`NotHolder` otherwise."""
+    try:
+        retry.call(
+            lambda: client.update_item(
+                TableName=table,
+                Key=codec.encode_item(key),
+                UpdateExpression="REMOVE #holder SET #version = #version + :one",
+                ConditionExpression="#holder = :holder",
+                ExpressionAttributeNames={"#holder": HOLDER, "#version": "version"},
+                ExpressionAttributeValues=codec.values(holder=holder, one=1),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ),
+            backoff=backoff,
+            # Not idempotent: a resend after a lost answer finds no holder and would say
+            # NotHolder although the release happened. Surface OutcomeUnknown instead.
+            idempotent=False,
+        )
+    except ClientError as exc:
+        if retry.error_code(exc) != "ConditionalCheckFailedException":
+            raise
+        raise NotHolder(codec.old_item(exc)) from exc
