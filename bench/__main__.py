@@ -13,13 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import boto3
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
-from bench import inventory, leases, products  # noqa: E402
+from bench import inventory, leases, products, signup  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling  # noqa: E402
 from local import template  # noqa: E402
-from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from local.dynamodb_local import CREDENTIALS, DynamoDBLocal  # noqa: E402
 from turnstile import retry  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -129,9 +131,39 @@ def main(argv: list[str] | None = None) -> int:
                 "Ceiling = raw unconditional decrement of the q=1 round (the q=3 rows use the "
                 "q=3 round's own raw run). WCU per unit sold counts failed conditional writes.",
             )
+        if not only or "signup" in only:
+            run_signup(client, db, meter, names)
         if not only or "leases" in only:
             run_leases(client, names["leases"])
     return 0
+
+
+def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, str]) -> None:
+    from service.handlers import registration_consumer
+
+    registration_consumer.logger.setLevel("WARNING")  # a line per decision drowns the tables
+    streams = boto3.session.Session().client(
+        "dynamodbstreams",
+        endpoint_url=db.endpoint,
+        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    ceiling = raw_ceiling(client, names["products"], "productId", 1000, 100)
+    rows = [
+        {"strategy": "raw writes (ceiling)", "wall_s": round(ceiling, 3), "wall_over_ceiling": 1.0},
+        signup.sync_row(client, meter, names, ceiling=ceiling),
+        signup.async_row(client, streams, meter, names, ceiling=ceiling),
+    ]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "signup.json").write_text(json.dumps(rows, indent=2))
+    print(
+        "\n## signup\nSeed 001 shape: 1000 distinct users, 100 threads, capacity 100. Sync: one "
+        "TransactWriteItems per attempt. Async: 202 + a PENDING item, decided in stream order by "
+        "the consumer through the local pump; wall runs to the last decision. WCU per unit = per "
+        "accepted registration.\n"
+    )
+    print(markdown(rows, [*COLUMNS, "last_request_to_last_decision_s", "decisions_per_s"]))
 
 
 def run_leases(client: Any, table: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.tables import construct_id
 from local import template as cfn
 from service import config
 
@@ -13,7 +14,7 @@ def table(template: dict[str, Any], name: str) -> dict[str, Any]:
     (resource,) = [
         r
         for logical, r in cfn.resources(template, "AWS::DynamoDB::Table").items()
-        if logical.startswith(f"Tables{name.replace('_', '').capitalize()}Table")
+        if logical.startswith(f"Tables{construct_id(name)}")
     ]
     return resource
 
