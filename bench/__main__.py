@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "functions"))
 
 from bench import inventory, leases, products, signup  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling  # noqa: E402
 from local import template  # noqa: E402
-from local.dynamodb_local import CREDENTIALS, DynamoDBLocal  # noqa: E402
+from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from turnstile import retry  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -37,16 +33,6 @@ COLUMNS = [
     "errors",
     "outcomes",
 ]
-
-
-def table_names(loaded: dict[str, Any]) -> dict[str, str]:
-    names = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
-    environment = template.merged_environment(template.function_environments(loaded, names))
-    return {
-        key.removesuffix("_TABLE").lower(): value
-        for key, value in environment.items()
-        if key.endswith("_TABLE")
-    }
 
 
 def chart(section: str, rows: list[dict[str, Any]]) -> Path:
@@ -91,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded = template.load()
     with DynamoDBLocal() as db:
         template.create_tables(db.client(), loaded)
-        names = table_names(loaded)
+        names = template.table_names(loaded)
         meter = Meter()
         client = meter.attach(db.client(config=retry.client_config()))
         # DynamoDB Local runs on a JVM that is slow until warmed: whatever ran first would look
@@ -142,13 +128,7 @@ def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, st
     from service.handlers import registration_consumer
 
     registration_consumer.logger.setLevel("WARNING")  # a line per decision drowns the tables
-    streams = boto3.session.Session().client(
-        "dynamodbstreams",
-        endpoint_url=db.endpoint,
-        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    )
+    streams = db.streams_client()
     ceiling = raw_ceiling(client, names["products"], "productId", 1000, 100)
     rows = [
         {"strategy": "raw writes (ceiling)", "wall_s": round(ceiling, 3), "wall_over_ceiling": 1.0},

@@ -72,13 +72,8 @@ def main() -> int:
     with DynamoDBLocal() as db:
         meter = Meter()
         client = meter.attach(db.client(config=retry.client_config()))
-        names = template.create_tables(client, loaded)
-        environment = template.merged_environment(template.function_environments(loaded, names))
-        tables = {
-            key.removesuffix("_TABLE").lower(): value
-            for key, value in environment.items()
-            if key.endswith("_TABLE")
-        }
+        template.create_tables(client, loaded)
+        tables = template.table_names(loaded)
         ceiling = raw_ceiling(client, tables[config.PRODUCTS], "productId", 1000, 100)
         rows = [
             claims_row(client, meter, tables, ceiling=ceiling, quantity=quantity)

@@ -18,19 +18,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-FUNCTIONS = str(Path(__file__).resolve().parent.parent / "functions")
-if FUNCTIONS not in sys.path:  # standalone `python -m bench.leases`
-    sys.path.insert(0, FUNCTIONS)
-
-from turnstile import codec, lease, retry, versioned  # noqa: E402
+from turnstile import codec, lease, retry, versioned
 
 
 @dataclass(frozen=True)

@@ -160,11 +160,10 @@ def async_row(
 
 
 def main() -> int:
-    import boto3
 
     from bench.harness import markdown, raw_ceiling
     from local import template
-    from local.dynamodb_local import CREDENTIALS, DynamoDBLocal
+    from local.dynamodb_local import DynamoDBLocal
     from service.handlers import registration_consumer
     from turnstile import retry
 
@@ -175,20 +174,9 @@ def main() -> int:
     with DynamoDBLocal() as db:
         meter = Meter()
         client = meter.attach(db.client(config=retry.client_config()))
-        names = template.create_tables(client, loaded)
-        environment = template.merged_environment(template.function_environments(loaded, names))
-        tables = {
-            key.removesuffix("_TABLE").lower(): value
-            for key, value in environment.items()
-            if key.endswith("_TABLE")
-        }
-        streams = boto3.session.Session().client(
-            "dynamodbstreams",
-            endpoint_url=db.endpoint,
-            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
+        template.create_tables(client, loaded)
+        tables = template.table_names(loaded)
+        streams = db.streams_client()
         ceiling = raw_ceiling(client, tables[config.PRODUCTS], "productId", 1000, 100)
         rows = [
             sync_row(client, meter, tables, ceiling=ceiling),

@@ -78,6 +78,16 @@ class DynamoDBLocal:
             config=config,
         )
 
+    def streams_client(self) -> Any:
+        """A DynamoDB Streams client for this instance."""
+        return boto3.session.Session().client(
+            "dynamodbstreams",
+            endpoint_url=self.endpoint,
+            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
     def environment(self) -> dict[str, str]:
         """What a boto3 client in this process (or a child) needs to reach this instance."""
         return {

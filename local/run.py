@@ -18,15 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
 from local import bridge, pump, template  # noqa: E402
-from local.dynamodb_local import CREDENTIALS, DynamoDBLocal  # noqa: E402
+from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 
 
 @dataclass
@@ -55,13 +53,7 @@ def start_pumps(
 ) -> list[pump.StreamPump]:
     """One pump thread per event source mapping in the template."""
     names = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
-    streams = boto3.session.Session().client(
-        "dynamodbstreams",
-        endpoint_url=db.endpoint,
-        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    )
+    streams = db.streams_client()
     pumps = []
     for spec in pump.mapping_specs(loaded, names):
         stream_pump = pump.StreamPump(

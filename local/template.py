@@ -102,6 +102,18 @@ def function_environments(
     return environments
 
 
+def table_names(template: dict[str, Any]) -> dict[str, str]:
+    """Logical table name (``config.PRODUCTS``...) -> local physical name, as the functions see
+    them: read back from the table variables the stack gives the functions."""
+    physical = {logical: logical for logical in resources(template, "AWS::DynamoDB::Table")}
+    environment = merged_environment(function_environments(template, physical))
+    return {
+        key.removesuffix("_TABLE").lower(): value
+        for key, value in environment.items()
+        if key.endswith("_TABLE")
+    }
+
+
 def merged_environment(environments: dict[str, dict[str, str]]) -> dict[str, str]:
     """One process serves every function locally, so their variables must agree."""
     merged: dict[str, str] = {}

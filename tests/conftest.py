@@ -49,14 +49,7 @@ def ddb(dynamodb_local: DynamoDBLocal) -> Any:
 @pytest.fixture(scope="session")
 def tables(ddb: Any, template: dict[str, Any]) -> config.Tables:
     cfn.create_tables(ddb, template)
-    environment = table_environment(template)
-    return config.Tables(
-        {
-            key.removesuffix("_TABLE").lower(): value
-            for key, value in environment.items()
-            if key.endswith("_TABLE")
-        }
-    )
+    return config.Tables(cfn.table_names(template))
 
 
 @pytest.fixture
@@ -68,14 +61,4 @@ def unique() -> str:
 @pytest.fixture(scope="session")
 def streams(dynamodb_local: DynamoDBLocal) -> Any:
     """A DynamoDB Streams client for DynamoDB Local."""
-    import boto3
-
-    from local.dynamodb_local import CREDENTIALS
-
-    return boto3.session.Session().client(
-        "dynamodbstreams",
-        endpoint_url=dynamodb_local.endpoint,
-        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    )
+    return dynamodb_local.streams_client()
