@@ -47,7 +47,7 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         name="wallets",
         module="service.handlers.wallets",
-        tables=(config.LEASES, config.WALLETS),
+        tables=(config.LEASES, config.WALLETS, config.IDEMPOTENCY),
         description="Wallet top-ups charged once inside a lease, FOR UPDATE style (seed 004)",
     ),
     FunctionSpec(

@@ -42,7 +42,11 @@ def test_lock_and_wallet_functions_get_exactly_their_tables(template):
     locks = function_env(template, "service.handlers.locks.handler")
     wallets = function_env(template, "service.handlers.wallets.handler")
     assert {k for k in locks if k.endswith("_TABLE")} == {"LEASES_TABLE"}
-    assert {k for k in wallets if k.endswith("_TABLE")} == {"LEASES_TABLE", "WALLETS_TABLE"}
+    assert {k for k in wallets if k.endswith("_TABLE")} == {
+        "LEASES_TABLE",
+        "WALLETS_TABLE",
+        "IDEMPOTENCY_TABLE",  # top-ups accept an Idempotency-Key
+    }
     assert locks["LEASES_TABLE"] == wallets["LEASES_TABLE"]
 
 

@@ -21,9 +21,14 @@ class ProviderError(Exception):
 
 
 class PaymentProvider(Protocol):
-    def charge(self, wallet_id: str, amount: int, reference: str) -> str:
+    def charge(
+        self, wallet_id: str, amount: int, reference: str, *, idempotency_key: str | None = None
+    ) -> str:
         """Charge ``amount`` for ``wallet_id``; ``reference`` is our request id. Returns the
-        provider's charge id. Raises :class:`ProviderError` when nothing was charged."""
+        provider's charge id. Raises :class:`ProviderError` when nothing was charged.
+
+        ``idempotency_key``: as real payment APIs offer, a second charge under the same key returns
+        the first charge instead of charging again (for a client's retry of one request)."""
         ...
 
     def refund(self, charge_id: str) -> None:
@@ -50,18 +55,29 @@ class FakeProvider:
     fail: Callable[[str, int, str], bool] | None = None
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     _calls: list[Call] = field(default_factory=list, repr=False)
+    _by_key: dict[str, str] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def charge(self, wallet_id: str, amount: int, reference: str) -> str:
+    def charge(
+        self, wallet_id: str, amount: int, reference: str, *, idempotency_key: str | None = None
+    ) -> str:
+        if idempotency_key is not None:
+            with self._lock:
+                if idempotency_key in self._by_key:
+                    return self._by_key[idempotency_key]
         if self.before_charge is not None:
             self.before_charge(wallet_id, amount, reference)
         if self.delay_seconds:
             self.sleep(self.delay_seconds)
         if self.fail is not None and self.fail(wallet_id, amount, reference):
             raise ProviderError("the payment provider declined the charge")
-        charge_id = f"ch_{uuid.uuid4().hex}"
         with self._lock:
+            if idempotency_key is not None and idempotency_key in self._by_key:
+                return self._by_key[idempotency_key]  # a concurrent call with the key won
+            charge_id = f"ch_{uuid.uuid4().hex}"
             self._calls.append(Call("charge", wallet_id, amount, reference, charge_id))
+            if idempotency_key is not None:
+                self._by_key[idempotency_key] = charge_id
         return charge_id
 
     def refund(self, charge_id: str) -> None:

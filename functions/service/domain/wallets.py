@@ -19,6 +19,13 @@ version retried the whole transaction on a conflict and charged again on every r
 Step 4 is fenced: if this request was paused past its lease (a slow provider) and another top-up
 took the wallet over, the write is refused (409 LOCK_LOST) and the charge is refunded, so neither
 the successor's balance nor the provider's ledger is left wrong.
+
+A client's *retry* of a top-up is a different matter: the lease makes each request charge at most
+once, but a retried request is a new request. With an ``Idempotency-Key`` (a
+:class:`turnstile.idempotency.Claim`), the key goes to the provider as its own idempotency key, and
+the stored answer commits in step 4's transaction. A retry after any failure, even a crash
+between the charge and the write, then finds either the stored answer or the provider's first
+charge: one charge, one credit.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from service.domain import locks
 from service.domain.errors import NotFound, PaymentFailed
 from service.domain.payments import PaymentProvider, ProviderError
 from turnstile import codec, lease, retry, versioned
+from turnstile.idempotency import Claim, IdempotencyStore
 
 
 def lease_resource(wallet_id: str) -> str:
@@ -53,6 +61,7 @@ class Wallets:
     table: str
     leases: lease.Leases
     provider: PaymentProvider
+    idempotency: IdempotencyStore | None = None
     backoff: retry.Backoff = field(default_factory=config.call_backoff)
     lease_ms: int = config.WALLET_LEASE_MS
     wait_ms: int = config.WALLET_LOCK_WAIT_MS
@@ -69,7 +78,12 @@ class Wallets:
         return _public(item)
 
     def top_up(
-        self, wallet_id: str, amount: int, *, remaining_ms: Callable[[], int] | None = None
+        self,
+        wallet_id: str,
+        amount: int,
+        *,
+        remaining_ms: Callable[[], int] | None = None,
+        claim: Claim | None = None,
     ) -> dict[str, Any]:
         top_up_id = uuid.uuid4().hex
         resource = lease_resource(wallet_id)
@@ -82,12 +96,12 @@ class Wallets:
                 waits=self.waits,
                 remaining_ms=remaining_ms,
             ) as held:
-                return self._locked_top_up(held, wallet_id, amount, top_up_id)
+                return self._locked_top_up(held, wallet_id, amount, top_up_id, claim)
         except lease.Held as exc:
             raise locks.locked(exc, self.leases.now_ms()) from exc
 
     def _locked_top_up(
-        self, held: lease.Lease, wallet_id: str, amount: int, top_up_id: str
+        self, held: lease.Lease, wallet_id: str, amount: int, top_up_id: str, claim: Claim | None
     ) -> dict[str, Any]:
         key = {"walletId": wallet_id}
         current = versioned.read(self.client, self.table, key, self.backoff) or {
@@ -96,7 +110,9 @@ class Wallets:
             "topUps": 0,
         }
         try:
-            charge_id = self.provider.charge(wallet_id, amount, top_up_id)
+            charge_id = self.provider.charge(
+                wallet_id, amount, top_up_id, idempotency_key=claim.key if claim else None
+            )
         except ProviderError as exc:
             raise PaymentFailed(f"the payment provider refused the charge: {exc}") from exc
         after = {
@@ -106,13 +122,7 @@ class Wallets:
             "lastTopUpId": top_up_id,
             "fence": held.fence,
         }
-        put = {"Put": {"TableName": self.table, "Item": codec.encode_item(after)}}
-        try:
-            self.leases.transact(held, [put])
-        except lease.Lost as exc:
-            self.provider.refund(charge_id)
-            raise locks.lock_lost(exc, held.fence) from exc
-        return {
+        receipt = {
             "topUpId": top_up_id,
             "walletId": wallet_id,
             "amount": amount,
@@ -120,3 +130,17 @@ class Wallets:
             "fence": held.fence,
             "chargeId": charge_id,
         }
+        items: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table, "Item": codec.encode_item(after)}}
+        ]
+        if claim is not None:
+            assert self.idempotency is not None, "a claim needs an idempotency store"
+            items.append(self.idempotency.complete_op(claim, 201, receipt))
+        try:
+            self.leases.transact(held, items)
+        except lease.Lost as exc:
+            self.provider.refund(charge_id)
+            raise locks.lock_lost(exc, held.fence) from exc
+        if claim is not None:
+            claim.completed = True
+        return receipt

@@ -12,10 +12,20 @@ from service.api.http import Api, Request, Response, Route, created, ok
 from service.domain import locks
 from service.domain.payments import FakeProvider, PaymentProvider
 from service.domain.wallets import Wallets
+from turnstile.idempotency import IdempotencyStore
 
-TABLES = (config.LEASES, config.WALLETS)
+TABLES = (config.LEASES, config.WALLETS, config.IDEMPOTENCY)
 
 provider: runtime.Lazy[PaymentProvider] = runtime.Lazy(FakeProvider)
+idempotency: runtime.Lazy[IdempotencyStore] = runtime.Lazy(
+    lambda: IdempotencyStore(
+        client=runtime.dynamodb.get(),
+        table=config.Tables.from_env(*TABLES)[config.IDEMPOTENCY],
+        backoff=config.call_backoff(),
+        lock_ms=config.IDEMPOTENCY_LOCK_MS,
+        keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
+    )
+)
 wallets: runtime.Lazy[Wallets] = runtime.Lazy(lambda: _wallets(config.Tables.from_env(*TABLES)))
 
 
@@ -26,6 +36,7 @@ def _wallets(tables: config.Tables) -> Wallets:
         table=tables[config.WALLETS],
         leases=locks.leases(client, tables[config.LEASES]),
         provider=provider.get(),
+        idempotency=idempotency.get(),
     )
 
 
@@ -40,7 +51,9 @@ def _remaining_ms() -> Callable[[], int] | None:
 
 def top_up_wallet(request: Request) -> Response:
     wallet_id = request.params["walletId"]
-    receipt = wallets.get().top_up(wallet_id, request.body["amount"], remaining_ms=_remaining_ms())
+    receipt = wallets.get().top_up(
+        wallet_id, request.body["amount"], remaining_ms=_remaining_ms(), claim=request.claim
+    )
     return created(receipt, f"/wallets/{wallet_id}")
 
 
@@ -57,6 +70,7 @@ ROUTES = [
         body=schema.obj({"amount": schema.integer(1, config.MAX_TOP_UP)}),
         success=201,
         errors=("LOCKED", "LOCK_LOST", "PAYMENT_FAILED"),
+        idempotent=True,
     ),
     Route(
         "GET",
@@ -67,7 +81,7 @@ ROUTES = [
     ),
 ]
 
-api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES))
+api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, idempotency.get))
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

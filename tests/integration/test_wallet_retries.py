@@ -1,0 +1,85 @@
+"""A client retrying a top-up with its Idempotency-Key is charged once and credited once, even when
+the first attempt charged the provider and then failed to record it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from service.domain.payments import FakeProvider
+from service.handlers import wallets
+from tests.integration.conftest import Faults, invoke
+from tests.unit.conftest import proxy_event
+from turnstile import retry
+
+
+def top_up(wallet_id: str, amount: int, key: str | None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    return proxy_event(
+        "POST",
+        "/wallets/{walletId}/top-ups",
+        f"/wallets/{wallet_id}/top-ups",
+        body=json.dumps({"amount": amount}),
+        headers=headers,
+        params={"walletId": wallet_id},
+    )
+
+
+def balance(wallet_id: str) -> int:
+    status, _, body = invoke(
+        wallets.handler,
+        proxy_event(
+            "GET", "/wallets/{walletId}", f"/wallets/{wallet_id}", params={"walletId": wallet_id}
+        ),
+    )
+    assert status == 200
+    return int(body["balance"])
+
+
+def use(wired: Any, client: Any, provider: FakeProvider) -> None:
+    wired(client)
+    wallets.provider.set(provider)
+
+
+def test_a_retried_top_up_is_replayed_not_charged_again(wired, ddb, unique):
+    provider = FakeProvider()
+    use(wired, ddb, provider)
+    first = invoke(wallets.handler, top_up(unique, 40, key=f"t-{unique}"))
+    again = invoke(wallets.handler, top_up(unique, 40, key=f"t-{unique}"))
+    assert first[0] == again[0] == 201 and again[2] == first[2]
+    assert len(provider.calls("charge")) == 1
+    assert balance(unique) == 40
+
+
+def test_without_a_key_a_retry_is_a_new_top_up(wired, ddb, unique):
+    """The contrast: the lease stops repeats inside one request, not a client's second request."""
+    provider = FakeProvider()
+    use(wired, ddb, provider)
+    invoke(wallets.handler, top_up(unique, 40, key=None))
+    invoke(wallets.handler, top_up(unique, 40, key=None))
+    assert len(provider.calls("charge")) == 2
+    assert balance(unique) == 80
+
+
+def test_a_retry_after_the_charge_was_made_but_not_recorded_charges_once(
+    wired, ddb, dynamodb_local, unique
+):
+    # Given a provider, and a database that rejects the top-up's final transaction for a while
+    provider = FakeProvider()
+    failing = dynamodb_local.client(config=retry.client_config())
+    Faults(failing).throttle("TransactWriteItems", 100)
+    use(wired, failing, provider)
+    # When the first attempt charges the provider and then cannot record the top-up
+    first = invoke(wallets.handler, top_up(unique, 25, key=f"o-{unique}"))
+    assert (first[0], first[2]["error"]) == (503, "THROTTLED")
+    assert len(provider.calls("charge")) == 1
+    # And the client retries with the same key once the database is back
+    use(wired, ddb, provider)
+    retried = invoke(wallets.handler, top_up(unique, 25, key=f"o-{unique}"))
+    # Then the provider returned its first charge instead of charging again; credited once
+    assert retried[0] == 201
+    assert len(provider.calls("charge")) == 1
+    assert retried[2]["chargeId"] == provider.calls("charge")[0].charge_id
+    assert balance(unique) == 25
