@@ -3,12 +3,15 @@
 One item per key. ``begin`` claims the key with a conditional put::
 
     PutItem  ConditionExpression:
-        attribute_not_exists(#id) OR (#status = :in_progress AND #lockedUntil < :now)
+        attribute_not_exists(#id)
+        OR (#status = :in_progress AND #lockedUntil < :now AND #fingerprint = :fingerprint)
         ReturnValuesOnConditionCheckFailure: ALL_OLD
 
-so exactly one request runs the operation. A request that finds the key taken reads the ALL_OLD
-image from the failure itself and either replays the stored answer (COMPLETED), refuses a different
-request under the same key (fingerprint differs), or says the first request is still running.
+so exactly one request runs the operation, and an abandoned claim is taken over only by the same
+request (a different body under the key must never inherit, say, the first request's charge). A
+request that finds the key taken reads the ALL_OLD image from the failure itself and either
+replays the stored answer (COMPLETED), refuses a different request under the same key (the
+fingerprint differs), or says the first request is still running.
 
 The answer is stored by an update that only the claim's owner can make::
 
@@ -21,6 +24,10 @@ answer, a crash before it leaves a claim that expires (``lockedUntil``) and is t
 late first attempt can no longer commit because its token is no longer the record's. That makes the
 operation exactly-once. Operations that complete outside a transaction are at-most-once per claim:
 if the process dies between the write and ``complete``, a retry after ``lockedUntil`` runs again.
+
+``release`` gives a key back when the request failed in a way a retry may fix::
+
+    DeleteItem  ConditionExpression: #token = :token AND #status = :in_progress
 
 ``expiresAt`` (epoch seconds) is the TTL attribute: it only cleans up; the conditions decide.
 """
@@ -49,6 +56,7 @@ _NAMES = {
     "#token": "token",
     "#code": "statusCode",
     "#body": "body",
+    "#fingerprint": "fingerprint",
 }
 
 
@@ -114,13 +122,15 @@ class IdempotencyStore:
                     TableName=self.table,
                     Item=codec.encode_item(item),
                     ConditionExpression=(
-                        "attribute_not_exists(#id) OR "
-                        "(#status = :in_progress AND #lockedUntil < :now)"
+                        "attribute_not_exists(#id) OR (#status = :in_progress "
+                        "AND #lockedUntil < :now AND #fingerprint = :fingerprint)"
                     ),
                     ExpressionAttributeNames={
-                        k: _NAMES[k] for k in ("#id", "#status", "#lockedUntil")
+                        k: _NAMES[k] for k in ("#id", "#status", "#lockedUntil", "#fingerprint")
                     },
-                    ExpressionAttributeValues=codec.values(in_progress=IN_PROGRESS, now=now_ms),
+                    ExpressionAttributeValues=codec.values(
+                        in_progress=IN_PROGRESS, now=now_ms, fingerprint=request_fingerprint
+                    ),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
                 backoff=self.backoff,

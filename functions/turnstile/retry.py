@@ -125,6 +125,7 @@ def call(
     adds caller-specific retryable errors (for example ``TransactionConflict``).
     """
     attempt = 0
+    started = backoff.clock()
     while True:
         attempt += 1
         try:
@@ -139,6 +140,6 @@ def call(
             if not (is_throttle(exc) or retry_on(exc)):
                 raise
             last = exc
-        if attempt >= backoff.attempts:
+        if backoff.spent(attempt, started):
             raise RetriesExhausted(attempt, last) from last
         backoff.pause(attempt)

@@ -224,3 +224,29 @@ def test_an_unknown_route_or_method_is_refused_in_contract_shape(seeded):
     assert (status, body["error"]) == (405, "METHOD_NOT_ALLOWED")
     status, body = answer(proxy_event("GET", "/nowhere", "/nowhere"))
     assert (status, body["error"]) == (404, "NOT_FOUND")
+
+
+def test_an_id_with_a_trailing_newline_is_refused_not_stored(seeded):
+    # "$" in Python also matches before a final newline: such an id once reached a Location header
+    before = seeded["snapshot"]()
+    status, body = answer(
+        proxy_event(
+            "POST",
+            "/products",
+            "/products",
+            body=json.dumps({"productId": "abc\n", "name": "P", "stock": 1}),
+        )
+    )
+    assert (status, body["error"]) == (400, "VALIDATION_ERROR")
+    event = purchase_event('{"quantity": 1}')
+    event["pathParameters"] = {"productId": "apple\n"}
+    assert answer(event)[0] == 400
+    assert seeded["snapshot"]() == before
+
+
+@pytest.mark.parametrize("if_match", ['"\u00b2"', '"\u0661"', '"1\u00b2"'])
+def test_non_ascii_digits_in_if_match_are_400_not_500(seeded, if_match):
+    before = seeded["snapshot"]()
+    status, body = answer(patch_event({"stock": 5}, if_match))
+    assert (status, body["error"]) == (400, "BAD_REQUEST")
+    assert seeded["snapshot"]() == before

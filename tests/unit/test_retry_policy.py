@@ -87,3 +87,16 @@ def test_a_time_budget_ends_retries_before_the_attempt_budget():
 
 def test_botocore_retries_are_off_in_turnstile_clients():
     assert retry.client_config().retries == {"mode": "standard", "total_max_attempts": 1}
+
+
+def test_call_stops_at_the_time_budget_before_the_attempt_budget():
+    now = [0.0]
+
+    def advance(seconds: float) -> None:
+        now[0] += 1.0  # each pause "takes" a second
+
+    backoff = retry.Backoff(attempts=100, budget=2.5, sleep=advance, clock=lambda: now[0])
+    operation, calls = flaky(*[client_error("ThrottlingException")] * 50)
+    with pytest.raises(retry.RetriesExhausted):
+        retry.call(operation, backoff=backoff, idempotent=False)
+    assert len(calls) == 4  # attempts at t=0, 1, 2, 3: the budget is spent after the fourth

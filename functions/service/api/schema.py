@@ -11,6 +11,7 @@ integers, ``1e40`` is not an integer, and NaN/Infinity never get past the JSON p
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -56,6 +57,14 @@ def obj(
     return schema
 
 
+@functools.cache
+def _pattern(pattern: str) -> re.Pattern[str]:
+    """JSON Schema patterns follow ECMA-262, where ``$`` ends the input. In Python ``$`` also
+    matches before a final newline ("abc\\n" would pass and reach a Location header), so an
+    ending ``$`` is read as ``\\Z`` here."""
+    return re.compile(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern)
+
+
 def _type_ok(expected: str, value: Any) -> bool:
     if expected == "object":
         return isinstance(value, dict)
@@ -83,7 +92,7 @@ def errors(schema: Schema, value: Any, where: str = "body") -> list[str]:
             found.append(f"{where} must have at least {schema['minLength']} characters")
         if len(value) > schema.get("maxLength", len(value)):
             found.append(f"{where} must have at most {schema['maxLength']} characters")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _pattern(schema["pattern"]).search(value):
             found.append(f"{where} has characters that are not allowed")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:

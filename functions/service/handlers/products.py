@@ -46,7 +46,7 @@ def expected_version(request: Request) -> int | None:
         return None
     tag = value[2:] if value.startswith("W/") else value
     digits = tag[1:-1] if len(tag) >= 2 and tag[0] == tag[-1] == '"' else tag
-    if not digits.isdigit() or len(digits) > 18:
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
         raise HttpError("BAD_REQUEST", 'If-Match must be an ETag such as "3"')
     return int(digits)
 

@@ -1,0 +1,55 @@
+"""turnstile.idempotency on moto (API shape): claims, replays, takeover of an abandoned claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from turnstile import idempotency
+from turnstile.idempotency import Claim, IdempotencyStore, Replay
+
+
+@pytest.fixture
+def store(moto_ddb: Any, moto_tables: Any) -> tuple[IdempotencyStore, list[float]]:
+    now = [1000.0]
+    return (
+        IdempotencyStore(
+            client=moto_ddb, table=moto_tables["idempotency"], lock_ms=30_000, clock=lambda: now[0]
+        ),
+        now,
+    )
+
+
+def test_first_claims_then_replays_the_stored_answer(store):
+    s, _ = store
+    claim = s.begin("k1", "fp-a")
+    assert isinstance(claim, Claim)
+    with pytest.raises(idempotency.StillRunning):
+        s.begin("k1", "fp-a")
+    assert s.complete(claim, 201, {"ok": True})
+    assert s.begin("k1", "fp-a") == Replay(201, {"ok": True})
+
+
+def test_a_different_request_under_the_key_is_refused(store):
+    s, _ = store
+    s.begin("k2", "fp-a")
+    with pytest.raises(idempotency.KeyReused):
+        s.begin("k2", "fp-b")
+
+
+def test_an_abandoned_claim_is_taken_over_only_by_the_same_request(store):
+    # Given a claim whose holder died, and its lock has lapsed
+    s, now = store
+    first = s.begin("k3", "fp-a")
+    assert isinstance(first, Claim)
+    now[0] += 31
+    # When a different request arrives under the key, it is refused, not let in
+    with pytest.raises(idempotency.KeyReused):
+        s.begin("k3", "fp-b")
+    # And the same request takes the claim over; the dead holder can no longer complete it
+    second = s.begin("k3", "fp-a")
+    assert isinstance(second, Claim) and second.token != first.token
+    assert not s.complete(first, 201, {"late": True})
+    assert s.complete(second, 201, {"ok": True})
+    assert s.begin("k3", "fp-a") == Replay(201, {"ok": True})
