@@ -23,7 +23,6 @@ pytestmark = pytest.mark.integration
 def consumer(ddb: Any, tables: Any) -> Iterator[Any]:
     """The deployed handler, with its dependencies injected."""
     inventory_summary.summaries.set(Summaries(client=ddb, table=tables["inventory_summary"]))
-    inventory_summary.processor.set(None)
     yield inventory_summary.handler
     runtime.Lazy.reset_all()
 

@@ -46,7 +46,9 @@ def services(moto_ddb: Any, moto_tables: Any) -> RegistrationRequests:
     )
 
 
-def test_a_poison_record_is_reported_and_the_rest_are_decided(services):
+def test_a_poison_record_stops_the_batch_in_order_and_the_rest_follow_once_it_is_set_aside(
+    services,
+):
     # Given a batch: a good request, one whose image lacks the user, and another good one
     first = services.submit("e1", "ann")["requestId"]
     last = services.submit("e1", "bob")["requestId"]
@@ -60,10 +62,15 @@ def test_a_poison_record_is_reported_and_the_rest_are_decided(services):
     }
     # When the handler runs
     response = registration_consumer.handler(event, None)
-    # Then only the poison record is reported (Lambda retries it, then sends it to the DLQ)
-    assert response == {"batchItemFailures": [{"itemIdentifier": "200"}]}
-    # And the records around it were decided
+    # Then the poison record and everything after it are reported, so Lambda retries from it and
+    # no later request is decided before it (first come, first served)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "200"}, {"itemIdentifier": "300"}]}
     assert services.get("e1", first)["status"] == "ACCEPTED"
+    assert services.get("e1", last)["status"] == "PENDING"
+    # And once the mapping has set the poison record aside (retries spent, sent to the DLQ), the
+    # delivery resumes after it and the rest is decided: the poison blocks nothing for good
+    response = registration_consumer.handler({"Records": event["Records"][2:]}, None)
+    assert response == {"batchItemFailures": []}
     assert services.get("e1", last)["status"] == "ACCEPTED"
     assert services.events.get("e1")["registered"] == 2
 

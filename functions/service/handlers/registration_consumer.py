@@ -5,8 +5,9 @@ request needs work. Everything else is skipped without failing the record: the d
 decision writes (MODIFY), deletions (REMOVE), and TTL deletions, which DynamoDB Local reports with
 eventName "UNKNOWN_TO_SDK_VERSION" (Powertools' ``event_name`` enum would raise on that, so the raw
 name is read). A record that cannot be decided (malformed image, an outage) is reported in
-``batchItemFailures``: the event source mapping retries from it, bisects, and finally sends it to
-the dead-letter queue, while the other records of the batch are decided.
+``batchItemFailures`` together with every record after it (``service.streams``): the event source
+mapping retries from it, bisects, and after its retries sends it to the dead-letter queue; then the
+records behind it are decided, still in order.
 """
 
 from __future__ import annotations
@@ -14,16 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from service import config, runtime
 from service.domain.events import Events
 from service.domain.registration_requests import PENDING, RegistrationRequests
+from service.streams import process_in_order
 
 logger = Logger(service="turnstile-decider")
 
@@ -71,10 +68,6 @@ def decide(record: DynamoDBRecord) -> str:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    # A processor keeps the state of one batch, so each invocation gets its own: cheap, and safe
-    # when the local runner calls the handler from more than one thread.
-    processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
-    response = process_partial_response(
-        event=event, record_handler=decide, processor=processor, context=context
-    )
-    return dict(response)
+    # In stream order, stopping at the first failure: a request is never decided before an
+    # earlier one of the same batch that is still waiting for its retry (first come, first served).
+    return process_in_order(event, context, decide)

@@ -1,0 +1,58 @@
+"""Stream batches processed in order: after the first failed record, stop.
+
+Powertools' ``BatchProcessor`` goes on with the records after a failure and reports only the
+failures. The event source mapping then retries from the first failure, so the records behind it
+would have run *before* it: a later change of the same unit would be applied before an earlier
+one (and the earlier one then mistaken for a duplicate), and a later registration request decided
+before an earlier one. Here, once a record fails, every later record of the batch is reported as
+failed without running, so each retry starts at the first unfinished record and everything runs
+in stream order. A record that keeps failing is retried a bounded number of times, then sent to
+the dead-letter queue by the mapping, and the records behind it flow again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+
+class NotRunAfterFailure(Exception):
+    """This record was not processed because an earlier record of its batch failed."""
+
+
+class _InOrder:
+    def __init__(self, handle: Callable[[DynamoDBRecord], Any]) -> None:
+        self.handle = handle
+        self.failed = False
+
+    def __call__(self, record: DynamoDBRecord) -> Any:
+        if self.failed:
+            raise NotRunAfterFailure(record.dynamodb.sequence_number if record.dynamodb else "")
+        try:
+            return self.handle(record)
+        except Exception:
+            self.failed = True
+            raise
+
+
+def process_in_order(
+    event: dict[str, Any], context: Any, handle: Callable[[DynamoDBRecord], Any]
+) -> dict[str, Any]:
+    """Run ``handle`` on each record in order; the partial batch response Lambda expects.
+
+    A batch whose first record fails fails whole (Powertools raises), so Lambda bisects it.
+    A processor holds one batch's state, so each call gets its own.
+    """
+    processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+    return dict(
+        process_partial_response(
+            event=event, record_handler=_InOrder(handle), processor=processor, context=context
+        )
+    )
