@@ -79,3 +79,44 @@ def test_a_keyed_create_is_replayed_not_refused(wired, ddb, tables, unique):
     )
     first, second = invoke(products.handler, event), invoke(products.handler, event)
     assert first[0] == second[0] == 201 and first[2] == second[2]
+
+
+def test_an_idempotency_store_outage_is_503_not_500_and_buys_nothing(
+    wired, ddb, tables, dynamodb_local, unique
+):
+    from tests.integration.conftest import Faults
+    from turnstile import retry
+
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
+    client = dynamodb_local.client(config=retry.client_config())
+    Faults(client).throttle("PutItem", 100)  # the claim (a conditional put) cannot be written
+    wired(client)
+    status, headers, body = invoke(
+        products.handler, purchase(unique, {"quantity": 1}, key=f"f-{unique}")
+    )
+    assert (status, body["error"], headers["Retry-After"]) == (503, "THROTTLED", "1")
+    assert stock_of(ddb, tables, unique) == (5, 1)
+
+
+def test_a_committed_create_is_answered_even_if_its_answer_cannot_be_stored(
+    wired, ddb, tables, dynamodb_local, unique
+):
+    from tests.integration.conftest import Faults
+    from turnstile import retry
+
+    # Given storing answers fails (the completion is an UpdateItem; the create is a PutItem)
+    client = dynamodb_local.client(config=retry.client_config())
+    Faults(client).throttle("UpdateItem", 100)
+    wired(client)
+    event = proxy_event(
+        "POST",
+        "/products",
+        "/products",
+        body=f'{{"productId": "{unique}", "name": "P", "stock": 1}}',
+        headers={"Content-Type": "application/json", "Idempotency-Key": f"g-{unique}"},
+    )
+    # When a keyed create commits
+    status, _, body = invoke(products.handler, event)
+    # Then the client hears that it happened, not a 5xx for a write that was applied
+    assert status == 201 and body["productId"] == unique
+    assert stock_of(ddb, tables, unique) == (1, 1)

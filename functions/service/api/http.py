@@ -61,7 +61,7 @@ STATUS: dict[str, int] = {
     "PAYMENT_FAILED": 502,
 }
 
-IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")  # used with fullmatch
 
 
 class HttpError(Exception):
@@ -230,13 +230,27 @@ class Api:
         key = request.header("Idempotency-Key")
         if key is None or not route.idempotent:
             return self._guarded(route, request)
-        if not IDEMPOTENCY_KEY_PATTERN.match(key):
+        if not IDEMPOTENCY_KEY_PATTERN.fullmatch(key):
             raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")
         if self._idempotency_store is None:
             raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
         store = self._idempotency_store()
         scope = f"{request.method} {request.path}#{key}"
         fingerprint = idempotency.fingerprint(request.method, request.path, request.body)
+        try:
+            return self._keyed(route, request, store, scope, fingerprint)
+        except (retry.OutcomeUnknown, retry.RetriesExhausted) as exc:
+            # the idempotency store itself is unavailable: an outage, not a bug
+            return self._outage(exc)
+
+    def _keyed(
+        self,
+        route: Route,
+        request: Request,
+        store: idempotency.IdempotencyStore,
+        scope: str,
+        fingerprint: str,
+    ) -> Response:
         try:
             begun = store.begin(scope, fingerprint)
         except idempotency.KeyReused as exc:
@@ -253,9 +267,15 @@ class Api:
         claimed = Request(**{**request.__dict__, "claim": begun})
         response = self._guarded(route, claimed)
         if response.status < 500:
-            store.complete(begun, response.status, response.body)
-        else:
-            store.release(begun)
+            try:
+                store.complete(begun, response.status, response.body)
+            except (retry.OutcomeUnknown, retry.RetriesExhausted):
+                # The action's answer stands: it happened. Only its replay is not stored; the
+                # claim lapses and a retry meets the domain's own conditions (already exists...).
+                logger.warning("could not store the answer for an Idempotency-Key")
+        elif response.body and response.body.get("error") == "THROTTLED":
+            store.release(begun)  # nothing was applied: let a retry run at once
+        # OUTCOME_UNKNOWN keeps the claim until it lapses: the write may still land meanwhile.
         return response
 
     def _guarded(self, route: Route, request: Request) -> Response:
@@ -264,19 +284,22 @@ class Api:
             return route.action(request)
         except DomainError as exc:
             return self._domain_error(exc)
-        except retry.OutcomeUnknown:
-            return self._error(
-                "OUTCOME_UNKNOWN",
-                "the database did not confirm the write; it may or may not have been applied. "
-                "Retry with the same Idempotency-Key to get a definite answer.",
-            )
-        except retry.RetriesExhausted:
-            response = self._error("THROTTLED", "the database is busy; retry shortly")
-            response.headers["Retry-After"] = "1"
-            return response
+        except (retry.OutcomeUnknown, retry.RetriesExhausted) as exc:
+            return self._outage(exc)
         except transact.Cancelled as exc:
             logger.warning("transaction cancelled", extra={"reasons": str(exc)})
             return self._error("CONFLICT", "a concurrent request changed the same data; retry")
+
+    def _outage(self, exc: retry.OutcomeUnknown | retry.RetriesExhausted) -> Response:
+        if isinstance(exc, retry.OutcomeUnknown):
+            return self._error(
+                "OUTCOME_UNKNOWN",
+                "the database did not confirm the write; it may or may not have been applied. "
+                "Read the resource before retrying, or retry with an Idempotency-Key.",
+            )
+        response = self._error("THROTTLED", "the database is busy; retry shortly")
+        response.headers["Retry-After"] = "1"
+        return response
 
     def _domain_error(self, exc: DomainError) -> Response:
         response = self._error(exc.code, exc.message, **exc.details)
