@@ -32,14 +32,24 @@ def test_reserve_confirm_release_over_http(api_url, unique):
 
 
 def test_bad_input_over_http_is_4xx_in_contract_shape(api_url, unique):
-    # When the body is not JSON, or not JSON at all by content type
+    # When the body is cut short, or is a valid creation sent with the wrong content type, or
+    # asks for more units than allowed (each naming the sku that must not come to exist)
     bad_json = requests.post(
         f"{api_url}/inventory",
-        data="{",
+        data=f'{{"sku": "{unique}", "units": 3',
         headers={"Content-Type": "application/json"},
         timeout=30,
     )
-    wrong_type = requests.post(f"{api_url}/inventory", data="sku=x", timeout=30)
+    wrong_type = requests.post(
+        f"{api_url}/inventory",
+        data=f'{{"sku": "{unique}", "units": 3}}',
+        headers={"Content-Type": "text/plain"},
+        timeout=30,
+    )
+    too_many = requests.post(
+        f"{api_url}/inventory", json={"sku": unique, "units": 100_001}, timeout=30
+    )
+    assert (too_many.status_code, too_many.json()["error"]) == (400, "VALIDATION_ERROR")
     # Then 400 and 415 with {"error","message"}, and the sku does not exist afterwards
     assert (bad_json.status_code, bad_json.json()["error"]) == (400, "BAD_JSON")
     assert wrong_type.status_code == 415 and wrong_type.json()["message"]
