@@ -83,3 +83,22 @@ def test_a_retry_after_the_charge_was_made_but_not_recorded_charges_once(
     assert len(provider.calls("charge")) == 1
     assert retried[2]["chargeId"] == provider.calls("charge")[0].charge_id
     assert balance(unique) == 25
+
+
+def test_a_top_up_whose_write_is_refused_gives_the_charge_back(wired, ddb, unique, monkeypatch):
+    from turnstile import transact
+
+    # Given a top-up whose final transaction is cancelled by a condition other than the lease
+    provider = FakeProvider()
+    use(wired, ddb, provider)
+    service = wallets.wallets.get()
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise transact.Cancelled([transact.Reason("ConditionalCheckFailed", "claim taken", None)])
+
+    monkeypatch.setattr(service.leases, "transact", refused)
+    # When it runs
+    status, _, body = invoke(wallets.handler, top_up(unique, 30, key=None))
+    # Then the client is told it conflicted, and the provider got its charge back
+    assert (status, body["error"]) == (409, "CONFLICT")
+    assert len(provider.calls("charge")) == 1 and len(provider.calls("refund")) == 1

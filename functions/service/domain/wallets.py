@@ -18,7 +18,10 @@ version retried the whole transaction on a conflict and charged again on every r
 
 Step 4 is fenced: if this request was paused past its lease (a slow provider) and another top-up
 took the wallet over, the write is refused (409 LOCK_LOST) and the charge is refunded, so neither
-the successor's balance nor the provider's ledger is left wrong.
+the successor's balance nor the provider's ledger is left wrong. Any other refused write (a
+cancelled transaction: known not applied) is refunded too. A write that could not be sent at all
+(the database stayed busy: 503) is not: whether it applied is not known for certain, and with an
+``Idempotency-Key`` the client's retry records the same charge instead (see below).
 
 A client's *retry* of a top-up is a different matter: the lease makes each request charge at most
 once, but a retried request is a new request. With an ``Idempotency-Key`` (a
@@ -39,7 +42,7 @@ from service import config
 from service.domain import locks
 from service.domain.errors import NotFound, PaymentFailed
 from service.domain.payments import PaymentProvider, ProviderError
-from turnstile import codec, lease, retry, versioned
+from turnstile import codec, lease, retry, transact, versioned
 from turnstile.idempotency import Claim, IdempotencyStore
 
 
@@ -141,6 +144,11 @@ class Wallets:
         except lease.Lost as exc:
             self.provider.refund(charge_id)
             raise locks.lock_lost(exc, held.fence) from exc
+        except transact.Cancelled:
+            # Another condition refused the write (the idempotency claim was taken over): nothing
+            # was applied, so the charge is given back before the refusal goes up.
+            self.provider.refund(charge_id)
+            raise
         if claim is not None:
             claim.completed = True
         return receipt
