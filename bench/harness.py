@@ -72,6 +72,11 @@ class Meter:
         with self._lock:
             self.wcu += units
 
+    def snapshot(self) -> Meter:
+        """A copy of the counts so far (the live meter keeps counting for the next workload)."""
+        with self._lock:
+            return Meter(calls=self.calls.copy(), wcu=self.wcu)
+
     @property
     def total_calls(self) -> int:
         return sum(self.calls.values())
@@ -113,6 +118,15 @@ def run_workload(attempts: int, workers: int, attempt: Callable[[int], str]) -> 
         latencies=[latency for latency, _ in results],
         outcomes=Counter(label for _, label in results),
     )
+
+
+def measure(
+    meter: Meter, attempts: int, workers: int, attempt: Callable[[int], str]
+) -> tuple[Outcome, Meter]:
+    """:func:`run_workload` with the meter counting only this workload."""
+    meter.reset()
+    outcome = run_workload(attempts, workers, attempt)
+    return outcome, meter.snapshot()
 
 
 def raw_ceiling(client: Any, table: str, key: str, writes: int, workers: int) -> float:

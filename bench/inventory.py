@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from bench.harness import Meter, row, run_workload
+from bench.harness import Meter, measure, row
 from service import config
 from service.domain.errors import OutOfStock
 from service.domain.inventory import Inventory
@@ -47,9 +47,7 @@ def claims_row(
         except OutOfStock:
             return "OUT_OF_STOCK"
 
-    meter.reset()
-    outcome = run_workload(attempts, workers, attempt)
-    snapshot = Meter(calls=meter.calls.copy(), wcu=meter.wcu)
+    outcome, snapshot = measure(meter, attempts, workers, attempt)
     return row(
         f"claims q={quantity}",
         outcome,

@@ -17,13 +17,13 @@ the list of fences it accepted, in order.
 from __future__ import annotations
 
 import argparse
-import math
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.harness import percentile
 from turnstile import codec, lease, retry, versioned
 
 
@@ -59,21 +59,13 @@ class Outcome:
             "acquisitions": acquisitions,
             "wall_seconds": round(self.wall_seconds, 3),
             "acquisitions_per_second": round(acquisitions / self.wall_seconds, 1),
-            "time_to_acquire_p50_ms": round(percentile(waits_ms, 50), 1),
-            "time_to_acquire_p99_ms": round(percentile(waits_ms, 99), 1),
+            "time_to_acquire_p50_ms": round(percentile(waits_ms, 0.50), 1),
+            "time_to_acquire_p99_ms": round(percentile(waits_ms, 0.99), 1),
             "failed_attempts": sum(r.attempts - 1 for r in self.rounds),
             "rejected_writes": sum(not r.accepted for r in self.rounds),
             "dynamodb_calls": self.dynamodb_calls,
             "calls_per_acquisition": round(self.dynamodb_calls / max(1, acquisitions), 2),
         }
-
-
-def percentile(sorted_values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of an already sorted list (0 for an empty one)."""
-    if not sorted_values:
-        return 0.0
-    rank = max(1, math.ceil(pct / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
 
 
 class CallCounter:

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from bench.harness import Meter, Outcome, row, run_workload
+from bench.harness import Meter, Outcome, measure, row
 from service.domain.errors import DomainError
 from service.domain.products import Products
 from turnstile import codec
@@ -105,9 +105,7 @@ def run(
             attempt = _naive(client, table, product_id)
         else:
             attempt = _turnstile(products, product_id, strategy, quantity)
-        meter.reset()
-        outcome = run_workload(attempts, workers, attempt)
-        snapshot = Meter(calls=meter.calls.copy(), wcu=meter.wcu)
+        outcome, snapshot = measure(meter, attempts, workers, attempt)
         results[strategy] = (outcome, snapshot)
     ceiling = results["raw"][0].wall if "raw" in results else 0.0
     return [

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from bench.harness import Meter, run_workload
+from bench.harness import Meter, measure, run_workload
 from bench.harness import row as bench_row
 from service import config
 from service.domain.errors import AlreadyRegistered, EventFull
@@ -49,9 +49,7 @@ def sync_row(
         except (EventFull, AlreadyRegistered) as exc:
             return exc.code
 
-    meter.reset()
-    outcome = run_workload(attempts, workers, attempt)
-    snapshot = Meter(calls=meter.calls.copy(), wcu=meter.wcu)
+    outcome, snapshot = measure(meter, attempts, workers, attempt)
     result = bench_row(
         "sync transactions",
         outcome,
@@ -132,7 +130,7 @@ def async_row(
         stop.set()
         pumping.join()
         registration_consumer.requests.set(None)
-    snapshot = Meter(calls=meter.calls.copy(), wcu=meter.wcu)
+    snapshot = meter.snapshot()
     statuses = [service.get(event_id, request_id)["status"] for request_id in ids]
     accepted = statuses.count(ACCEPTED)
     submitted.wall = wall

@@ -13,7 +13,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import boto3
 
+from service import config
 from turnstile import retry
+from turnstile.idempotency import IdempotencyStore
 
 T = TypeVar("T")
 
@@ -53,3 +55,17 @@ def _build_dynamodb() -> Any:
 
 
 dynamodb: Lazy[Any] = Lazy(_build_dynamodb)
+
+
+def _build_idempotency() -> IdempotencyStore:
+    return IdempotencyStore(
+        client=dynamodb.get(),
+        table=config.Tables.from_env(config.IDEMPOTENCY)[config.IDEMPOTENCY],
+        backoff=config.call_backoff(),
+        lock_ms=config.IDEMPOTENCY_LOCK_MS,
+        keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
+    )
+
+
+# The Idempotency-Key records, shared by every function that accepts the header.
+idempotency: Lazy[IdempotencyStore] = Lazy(_build_idempotency)

@@ -149,10 +149,7 @@ class Lost(Exception):
 
 def _skippable(exc: BaseException) -> bool:
     """Someone else has the unit: its condition failed, or a transaction is changing it."""
-    return retry.error_code(exc) in {
-        "ConditionalCheckFailedException",
-        "TransactionConflictException",
-    }
+    return retry.condition_failed(exc) or retry.error_code(exc) == "TransactionConflictException"
 
 
 def claim(
@@ -223,7 +220,7 @@ def release(
             idempotent=True,
         )
     except ClientError as exc:
-        if retry.error_code(exc) == "ConditionalCheckFailedException":
+        if retry.condition_failed(exc):
             return codec.old_item(exc) or {}
         raise
     return None

@@ -137,7 +137,7 @@ class IdempotencyStore:
                 idempotent=False,
             )
         except ClientError as exc:
-            if retry.error_code(exc) != "ConditionalCheckFailedException":
+            if not retry.condition_failed(exc):
                 raise
             return self._existing(codec.old_item(exc) or {}, request_fingerprint, now_ms)
         return claim
@@ -182,7 +182,7 @@ class IdempotencyStore:
                 lambda: self.client.update_item(**update), backoff=self.backoff, idempotent=True
             )
         except ClientError as exc:
-            if retry.error_code(exc) == "ConditionalCheckFailedException":
+            if retry.condition_failed(exc):
                 return False
             raise
         claim.completed = True
@@ -199,5 +199,5 @@ class IdempotencyStore:
                 ExpressionAttributeValues=codec.values(token=claim.token, in_progress=IN_PROGRESS),
             )
         except ClientError as exc:
-            if retry.error_code(exc) != "ConditionalCheckFailedException":
+            if not retry.condition_failed(exc):
                 raise

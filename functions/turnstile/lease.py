@@ -150,7 +150,7 @@ class NoTimeLeft(Exception):
 
 
 def _conditional_failure(exc: ClientError) -> bool:
-    return retry.error_code(exc) == "ConditionalCheckFailedException"
+    return retry.condition_failed(exc)
 
 
 @dataclass
@@ -235,7 +235,7 @@ class Leases:
                 idempotent=False,
             )
         except ClientError as exc:
-            if not _conditional_failure(exc):
+            if not retry.condition_failed(exc):
                 raise
             holder = codec.old_item(exc) or {}
             raise Held(
@@ -342,7 +342,7 @@ class Leases:
                 idempotent=True,  # same values, same condition: a resend changes nothing more
             )
         except ClientError as exc:
-            if _conditional_failure(exc):
+            if retry.condition_failed(exc):
                 raise Lost(lease.resource, codec.old_item(exc)) from exc
             raise
 
@@ -455,7 +455,7 @@ def fenced_update(
             idempotent=False,  # a resend would meet its own fence and look stale
         )
     except ClientError as exc:
-        if _conditional_failure(exc):
+        if retry.condition_failed(exc):
             raise StaleFence(fence, codec.old_item(exc)) from exc
         raise
     item = codec.decode_item(response["Attributes"])

@@ -63,6 +63,11 @@ def error_code(exc: BaseException) -> str:
     return ""
 
 
+def condition_failed(exc: BaseException) -> bool:
+    """A write refused by its ConditionExpression (final: resending would change nothing)."""
+    return error_code(exc) == "ConditionalCheckFailedException"
+
+
 def is_throttle(exc: BaseException) -> bool:
     return error_code(exc) in THROTTLING_CODES
 

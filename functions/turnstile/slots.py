@@ -86,7 +86,7 @@ def create(
                 idempotent=True,  # a resend either creates it or finds it: same end state
             )
         except ClientError as exc:
-            if retry.error_code(exc) != "ConditionalCheckFailedException":
+            if not retry.condition_failed(exc):
                 raise
         else:
             created += 1
@@ -125,7 +125,7 @@ def claim(
             idempotent=True,  # see the docstring: a resend by the same holder finds it its own
         )
     except ClientError as exc:
-        if retry.error_code(exc) != "ConditionalCheckFailedException":
+        if not retry.condition_failed(exc):
             raise
         current = codec.old_item(exc)
         if current is None:
@@ -179,6 +179,6 @@ def release(
             idempotent=False,
         )
     except ClientError as exc:
-        if retry.error_code(exc) != "ConditionalCheckFailedException":
+        if not retry.condition_failed(exc):
             raise
         raise NotHolder(codec.old_item(exc)) from exc

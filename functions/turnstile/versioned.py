@@ -125,7 +125,7 @@ def update_if_version(
             idempotent=False,
         )
     except ClientError as exc:
-        if retry.error_code(exc) == "ConditionalCheckFailedException":
+        if retry.condition_failed(exc):
             raise VersionMismatch(codec.old_item(exc)) from exc
         raise
     item = codec.decode_item(response["Attributes"])
@@ -186,7 +186,7 @@ def update_versioned(
                     client, [guarded, *also(item, changes)], backoff=backoff, token=token
                 )
         except ClientError as exc:
-            if retry.error_code(exc) != "ConditionalCheckFailedException":
+            if not retry.condition_failed(exc):
                 raise
             item = codec.old_item(exc)
         except transact.Cancelled as exc:

@@ -95,7 +95,7 @@ class Events:
                 idempotent=False,
             )
         except ClientError as exc:
-            if retry.error_code(exc) == "ConditionalCheckFailedException":
+            if retry.condition_failed(exc):
                 raise AlreadyExists(f"event {event_id!r} already exists") from exc
             raise
         return _event(item)

@@ -45,7 +45,7 @@ from service.domain.errors import (
     NotFound,
     OutOfStock,
 )
-from turnstile import claims, codec, retry, transact
+from turnstile import claims, codec, retry, transact, versioned
 
 HEADER = "sku"
 SUMMARY = "summary"
@@ -111,7 +111,7 @@ class Inventory:
                 idempotent=False,
             )
         except ClientError as exc:
-            if retry.error_code(exc) == "ConditionalCheckFailedException":
+            if retry.condition_failed(exc):
                 raise AlreadyExists(f"sku {sku!r} already exists") from exc
             raise
         summary = {"sku": sku, "sk": SUMMARY, "available": units, "reserved": 0, "sold": 0}
@@ -164,16 +164,7 @@ class Inventory:
         cached = self._headers.get(sku)
         if cached is not None:
             return cached
-        response = retry.call(
-            lambda: self.client.get_item(
-                TableName=self.table,
-                Key=codec.encode_item({"sku": sku, "sk": HEADER}),
-                ConsistentRead=True,
-            ),
-            backoff=self.backoff,
-            idempotent=True,
-        )
-        item = codec.decode_item(response.get("Item"))
+        item = versioned.read(self.client, self.table, {"sku": sku, "sk": HEADER}, self.backoff)
         if item is None:
             raise NotFound(f"no sku {sku!r}")
         with self._lock:
@@ -294,16 +285,8 @@ class Inventory:
         }
 
     def _record(self, sku: str, reservation_id: str) -> dict[str, Any]:
-        response = retry.call(
-            lambda: self.client.get_item(
-                TableName=self.table,
-                Key=codec.encode_item({"sku": sku, "sk": RESERVATION + reservation_id}),
-                ConsistentRead=True,
-            ),
-            backoff=self.backoff,
-            idempotent=True,
-        )
-        record = codec.decode_item(response.get("Item"))
+        key = {"sku": sku, "sk": RESERVATION + reservation_id}
+        record = versioned.read(self.client, self.table, key, self.backoff)
         if record is None:
             raise NotFound(f"no reservation {reservation_id!r} for sku {sku!r}")
         return record
@@ -385,7 +368,7 @@ class Inventory:
                 idempotent=True,
             )
         except ClientError as exc:
-            if retry.error_code(exc) != "ConditionalCheckFailedException":
+            if not retry.condition_failed(exc):
                 raise
             # Deleted by a concurrent DELETE meanwhile, which is the same outcome.
 

@@ -70,7 +70,7 @@ class Products:
                 idempotent=False,
             )
         except ClientError as exc:
-            if retry.error_code(exc) == "ConditionalCheckFailedException":
+            if retry.condition_failed(exc):
                 raise AlreadyExists(f"product {product_id!r} already exists") from exc
             raise
         return item
@@ -136,7 +136,7 @@ class Products:
                 idempotent=False,
             )
         except ClientError as exc:
-            if retry.error_code(exc) != "ConditionalCheckFailedException":
+            if not retry.condition_failed(exc):
                 raise
             current = codec.old_item(exc)
             if current is None:

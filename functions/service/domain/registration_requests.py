@@ -161,7 +161,7 @@ class RegistrationRequests:
                 idempotent=True,
             )
         except ClientError as exc:
-            if retry.error_code(exc) == "ConditionalCheckFailedException":
+            if retry.condition_failed(exc):
                 return None
             raise
         return Decision(request_id, REJECTED, reason)

@@ -9,7 +9,6 @@ from service.api import schema
 from service.api.http import Api, Request, Response, Route, accepted, created, no_content, ok
 from service.domain.events import Events
 from service.domain.registration_requests import RegistrationRequests
-from turnstile.idempotency import IdempotencyStore
 
 TABLES = (config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY)
 
@@ -18,15 +17,6 @@ def _tables() -> config.Tables:
     return config.Tables.from_env(*TABLES)
 
 
-idempotency: runtime.Lazy[IdempotencyStore] = runtime.Lazy(
-    lambda: IdempotencyStore(
-        client=runtime.dynamodb.get(),
-        table=_tables()[config.IDEMPOTENCY],
-        backoff=config.call_backoff(),
-        lock_ms=config.IDEMPOTENCY_LOCK_MS,
-        keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
-    )
-)
 events: runtime.Lazy[Events] = runtime.Lazy(
     lambda: Events(client=runtime.dynamodb.get(), table=_tables()[config.EVENTS])
 )
@@ -144,7 +134,7 @@ ROUTES = [
     ),
 ]
 
-api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, idempotency.get))
+api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

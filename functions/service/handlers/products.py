@@ -8,28 +8,15 @@ from service import config, runtime
 from service.api import schema
 from service.api.http import Api, HttpError, Request, Response, Route, created, ok
 from service.domain.products import STRATEGIES, Products
-from turnstile.idempotency import IdempotencyStore
 
 TABLES = (config.PRODUCTS, config.IDEMPOTENCY)
 
 
-def _idempotency() -> IdempotencyStore:
-    tables = config.Tables.from_env(*TABLES)
-    return IdempotencyStore(
-        client=runtime.dynamodb.get(),
-        table=tables[config.IDEMPOTENCY],
-        backoff=config.call_backoff(),
-        lock_ms=config.IDEMPOTENCY_LOCK_MS,
-        keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
-    )
-
-
-idempotency: runtime.Lazy[IdempotencyStore] = runtime.Lazy(_idempotency)
 products: runtime.Lazy[Products] = runtime.Lazy(
     lambda: Products(
         client=runtime.dynamodb.get(),
         table=config.Tables.from_env(*TABLES)[config.PRODUCTS],
-        idempotency=idempotency.get(),
+        idempotency=runtime.idempotency.get(),
     )
 )
 
@@ -123,7 +110,7 @@ ROUTES = [
     ),
 ]
 
-api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, idempotency.get))
+api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

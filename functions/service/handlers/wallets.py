@@ -12,20 +12,10 @@ from service.api.http import Api, Request, Response, Route, created, ok
 from service.domain import locks
 from service.domain.payments import FakeProvider, PaymentProvider
 from service.domain.wallets import Wallets
-from turnstile.idempotency import IdempotencyStore
 
 TABLES = (config.LEASES, config.WALLETS, config.IDEMPOTENCY)
 
 provider: runtime.Lazy[PaymentProvider] = runtime.Lazy(FakeProvider)
-idempotency: runtime.Lazy[IdempotencyStore] = runtime.Lazy(
-    lambda: IdempotencyStore(
-        client=runtime.dynamodb.get(),
-        table=config.Tables.from_env(*TABLES)[config.IDEMPOTENCY],
-        backoff=config.call_backoff(),
-        lock_ms=config.IDEMPOTENCY_LOCK_MS,
-        keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
-    )
-)
 wallets: runtime.Lazy[Wallets] = runtime.Lazy(lambda: _wallets(config.Tables.from_env(*TABLES)))
 
 
@@ -36,7 +26,7 @@ def _wallets(tables: config.Tables) -> Wallets:
         table=tables[config.WALLETS],
         leases=locks.leases(client, tables[config.LEASES]),
         provider=provider.get(),
-        idempotency=idempotency.get(),
+        idempotency=runtime.idempotency.get(),
     )
 
 
@@ -81,7 +71,7 @@ ROUTES = [
     ),
 ]
 
-api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, idempotency.get))
+api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
