@@ -12,4 +12,5 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``capacity``: a counter item as materialized lock for a bounded membership (seed 001).
 - ``slots``: pre-created slot rows claimed by conditional update (seed 001).
 - ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
+- ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
 """
