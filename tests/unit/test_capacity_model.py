@@ -122,7 +122,8 @@ def test_bucket_refills_up_to_its_capacity_only() -> None:
     bucket = Bucket(10.0, 10.0, clock)
     bucket.tokens = 0
     clock.now += 100
-    assert bucket.has(10) and not bucket.has(10.5)
+    bucket.refill()
+    assert bucket.tokens == 10
 
 
 def test_item_size_counts_names_and_values() -> None:
@@ -138,3 +139,13 @@ def test_scale_is_off_unless_the_variable_is_set(raw: str, expected: float | Non
 def test_a_non_positive_scale_is_refused() -> None:
     with pytest.raises(ValueError):
         scale_from_env({"TURNSTILE_CAPACITY_SCALE": "0"})
+
+
+def test_a_request_larger_than_the_bucket_goes_through_a_full_bucket_into_debt() -> None:
+    capacity, clock = model(0.001, burst=1.0)  # 1 WCU/s, a bucket of 1
+    transaction = {"TransactItems": [{"Update": update("k")}]}  # 2 WCU
+    assert all(capacity.admit(capacity.charges("TransactWriteItems", transaction)))
+    clock.now += 1.5  # debt of 1 repaid, half a token back: not full
+    assert not all(capacity.admit(capacity.charges("UpdateItem", update("k"))))
+    clock.now += 0.5
+    assert all(capacity.admit(capacity.charges("UpdateItem", update("k"))))
