@@ -143,7 +143,7 @@ HOT_COLUMNS = [
 
 
 def run_hot(db: DynamoDBLocal, names: dict[str, str]) -> None:
-    print("\n## hot (about two minutes: five strategies, each offered load for 24 s)", flush=True)
+    print("\n## hot (a few minutes: five strategies, each offered load for 24 s)", flush=True)
     rows = hot.run(db, names, RESULTS)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "hot.json").write_text(json.dumps(rows, indent=2))

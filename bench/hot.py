@@ -31,10 +31,10 @@ from service.domain.products import Products
 from turnstile import retry
 
 DEFAULT_SCALE = 0.01  # 10 WCU/s and 30 RCU/s per key: a shared 2-core machine can offer 6x that
-OFFERED_X = 6.0
+OFFERED_X = 8.0
 SECONDS = 24.0
 SELL_OUT_AT = 0.6
-WORKERS = 48
+WORKERS = 64
 REFUSAL_PROBES = 20
 
 

@@ -24,8 +24,12 @@ shard showed fewer than ``q`` units in total (with no concurrent restock, there 
 when the total was below ``q``), or after ``rounds`` reads that each showed enough but whose every
 write lost its race (reported as :class:`Exhausted` with ``raced=True`` and counted as
 ``ShardRaceRefusal``). Sold out is cheap: a process remembers that a counter read empty and then
-goes straight to step 2, so a refusal costs one ``BatchGetItem`` and no write. The hint only
-saves the first write; the read always decides.
+goes straight to step 2, so a refusal costs one ``BatchGetItem`` and no write; and for
+``trust_seconds`` (100 ms) after such a read it refuses without any call (``SoldOutHint``), because
+a sold-out counter's refusals would otherwise all read every shard and be capped by one key's
+read rate. Bound: only a restock or ``PATCH`` makes an empty counter non-empty, so such a refusal
+is wrong only if it comes less than 100 ms after a restock made in another process (this
+process's own restocks clear the hint). Sales never depend on the hint: writes decide.
 
 Setting the total (:func:`set_total`) is one transaction over every shard, each conditioned on
 the value just read (``#count = :seen``), plus the caller's own elements (a version check):
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,20 +118,30 @@ def shard_items(counter: Counter, total: int, **attributes: Any) -> list[dict[st
 
 @dataclass
 class SoldOutHints:
-    """Counters this process last saw empty (a routing hint only; a read always decides)."""
+    """Counters this process last read empty, and when (a monotonic clock; a hint, never a lock).
 
-    _empty: set[str] = field(default_factory=set)
+    ``empty``: skip the first write and read at once. ``fresh``: the empty read is younger than
+    ``trust_seconds``, so a refusal may be answered from it without any call (see the module
+    docstring for the bound this puts on refusals)."""
+
+    trust_seconds: float = 0.1
+    clock: Callable[[], float] = time.monotonic
+    _empty: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def empty(self, counter: Counter) -> bool:
         return counter.base in self._empty
 
+    def fresh(self, counter: Counter) -> bool:
+        seen = self._empty.get(counter.base)
+        return seen is not None and self.clock() - seen < self.trust_seconds
+
     def mark(self, counter: Counter, empty: bool) -> None:
         with self._lock:
             if empty:
-                self._empty.add(counter.base)
+                self._empty[counter.base] = self.clock()
             else:
-                self._empty.discard(counter.base)
+                self._empty.pop(counter.base, None)
 
 
 hints = SoldOutHints()
@@ -135,8 +150,21 @@ hints = SoldOutHints()
 def read_items(client: Any, counter: Counter, backoff: retry.Backoff) -> list[dict[str, Any]]:
     """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
     ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
-    wanted = [counter.wire_key(k) for k in range(counter.shards)]
-    found: dict[str, dict[str, Any]] = {}
+    return read_with(client, counter, backoff)[0]
+
+
+def read_with(
+    client: Any,
+    counter: Counter,
+    backoff: retry.Backoff,
+    extra_keys: Sequence[dict[str, Any]] = (),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
+    (``None`` where absent): a membership check that costs no extra round trip."""
+    names = list(counter.key(0))
+    shard_keys = [counter.key(k) for k in range(counter.shards)]
+    wanted = [codec.encode_item(key) for key in [*shard_keys, *extra_keys]]
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
     pending: dict[str, Any] = {counter.table: {"Keys": wanted, "ConsistentRead": True}}
     while pending:
         response = retry.call(
@@ -146,11 +174,16 @@ def read_items(client: Any, counter: Counter, backoff: retry.Backoff) -> list[di
         )
         for raw in response["Responses"].get(counter.table, []):
             item = codec.decode_item(raw) or {}
-            found[str(item[counter.key_attr])] = item
+            found[tuple(item.get(name) for name in names)] = item
         pending = response.get("UnprocessedKeys") or {}
-    if len(found) < counter.shards:
+
+    def at(key: dict[str, Any]) -> dict[str, Any] | None:
+        return found.get(tuple(key.get(name) for name in names))
+
+    shards = [at(key) for key in shard_keys]
+    if any(item is None for item in shards):
         raise Missing(counter.base)
-    return [found[str(counter.key(k)[counter.key_attr])] for k in range(counter.shards)]
+    return [item for item in shards if item is not None], [at(key) for key in extra_keys]
 
 
 def read_all(client: Any, counter: Counter, backoff: retry.Backoff) -> list[int]:
@@ -218,6 +251,9 @@ def take(
     :class:`Exhausted` / :class:`Missing`; :class:`turnstile.retry.RetriesExhausted` when every
     shard stayed throttled for the whole backoff."""
     rand = rand or random.Random()
+    if sold_out.fresh(counter):
+        metrics.count("SoldOutHint", pattern=PATTERN)
+        raise Exhausted(0)
     calls = 0
     throttled_rounds = 0
     candidates: list[int] = [] if sold_out.empty(counter) else [rand.randrange(counter.shards)]

@@ -150,7 +150,10 @@ def test_get_sums_the_shards_and_patch_and_restock_keep_the_total_exact(
     assert products.purchase(unique, 1)["version"] == 3
 
 
-def test_sold_out_refusals_cost_one_read(ddb: Any, tables: Any, unique: str) -> None:
+def test_sold_out_refusals_cost_one_read_or_none_while_the_read_is_fresh(
+    ddb: Any, tables: Any, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sharded.hints, "trust_seconds", 0.0)
     calls: Counter[str] = Counter()
     client_events = ddb.meta.events
 
@@ -168,6 +171,13 @@ def test_sold_out_refusals_cost_one_read(ddb: Any, tables: Any, unique: str) -> 
             with pytest.raises(DomainError) as refused:
                 products.purchase(unique, 1)
             assert refused.value.code == "OUT_OF_STOCK"
+        assert calls == {"BatchGetItem": 5}
+        monkeypatch.setattr(sharded.hints, "trust_seconds", 3600.0)
+        for _ in range(5):
+            with pytest.raises(DomainError):
+                products.purchase(unique, 1)
+        assert calls == {"BatchGetItem": 5}  # no call at all within the trust window
+        products.restock(unique, 1)  # this process's restock clears the hint
+        assert products.purchase(unique, 1)["remainingStock"] == 0
     finally:
         client_events.unregister("before-call.dynamodb", count)
-    assert calls == {"BatchGetItem": 5}
