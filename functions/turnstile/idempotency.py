@@ -270,4 +270,5 @@ class IdempotencyStore:
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
+            return  # no longer this claim's (taken over): nothing of ours to give back
         metrics.count("ClaimReleased", pattern="idempotency")

@@ -22,7 +22,11 @@ from tests.integration.test_lease_races import Clock
 from tests.integration.test_purchase_faults import purchase, stock_of
 from tests.integration.test_wallet_retries import balance, top_up
 from tests.unit.conftest import proxy_event
-from turnstile import idempotency, lease, retry
+from turnstile import idempotency, lease, metrics, retry
+
+
+def counted(pattern: str, name: str) -> float:
+    return metrics.tally.get(pattern, name)
 
 
 def records_of(ddb: Any, tables: Any, key: str) -> list[dict[str, Any]]:
@@ -127,6 +131,7 @@ def test_a_late_first_attempt_does_not_refund_the_charge_its_retry_committed(
         wait_ms=0,
     )
     key = f"late-{unique}"
+    refusals = counted("wallets", "RefundRefused")
     with ThreadPoolExecutor(1) as pool:
         # When the first attempt is paused inside the provider past its claim and its lease
         late = pool.submit(invoke, wallets.handler, top_up(unique, 70, key))
@@ -141,6 +146,7 @@ def test_a_late_first_attempt_does_not_refund_the_charge_its_retry_committed(
     assert provider.calls("refund") == []
     assert (first[0], first[2]["chargeId"]) == (201, retried[2]["chargeId"])
     assert balance(unique) == 70 == net_charged(provider)
+    assert counted("wallets", "RefundRefused") == refusals + 1  # visible contention (rule 12)
 
 
 # -- 13.3: a resent transaction that may have landed is OUTCOME_UNKNOWN, and keeps its claim
@@ -187,10 +193,12 @@ def test_an_applied_transaction_whose_resends_are_throttled_is_outcome_unknown(
     faults.lose_reply("TransactWriteItems", 1)
     faults.throttle("TransactWriteItems", 100)
     wired(client)
+    unknown = counted("retry", "OutcomeUnknown")
     # When a keyed registration runs
     status, _, body = invoke(events.handler, register(unique, "u1", key=f"reg-{unique}"))
     # Then the client is not told "nothing was applied": it was
     assert (status, body["error"]) == (503, "OUTCOME_UNKNOWN")
+    assert counted("retry", "OutcomeUnknown") == unknown + 1
     wired(ddb)
     assert registered(unique) == 1
     # And the key stays claimed: its retry is told to wait, not ALREADY_REGISTERED for its own seat
@@ -227,8 +235,10 @@ def test_a_locked_top_up_is_not_stored_and_its_retry_runs(wired, ddb, tables, un
     leases = locks.leases(ddb, tables["leases"])
     holder = leases.acquire(f"wallet/{unique}", "someone-else", 60_000)
     key = f"lock-{unique}"
+    released = counted("idempotency", "ClaimReleased")
     refused = invoke(wallets.handler, top_up(unique, 15, key))
     assert (refused[0], refused[2]["error"]) == (409, "LOCKED") and "Retry-After" in refused[1]
+    assert counted("idempotency", "ClaimReleased") == released + 1
     # When the holder lets go and the client retries with the same key
     leases.release(holder)
     again = invoke(wallets.handler, top_up(unique, 15, key))
@@ -318,11 +328,13 @@ def test_a_throttled_request_whose_key_release_is_throttled_too_is_503(
     faults.throttle("GetItem", 100)
     faults.throttle("DeleteItem", 100)
     wired(client)
+    failed = counted("idempotency", "ClaimReleaseFailed")
     status, headers, body = invoke(
         products.handler, purchase(unique, {"quantity": 1}, key=f"dbl-{unique}")
     )
     # Then an outage answer with a retry time (the claim lapses by then), never a 500
     assert (status, body["error"]) == (503, "THROTTLED")
     assert int(headers["Retry-After"]) >= 1
+    assert counted("idempotency", "ClaimReleaseFailed") == failed + 1
     wired(ddb)
     assert stock_of(ddb, tables, unique) == (5, 1)
