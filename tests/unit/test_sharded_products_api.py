@@ -74,3 +74,19 @@ def test_bad_shards_are_refused_and_write_nothing(moto_ddb, moto_tables, shards)
     )
     assert status == 400 and body["error"] == "VALIDATION_ERROR"
     assert scan_all(moto_ddb, moto_tables["products"]) == []
+
+
+def test_a_keyed_purchase_of_a_sharded_product_is_applied_once(moto_ddb, moto_tables):
+    call(
+        "POST",
+        "/products",
+        "/products",
+        {"productId": "drop", "name": "D", "stock": 4, "shards": 2},
+    )
+    headers = {"Idempotency-Key": "k-1", "Content-Type": "application/json"}
+    path = "/products/drop/purchases"
+    first = call("POST", "/products/{productId}/purchases", path, {"quantity": 1}, headers=headers)
+    again = call("POST", "/products/{productId}/purchases", path, {"quantity": 1}, headers=headers)
+    assert first[0] == again[0] == 201
+    assert first[2]["purchaseId"] == again[2]["purchaseId"]
+    assert call("GET", "/products/{productId}", "/products/drop")[2]["stock"] == 3
