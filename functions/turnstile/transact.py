@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,11 @@ def reasons_of(exc: ClientError) -> list[Reason]:
 
 def _is_conflict(exc: BaseException) -> bool:
     if retry.error_code(exc) == "TransactionConflictException":
+        return True
+    if retry.error_code(exc) == "InternalServerError":
+        # A 500 is retryable on AWS, and the ClientRequestToken makes the resend idempotent.
+        # DynamoDB Local answers transactions that wait too long on its item locks this way.
+        metrics.count("InternalServerError", pattern="transact")
         return True
     if retry.error_code(exc) != "TransactionCanceledException":
         return False

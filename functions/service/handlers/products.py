@@ -40,7 +40,9 @@ def expected_version(request: Request) -> int | None:
 
 def create_product(request: Request) -> Response:
     body = request.body
-    product = products.get().create(body["productId"], body["name"], body["stock"])
+    product = products.get().create(
+        body["productId"], body["name"], body["stock"], body.get("shards", 1)
+    )
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
 
@@ -52,6 +54,11 @@ def get_product(request: Request) -> Response:
 def update_product(request: Request) -> Response:
     version = expected_version(request)
     product = products.get().update(request.params["productId"], version, dict(request.body))
+    return ok(product, etag=product["version"])
+
+
+def restock(request: Request) -> Response:
+    product = products.get().restock(request.params["productId"], request.body["units"])
     return ok(product, etag=product["version"])
 
 
@@ -80,7 +87,10 @@ ROUTES = [
         "/products",
         create_product,
         "Create a product at version 1",
-        body=schema.obj({"productId": schema.identifier(), **PRODUCT_FIELDS}),
+        body=schema.obj(
+            {"productId": schema.identifier(), **PRODUCT_FIELDS},
+            {"shards": schema.integer(1, config.MAX_STOCK_SHARDS)},
+        ),
         success=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
@@ -100,6 +110,14 @@ ROUTES = [
         body=schema.obj({}, PRODUCT_FIELDS, minProperties=1),
         errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
         headers=("If-Match",),
+    ),
+    Route(
+        "POST",
+        "/products/{productId}/restocks",
+        restock,
+        "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
+        body=schema.obj({"units": schema.integer(1, 1_000_000_000)}),
+        errors=("NOT_FOUND", "CONFLICT"),
     ),
     Route(
         "POST",
