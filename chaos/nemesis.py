@@ -132,6 +132,16 @@ class Nemesis:
             self._local.state = None
 
     @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """No faults in this thread meanwhile (set-up and reads the checkers rely on)."""
+        state = getattr(self._local, "state", None)
+        self._local.state = None
+        try:
+            yield
+        finally:
+            self._local.state = state
+
+    @contextlib.contextmanager
     def invocation(self, what: str) -> Iterator[None]:
         """One handler invocation: a crash ends it, and the call count restarts."""
         state: _Thread | None = getattr(self._local, "state", None)

@@ -206,7 +206,7 @@ def _run(
         )
     )
     bridge = Bridge()
-    quiet = workloads.Caller(bridge)
+    quiet = workloads.Caller(bridge, nemesis, faults=False)
     history = History()
     nemesis.start = history.start
     run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
@@ -255,12 +255,14 @@ def _run(
 
     stop = threading.Event()
     workers = []
+    everyone: list[workloads.Client] = []
     for pattern, count in clients.items():
         for n in range(count):
             client = workloads.Client(
-                f"{pattern[:5]}{n}", history, nemesis, _faulty_caller(bridge, nemesis), stop
+                f"{pattern[:5]}{n}", history, nemesis, workloads.Caller(bridge, nemesis), stop
             )
             step = _step(pattern, client, setup, quiet, skewed_leases(), physical[config.LEASES])
+            everyone.append(client)
             worker = threading.Thread(target=client.run, args=(step,), daemon=True)
             worker.start()
             workers.append(worker)
@@ -270,6 +272,10 @@ def _run(
     for worker in workers:
         worker.join(timeout=120)
     notes = [f"{w.name} still running at the end" for w in workers if w.is_alive()]
+    notes += [f"client {c.name} hit {c.errors} errors of its own" for c in everyone if c.errors]
+    for op in history.ops:
+        if not op.done:  # the client failed mid-operation: the request may have been applied
+            History.complete(op, UNKNOWN, None, "client error")
     nemesis.enabled = False
     stop_pumps.set()
     ttl_thread.join(timeout=30)
@@ -286,10 +292,6 @@ def _run(
 
 def names_of(loaded: dict[str, Any]) -> dict[str, str]:
     return {logical: logical for logical in cfn.resources(loaded, "AWS::DynamoDB::Table")}
-
-
-def _faulty_caller(bridge: Bridge, nemesis: Nemesis) -> workloads.Caller:
-    return workloads.Caller(bridge, nemesis)
 
 
 def _step(

@@ -11,6 +11,7 @@ definite answer (or gives up, staying unknown).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -25,15 +26,18 @@ from chaos.nemesis import Crash, Nemesis
 from local.bridge import Bridge, LocalContext
 from turnstile import lease, retry
 
+log = logging.getLogger("chaos")
+
 Answer = tuple[int | None, Any]  # (status, body); status None: no reply (crash, lost)
 
 
 class Caller:
     """Calls a route's handler with a proxy event, as API Gateway would."""
 
-    def __init__(self, bridge: Bridge, nemesis: Nemesis | None = None) -> None:
+    def __init__(self, bridge: Bridge, nemesis: Nemesis, *, faults: bool = True) -> None:
         self.bridge = bridge
         self.nemesis = nemesis
+        self.faults = faults  # False: set-up calls, never faulted even from a client's thread
 
     def __call__(
         self,
@@ -71,8 +75,9 @@ class Caller:
             "isBase64Encoded": False,
         }
         context = LocalContext(target.spec.name, target.spec.timeout_seconds, request_id)
-        if self.nemesis is None:
-            result = target.handler(event, context)
+        if not self.faults:
+            with self.nemesis.suspended():
+                result = target.handler(event, context)
         else:
             with self.nemesis.invocation(path):
                 try:
@@ -105,6 +110,7 @@ class Client:
     def __post_init__(self) -> None:
         self.rng = self.nemesis.rng(f"client/{self.name}")
         self.count = 0
+        self.errors = 0
 
     def fresh(self, prefix: str) -> str:
         self.count += 1
@@ -139,7 +145,12 @@ class Client:
     def run(self, body: Callable[[], None]) -> None:
         with self.nemesis.target(self.name):
             while not self.stop.is_set():
-                body()
+                try:
+                    body()
+                except Exception:  # a client bug must not end the run silently
+                    log.exception("chaos client %s failed; it carries on", self.name)
+                    self.errors += 1
+                    time.sleep(0.5)
 
 
 # -- shared fixtures each workload works on -----------------------------------------------------
