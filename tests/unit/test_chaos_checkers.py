@@ -351,3 +351,34 @@ def test_inventory_catches_unaccounted_sales_and_a_summary_that_did_not_converge
         "sold units accounted",
         "summary converges",
     }
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def test_a_violation_prints_its_history_and_faults_and_the_last_line_counts_it() -> None:
+    import io
+
+    from chaos.history import History
+    from chaos.nemesis import Nemesis
+    from chaos.runner import Result
+
+    history = History()
+    first = history.invoke("leases", "c1", "acquire", resource="r", owner="a")
+    History.complete(first, OK, 201, {"fence": 2})
+    second = history.invoke("leases", "c2", "acquire", resource="r", owner="b")
+    History.complete(second, OK, 201, {"fence": 2})
+    lost = history.invoke("leases", "c3", "acquire", resource="r", owner="c")
+    History.complete(lost, UNKNOWN, None, "reply lost")
+    nemesis = Nemesis(42, start=history.start)
+    nemesis.log("lost_after", "c3 UpdateItem")
+    report = checkers.leases(history.of("leases"), {})
+    out = io.StringIO()
+    Result(42, 1.0, history, nemesis, report).print(out)
+    text = out.getvalue()
+    assert "VIOLATION [leases] one holder per fence" in text
+    assert "* " in text and "acquire(resource=r, owner=b)" in text
+    assert "fault lost_after" in text
+    assert text.rstrip().splitlines()[-1] == (
+        "chaos: 3 operations, 1 faults, 1 unknown, 2 violations, seed 42"  # and fences increase
+    )
