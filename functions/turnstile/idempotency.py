@@ -44,7 +44,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
 
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
@@ -189,15 +189,27 @@ class IdempotencyStore:
         return True
 
     def release(self, claim: Claim) -> None:
-        """Give the key back (the request failed in a way a retry may fix)."""
+        """Give the key back (the request failed in a way a retry may fix).
+
+        Best effort: throttling is retried, and if the key still cannot be given back it is left
+        to lapse at ``lockedUntil``. A failed release must never replace the request's own answer
+        (the nemesis found a throttled release turning a 503 THROTTLED into a 500)."""
         try:
-            self.client.delete_item(
-                TableName=self.table,
-                Key=codec.encode_item({"id": claim.key}),
-                ConditionExpression="#token = :token AND #status = :in_progress",
-                ExpressionAttributeNames={k: _NAMES[k] for k in ("#token", "#status")},
-                ExpressionAttributeValues=codec.values(token=claim.token, in_progress=IN_PROGRESS),
+            retry.call(
+                lambda: self.client.delete_item(
+                    TableName=self.table,
+                    Key=codec.encode_item({"id": claim.key}),
+                    ConditionExpression="#token = :token AND #status = :in_progress",
+                    ExpressionAttributeNames={k: _NAMES[k] for k in ("#token", "#status")},
+                    ExpressionAttributeValues=codec.values(
+                        token=claim.token, in_progress=IN_PROGRESS
+                    ),
+                ),
+                backoff=self.backoff,
+                idempotent=True,  # conditioned on our token: a resend deletes nothing else
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
+        except (retry.RetriesExhausted, retry.OutcomeUnknown):
+            metrics.count("IdempotencyReleaseFailed", pattern="idempotency")
