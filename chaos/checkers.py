@@ -93,6 +93,22 @@ def _one_effect_per_key(
             )
 
 
+def no_bugs(ops: list[Op]) -> Report:
+    """The contract: a 5xx means an outage (503, 502 from the payment provider) or a bug (500).
+    Outages are expected under the nemesis; a 500 never is."""
+    report = Report()
+    for op in ops:
+        for status, body in op.attempts:
+            report.expect(
+                status != 500,
+                op.pattern,
+                "no 500",
+                f"{op.f} answered 500: {body}",
+                [op],
+            )
+    return report
+
+
 # -- purchases ---------------------------------------------------------------------------------
 
 
@@ -401,6 +417,10 @@ class SkuState:
     summary: dict[str, int] | None  # the stream-kept counts, None when not comparable
 
 
+def _hold_start(reservation: Op) -> int:
+    return int(reservation.value["expiresAt"]) - int(reservation.args["hold"] * 1000)
+
+
 def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
     """Per sku: no unit held by two reservations at once (a later reservation of a unit needs the
     earlier one cancelled or lapsed first, and never once it was confirmed); no unit in two
@@ -424,13 +444,14 @@ def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
             for unit in op.value["units"]:
                 holders[unit].append(op)
         for unit, held_by in holders.items():
-            held_by.sort(key=lambda o: o.completed)
+            # A hold starts when the server decided it: expiresAt - holdSeconds (server clock).
+            held_by.sort(key=_hold_start)
             for a, b in itertools.pairwise(held_by):
                 rid = a.value["reservationId"]
                 released = any(
                     c.type != FAIL and c.invoked < b.completed for c in cancels.get(rid, [])
                 )
-                lapsed = b.completed_ms >= int(a.value["expiresAt"])
+                lapsed = _hold_start(b) >= int(a.value["expiresAt"])
                 report.expect(
                     released or lapsed,
                     "inventory",

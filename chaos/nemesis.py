@@ -268,11 +268,19 @@ class Nemesis:
                     if kind in ("batch_fail", "consumer_crash"):
                         assert state is not None
                         cut = state.rng.randrange(len(records))
-                        handler({"Records": records[:cut]}, context) if cut else None
-                        self.log(f"stream_{kind.removeprefix('stream_')}", f"{name} at {cut}")
+                        first = handler({"Records": records[:cut]}, context) if cut else None
+                        self.log(f"stream_{kind}", f"{name} at {cut}")
                         if kind == "consumer_crash":
                             raise RuntimeError("injected consumer crash mid-batch")
-                        failed = [r["dynamodb"]["SequenceNumber"] for r in records[cut:]]
+                        # The prefix may have failed on its own: fail from its first failure on.
+                        failures = {
+                            f["itemIdentifier"] for f in (first or {}).get("batchItemFailures", [])
+                        }
+                        sequences = [r["dynamodb"]["SequenceNumber"] for r in records]
+                        from_index = min(
+                            [i for i, seq in enumerate(sequences[:cut]) if seq in failures] + [cut]
+                        )
+                        failed = sequences[from_index:]
                         return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
                     result = handler(event, context)
                     if kind == "redeliver":

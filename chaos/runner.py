@@ -355,7 +355,7 @@ def _check(
     quiet: workloads.Caller,
     notes: list[str],
 ) -> checkers.Report:
-    report = checkers.Report()
+    report = checkers.no_bugs(history.ops)
     stocks = {}
     for product_id, _ in setup.products:
         item = _get(client, tables[config.PRODUCTS], {"productId": product_id})

@@ -294,9 +294,23 @@ def test_wallets_catch_a_second_charge_without_an_unknown_top_up() -> None:
 # -- inventory ---------------------------------------------------------------------------------
 
 
-def reserve(start: float, end: float, rid: str, units: list[str], expires: float) -> Op:
+def reserve(
+    start: float, end: float, rid: str, units: list[str], expires: float, held: float | None = None
+) -> Op:
+    """A reservation the server decided at ``held`` (default: when it was invoked)."""
     value = {"reservationId": rid, "units": units, "expiresAt": int(expires * 1000)}
-    return op("reserve", start, end, OK, value, pattern="inventory", sku="s", quantity=len(units))
+    hold = expires - (start if held is None else held)
+    return op(
+        "reserve",
+        start,
+        end,
+        OK,
+        value,
+        pattern="inventory",
+        sku="s",
+        quantity=len(units),
+        hold=hold,
+    )
 
 
 def after(f: str, start: float, end: float, rid: str, outcome: str = OK) -> Op:
@@ -322,6 +336,18 @@ def test_inventory_passes_a_correct_history() -> None:
         {"u1": "sold", "u2": "held", "u3": "free"}, {"available": 1, "reserved": 1, "sold": 1}
     )
     assert checkers.inventory(history, final).violations == []
+
+
+def test_inventory_orders_holds_by_when_the_server_took_them_not_by_when_replies_came() -> None:
+    # Seed 7: r1 took the unit (0.5 s hold) but answered late; r2 took the lapsed hold after it
+    # and answered first. Not a double hold.
+    history = numbered(
+        [
+            reserve(0.0, 1.0, "r1", ["u1"], expires=0.6, held=0.1),
+            reserve(0.5, 0.9, "r2", ["u1"], expires=2.7, held=0.7),
+        ]
+    )
+    assert checkers.inventory(history, sku({"u1": "held"})).violations == []
 
 
 def test_inventory_catches_a_unit_held_twice() -> None:
@@ -382,3 +408,14 @@ def test_a_violation_prints_its_history_and_faults_and_the_last_line_counts_it()
     assert text.rstrip().splitlines()[-1] == (
         "chaos: 3 operations, 1 faults, 1 unknown, 2 violations, seed 42"  # and fences increase
     )
+
+
+def test_a_500_is_a_violation_and_a_503_is_not() -> None:
+    history = numbered(
+        [
+            op("purchase", 0, 1, UNKNOWN, {"error": "THROTTLED"}, status=503),
+            op("purchase", 0, 1, UNKNOWN, {"error": "INTERNAL"}, status=500),
+        ]
+    )
+    report = checkers.no_bugs(history)
+    assert [(v.check, v.ops[0].index) for v in report.violations] == [("no 500", 1)]
