@@ -101,8 +101,10 @@ class Result:
                     )
                     - self.history.start
                 )
+                processes = {op.process for op in violation.ops}
                 for fault in self.nemesis.faults:
-                    if first - 0.5 <= fault.at <= last + 0.5:
+                    mine = fault.target.split(" ")[0] in processes
+                    if mine and first - 0.5 <= fault.at <= last + 0.5:
                         out.write(fault.describe() + "\n")
         out.write(self.summary_line() + "\n")
 

@@ -397,14 +397,15 @@ def test_a_violation_prints_its_history_and_faults_and_the_last_line_counts_it()
     lost = history.invoke("leases", "c3", "acquire", resource="r", owner="c")
     History.complete(lost, UNKNOWN, None, "reply lost")
     nemesis = Nemesis(42, start=history.start)
-    nemesis.log("lost_after", "c3 UpdateItem")
+    nemesis.log("lost_after", "c2 UpdateItem")
+    nemesis.log("throttle", "c9 GetItem")  # another client: not printed
     report = checkers.leases(history.of("leases"), {})
     out = io.StringIO()
     Result(42, 1.0, history, nemesis, report).print(out)
     text = out.getvalue()
     assert "VIOLATION [leases] one holder per fence" in text
     assert "* " in text and "acquire(resource=r, owner=b)" in text
-    assert "fault lost_after" in text
+    assert "fault lost_after" in text and "c9 GetItem" not in text
     assert text.rstrip().splitlines()[-1] == (
         "chaos: 3 operations, 1 faults, 1 unknown, 2 violations, seed 42"  # and fences increase
     )
