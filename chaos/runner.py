@@ -136,7 +136,7 @@ def run(
 ) -> Result:
     loaded = loaded_template if loaded_template is not None else _template()
     with DynamoDBLocal() as db:
-        clean = db.client(config=_retry_config())
+        clean = db.client(config=_retry_config(read_timeout=120))
         names = cfn.create_tables(clean, loaded)
         environment = {
             **db.environment(),
@@ -146,10 +146,10 @@ def run(
             return _run(db, loaded, seed, seconds, rates, ttl_leases, clients or CLIENTS, log)
 
 
-def _retry_config() -> Any:
+def _retry_config(read_timeout: float = 5) -> Any:
     from turnstile import retry
 
-    return retry.client_config()
+    return retry.client_config(read_timeout=read_timeout)
 
 
 def _template() -> dict[str, Any]:
@@ -169,7 +169,7 @@ def _run(
     log: Callable[[str], None],
 ) -> Result:
     nemesis = Nemesis(seed, rates or Rates(), ttl_leases=ttl_leases)
-    clean = db.client(config=_retry_config())
+    clean = db.client(config=_retry_config(read_timeout=120))  # set-up, TTL, final reads
     faulty = db.client(config=_retry_config())
     nemesis.install(faulty)
     tables = cfn.table_names(loaded)
