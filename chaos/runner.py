@@ -103,8 +103,8 @@ class Result:
                 )
                 processes = {op.process for op in violation.ops}
                 for fault in self.nemesis.faults:
-                    mine = fault.target.split(" ")[0] in processes
-                    if mine and first - 0.5 <= fault.at <= last + 0.5:
+                    own = fault.target.split(" ")[0] in processes
+                    if own and first - 0.5 <= fault.at <= last + 0.5:
                         out.write(fault.describe() + "\n")
         out.write(self.summary_line() + "\n")
 
