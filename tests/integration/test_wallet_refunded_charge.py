@@ -1,9 +1,9 @@
-"""Open finding of the nemesis (seed 7), reproduced deterministically for issue 13 ("money").
+"""Regression for a nemesis finding (seed 7), fixed by issue 13 ("money", charge# markers).
 
 A keyed top-up charges the provider, loses its lease while charging, refunds the charge, and dies
 before its answer is stored. The client's retry under the same key gets the provider's first
-charge back for that key (as real payment APIs do) and credits it, although it was refunded:
-a credit without a standing charge. Marked xfail (strict) until the wallet handles it.
+charge back for that key (as real payment APIs do); before the fix it credited it although it was
+refunded: a credit without a standing charge. Now the retry is refused and nothing is credited.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ def top_up(wallet_id: str, amount: int, key: str) -> dict:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="open: a refunded keyed charge is credited on retry")
 def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
     wired, tables, dynamodb_local, unique
 ):
@@ -95,6 +94,10 @@ def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
     assert [call.kind for call in provider.calls()] == ["charge", "refund"]
     time.sleep(0.5)  # the first attempt's claim lapses; the client retries with its key
     status, _, body = invoke(wallet_handler.handler, top_up(unique, 25, key))
-    assert status == 201, body
     refunded = {call.charge_id for call in provider.calls("refund")}
-    assert body["chargeId"] not in refunded  # fails today: the refunded charge was credited
+    assert status != 201 or body["chargeId"] not in refunded, body  # the bug: 201, refunded
+    assert (status, body["error"]) == (409, "LOCK_LOST"), body
+    wallet = client.get_item(
+        TableName=tables[config.WALLETS], Key={"walletId": {"S": unique}}, ConsistentRead=True
+    ).get("Item")
+    assert wallet is None or wallet["balance"]["N"] == "0"
