@@ -15,12 +15,13 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install local test lint typecheck synth bench clean
+.PHONY: help install local test lint typecheck synth bench chaos clean
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers)"
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
+	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -59,6 +60,12 @@ test: install lint typecheck
 
 bench: install synth
 	$(BIN)/python -m bench
+
+SECONDS ?= 600
+SEED ?=
+
+chaos: install synth
+	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache bench/results
