@@ -1,0 +1,1 @@
+ADMINS_GROUP = "admins"
