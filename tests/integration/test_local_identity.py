@@ -4,6 +4,7 @@ this process on a free port, provisioned from the synthesized template; loopback
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -170,3 +171,28 @@ def test_token_cli_prints_a_token_and_explains_a_missing_file(auth, tmp_path, ca
     assert token_cli.main(["ivan-id", "--admin", "--auth-file", str(path)]) == 0
     printed = capsys.readouterr().out.strip()
     assert claims_of(printed)[1]["cognito:groups"] == [ADMINS_GROUP]
+
+
+def test_make_local_serves_the_provider_and_writes_auth_json(template, tmp_path, monkeypatch):
+    from local import run
+    from service import runtime
+
+    # running() exports DynamoDB Local's endpoint into os.environ: keep that inside this test.
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    template_path = tmp_path / "Turnstile.template.json"
+    template_path.write_text(json.dumps(template))
+    auth_file = tmp_path / ".local" / "auth.json"
+    try:
+        with run.running(port=0, template_path=template_path, auth_file=auth_file) as stack:
+            assert stack.auth is not None and stack.identity is not None
+            assert AuthConfig.load(auth_file) == stack.auth
+            assert stack.auth.endpoint == stack.identity.endpoint
+            token = token_cli.id_token(stack.auth, "judy-id", admin=True)
+            verifier = TokenVerifier(
+                issuer=stack.auth.issuer,
+                audience=stack.auth.client_id,
+                jwks_url=stack.auth.jwks_url,
+            )
+            assert verifier.verify(token)["cognito:groups"] == ADMINS_GROUP
+    finally:
+        runtime.Lazy.reset_all()
