@@ -25,7 +25,6 @@ from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import IdentityProvider  # noqa: E402
 from local.token import id_token  # noqa: E402
-from local.tokens import TokenVerifier  # noqa: E402
 
 
 def per_op_us(operation: Callable[[], object], n: int, rounds: int = 3) -> float:
@@ -47,9 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     with IdentityProvider() as provider, DynamoDBLocal() as db:
         auth = provider.provision(loaded)
         token = id_token(auth, "bench-user", admin=True)
-        verifier = TokenVerifier(
-            issuer=auth.issuer, audience=auth.client_id, jwks_url=auth.jwks_url
-        )
+        verifier = auth.verifier()
         verifier.verify(token)  # fetch the JWKS once
         client = db.client()
         client.create_table(

@@ -35,6 +35,7 @@ import boto3
 
 from local.dynamodb_local import CREDENTIALS
 from local.template import resources
+from local.tokens import TokenVerifier
 
 ROOT = Path(__file__).resolve().parent.parent
 AUTH_FILE = ROOT / ".local" / "auth.json"
@@ -84,6 +85,10 @@ class AuthConfig:
     @property
     def jwks_url(self) -> str:
         return f"{self.endpoint}/{self.user_pool_id}/.well-known/jwks.json"
+
+    def verifier(self) -> TokenVerifier:
+        """Verifies this pool's ID tokens as API Gateway would (``local.tokens``)."""
+        return TokenVerifier(issuer=self.issuer, audience=self.client_id, jwks_url=self.jwks_url)
 
     def to_json(self) -> dict[str, str]:
         return {

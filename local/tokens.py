@@ -25,7 +25,7 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from joserfc import jws, jwt
@@ -54,6 +54,14 @@ def fetch_json(url: str, timeout: float = 5.0) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise JwksUnavailable(f"{url} is not a JWKS")
     return data
+
+
+def authorization_header(headers: Mapping[str, str] | None) -> str | None:
+    """The ``Authorization`` value of a request's headers (names are case-insensitive)."""
+    for name, value in (headers or {}).items():
+        if name.lower() == "authorization":
+            return value
+    return None
 
 
 def raw_token(authorization: str | None) -> str:

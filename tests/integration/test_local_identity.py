@@ -17,7 +17,6 @@ from joserfc.jwk import KeySet
 from local import token as token_cli
 from local.identity import AuthConfig, IdentityProvider, user_pool_request
 from local.template import resources
-from local.tokens import TokenVerifier
 from service.domain.errors import Unauthorized
 from service.policy import ADMINS_GROUP
 
@@ -137,7 +136,7 @@ def test_jwks_is_served_and_is_motos_public_development_key(auth):
 
 
 def test_verifier_accepts_the_providers_id_token_and_refuses_its_access_token(auth):
-    verifier = TokenVerifier(issuer=auth.issuer, audience=auth.client_id, jwks_url=auth.jwks_url)
+    verifier = auth.verifier()
     token_cli.id_token(auth, "grace-id", admin=True, password="Correct-Horse-9!")
     result = token_cli.cognito_client(auth.endpoint, auth.region).admin_initiate_auth(
         UserPoolId=auth.user_pool_id,
@@ -158,7 +157,7 @@ def test_a_second_pool_on_the_same_provider_is_another_pool(provider, auth, temp
     # moto signs every pool with the same key: only iss/aud keep pools apart, and they do.
     other = provider.provision(template)
     assert other.user_pool_id != auth.user_pool_id
-    verifier = TokenVerifier(issuer=auth.issuer, audience=auth.client_id, jwks_url=auth.jwks_url)
+    verifier = auth.verifier()
     with pytest.raises(Unauthorized, match="iss"):
         verifier.verify(token_cli.id_token(other, "heidi-id"))
 
@@ -188,11 +187,7 @@ def test_make_local_serves_the_provider_and_writes_auth_json(template, tmp_path,
             assert AuthConfig.load(auth_file) == stack.auth
             assert stack.auth.endpoint == stack.identity.endpoint
             token = token_cli.id_token(stack.auth, "judy-id", admin=True)
-            verifier = TokenVerifier(
-                issuer=stack.auth.issuer,
-                audience=stack.auth.client_id,
-                jwks_url=stack.auth.jwks_url,
-            )
+            verifier = stack.auth.verifier()
             assert verifier.verify(token)["cognito:groups"] == ADMINS_GROUP
     finally:
         runtime.Lazy.reset_all()

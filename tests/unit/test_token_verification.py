@@ -14,7 +14,13 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from local.tokens import JwksUnavailable, TokenVerifier, gateway_claims, raw_token
+from local.tokens import (
+    JwksUnavailable,
+    TokenVerifier,
+    authorization_header,
+    gateway_claims,
+    raw_token,
+)
 from service.domain.errors import Unauthorized
 
 REGION = "us-east-1"
@@ -269,3 +275,10 @@ def test_for_pool_uses_cognitos_issuer_and_jwks_url():
     v = TokenVerifier.for_pool(region=REGION, user_pool_id=POOL, client_id=CLIENT)
     assert v.issuer == ISSUER and v.audience == CLIENT
     assert v.jwks_url == f"{ISSUER}/.well-known/jwks.json"
+
+
+def test_the_authorization_header_is_found_whatever_its_case():
+    assert authorization_header({"authorization": "Bearer x"}) == "Bearer x"
+    assert authorization_header({"AUTHORIZATION": "y", "Other": "z"}) == "y"
+    assert authorization_header({"Other": "z"}) is None
+    assert authorization_header(None) is None
