@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 .PHONY: help install local token test lint typecheck synth bench clean
 
 help:
-	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers)"
+	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
 	@echo "make token USER=alice [ADMIN=1]   print an ID token of the local identity provider"
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"

@@ -39,8 +39,8 @@ class LocalStack:
     server: BaseWSGIServer
     url: str
     pumps: list[pump.StreamPump]
-    identity: IdentityProvider | None = None
-    auth: AuthConfig | None = None
+    identity: IdentityProvider
+    auth: AuthConfig
 
 
 def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, str]:
@@ -147,7 +147,6 @@ def main(argv: list[str] | None = None) -> int:
         auth_file=AUTH_FILE,
     ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
-        assert stack.auth is not None
         log.info(
             "Identity        %s (local Cognito; public dev signing key; users in memory)\n"
             "%s: %s  token: make token USER=alice [ADMIN=1]",

@@ -183,7 +183,6 @@ def test_make_local_serves_the_provider_and_writes_auth_json(template, tmp_path,
     auth_file = tmp_path / ".local" / "auth.json"
     try:
         with run.running(port=0, template_path=template_path, auth_file=auth_file) as stack:
-            assert stack.auth is not None and stack.identity is not None
             assert AuthConfig.load(auth_file) == stack.auth
             assert stack.auth.endpoint == stack.identity.endpoint
             token = token_cli.id_token(stack.auth, "judy-id", admin=True)
