@@ -282,3 +282,24 @@ def test_the_authorization_header_is_found_whatever_its_case():
     assert authorization_header({"AUTHORIZATION": "y", "Other": "z"}) == "y"
     assert authorization_header({"Other": "z"}) is None
     assert authorization_header(None) is None
+
+
+def test_many_threads_on_a_cold_verifier_fetch_the_jwks_once(provider, pool_key):
+    import threading
+
+    token = sign(pool_key, id_claims())
+    v = verifier(provider)
+    barrier = threading.Barrier(32)
+    results: list[str] = []
+
+    def call() -> None:
+        barrier.wait()
+        results.append(v.verify(token)["sub"])
+
+    threads = [threading.Thread(target=call) for _ in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 32 and set(results) == {"11111111-aaaa-bbbb-cccc-000000000001"}
+    assert provider.calls == 1
