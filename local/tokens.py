@@ -161,7 +161,8 @@ class TokenVerifier:
             claims = dict(decoded.claims)
             self._registry.validate(claims)
         except (JoseError, ValueError, TypeError) as error:
-            raise Unauthorized(f"the token is not valid here: {error}") from error
+            reason = str(error).rstrip(": ") or type(error).__name__
+            raise Unauthorized(f"the token is not valid here: {reason}") from error
         return claims
 
     def _key(self, kid: str) -> RSAKey:
