@@ -9,6 +9,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.api import RestApi
+from infra.auth import Auth
 from infra.consumers import StreamConsumers
 from infra.functions import Functions
 from infra.tables import Tables
@@ -20,6 +21,7 @@ FUNCTIONS_DIR = str(Path(__file__).resolve().parent.parent / "functions")
 class TurnstileStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.auth = Auth(self, "Auth")
         self.tables = Tables(self, "Tables")
         self.functions = Functions(
             self,
@@ -38,3 +40,5 @@ class TurnstileStack(Stack):
                 tables=self.tables,
             )
         CfnOutput(self, "ApiUrl", value=self.api.api.url)
+        CfnOutput(self, "UserPoolId", value=self.auth.user_pool.user_pool_id)
+        CfnOutput(self, "UserPoolClientId", value=self.auth.client.user_pool_client_id)

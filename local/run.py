@@ -1,6 +1,8 @@
-"""``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000.
+"""``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000,
+and the identity provider with the template's user pool (``.local/auth.json`` says where).
 
-    python -m local.run [--port 3000] [--dynamodb-port 8000] [--data-dir DIR] [--no-synth]
+    python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
+                        [--data-dir DIR] [--no-synth]
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
 """
@@ -8,6 +10,7 @@ Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -25,6 +28,7 @@ from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
 from local import bridge, capacity_model, pump, template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
 
 
 @dataclass
@@ -35,6 +39,8 @@ class LocalStack:
     server: BaseWSGIServer
     url: str
     pumps: list[pump.StreamPump]
+    identity: IdentityProvider
+    auth: AuthConfig
 
 
 def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, str]:
@@ -98,22 +104,30 @@ def running(
     data_dir: str | None = None,
     template_path: Path = template.TEMPLATE,
     host: str = "127.0.0.1",
+    identity_port: int = 0,
+    auth_file: Path | None = None,
 ) -> Iterator[LocalStack]:
+    """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``."""
     db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
     try:
         loaded = template.load(template_path)
         prepare_environment(db, loaded)
         throttle_like_aws(db)
+        auth = identity.start().provision(loaded)
+        if auth_file is not None:
+            auth.write(auth_file)
         pumps = start_pumps(db, loaded, stop)
         server = bridge.serve(bridge.Bridge(), host, port)
-        stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps)
+        stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
         try:
             yield stack
         finally:
             server.shutdown()
     finally:
         stop.set()
+        identity.stop()
         db.stop()
 
 
@@ -122,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
     parser.add_argument(
         "--dynamodb-port", type=int, default=int(os.environ.get("DYNAMODB_PORT", "8000"))
+    )
+    parser.add_argument(
+        "--identity-port", type=int, default=int(os.environ.get("IDENTITY_PORT", "8100"))
     )
     parser.add_argument(
         "--data-dir",
@@ -139,8 +156,21 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
-    with running(port=args.port, dynamodb_port=args.dynamodb_port, data_dir=args.data_dir) as stack:
+    with running(
+        port=args.port,
+        dynamodb_port=args.dynamodb_port,
+        data_dir=args.data_dir,
+        identity_port=args.identity_port,
+        auth_file=AUTH_FILE,
+    ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
+        log.info(
+            "Identity        %s (local Cognito; public dev signing key; users in memory)\n"
+            "%s: %s  token: make token USER=alice [ADMIN=1]",
+            stack.auth.endpoint,
+            AUTH_FILE.relative_to(ROOT),
+            json.dumps(stack.auth.to_json()),
+        )
         log.info("API             %s   (OpenAPI: %s/openapi.json)", stack.url, stack.url)
         log.info("Ctrl-C stops everything")
         stop.wait()
