@@ -44,8 +44,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
 
+PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, IdempotencyKeyReused
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
 
@@ -135,6 +136,7 @@ class IdempotencyStore:
                 ),
                 backoff=self.backoff,
                 idempotent=False,
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
@@ -144,9 +146,12 @@ class IdempotencyStore:
 
     def _existing(self, old: dict[str, Any], request_fingerprint: str, now_ms: int) -> Replay:
         if old.get("fingerprint") != request_fingerprint:
+            metrics.count("IdempotencyKeyReused", pattern=PATTERN)
             raise KeyReused(old.get("id"))
         if old.get("status") == COMPLETED:
+            metrics.count("IdempotentReplay", pattern=PATTERN)
             return Replay(status_code=int(old["statusCode"]), body=json.loads(old["body"]))
+        metrics.count("IdempotencyInProgress", pattern=PATTERN)
         raise StillRunning(max(0, int(old.get("lockedUntil", now_ms)) - now_ms))
 
     def complete_op(self, claim: Claim, status_code: int, body: Any) -> dict[str, Any]:
@@ -179,7 +184,10 @@ class IdempotencyStore:
         update = self.complete_op(claim, status_code, body)["Update"]
         try:
             retry.call(
-                lambda: self.client.update_item(**update), backoff=self.backoff, idempotent=True
+                lambda: self.client.update_item(**update),
+                backoff=self.backoff,
+                idempotent=True,
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if retry.condition_failed(exc):

@@ -30,6 +30,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from turnstile import metrics
+
 T = TypeVar("T")
 
 THROTTLING_CODES = frozenset(
@@ -122,12 +124,16 @@ def call(
     backoff: Backoff,
     idempotent: bool,
     retry_on: Callable[[BaseException], bool] = lambda exc: False,
+    pattern: str = "dynamodb",
 ) -> T:
     """Run ``operation``, retrying what is safe to retry under ``backoff``.
 
     Throttling and refused connections are always retried. Timeouts after sending are retried
     only when ``idempotent``; otherwise they surface as :class:`OutcomeUnknown`. ``retry_on``
     adds caller-specific retryable errors (for example ``TransactionConflict``).
+
+    Every retried failure counts under ``pattern`` (see :func:`retried_as`), and so do giving up
+    (``RetriesExhausted``) and a write in doubt (``OutcomeUnknown``).
     """
     attempt = 0
     started = backoff.clock()
@@ -137,6 +143,7 @@ def call(
             return operation()
         except MAYBE_APPLIED_ERRORS as exc:
             if not idempotent:
+                metrics.count("OutcomeUnknown", pattern=pattern)
                 raise OutcomeUnknown(str(exc)) from exc
             last: BaseException = exc
         except NOT_SENT_ERRORS as exc:
@@ -145,6 +152,22 @@ def call(
             if not (is_throttle(exc) or retry_on(exc)):
                 raise
             last = exc
+        metrics.count(retried_as(last), pattern=pattern)
         if backoff.spent(attempt, started):
+            metrics.count("RetriesExhausted", pattern=pattern)
             raise RetriesExhausted(attempt, last) from last
         backoff.pause(attempt)
+
+
+def retried_as(exc: BaseException) -> str:
+    """The metric a retried failure counts as: ``Throttle``, ``TransactionConflict`` (also a
+    transaction cancelled for conflicts), or ``CallRetry`` (a timeout, a refused connection)."""
+    code = error_code(exc)
+    if code in THROTTLING_CODES:
+        return "Throttle"
+    if code == "TransactionConflictException":
+        return "TransactionConflict"
+    if code == "TransactionCanceledException" and isinstance(exc, ClientError):
+        codes = {str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []}
+        return "TransactionConflict" if "TransactionConflict" in codes else "Throttle"
+    return "CallRetry"

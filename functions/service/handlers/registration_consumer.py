@@ -20,9 +20,12 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from service import config, runtime
 from service.domain.events import Events
 from service.domain.registration_requests import PENDING, RegistrationRequests
+from service.observability import observed
 from service.streams import process_in_order
+from turnstile import metrics
 
-logger = Logger(service="turnstile-decider")
+logger = Logger()  # service: POWERTOOLS_SERVICE_NAME, set per function by the stack
+PATTERN = "decider"  # metrics: RequestAccepted, RequestRejected, AlreadyDecided, StreamLag
 
 TABLES = (config.EVENTS, config.REGISTRATION_REQUESTS)
 
@@ -55,7 +58,9 @@ def decide(record: DynamoDBRecord) -> str:
         str(image["eventId"]), str(image["requestId"]), str(image["userId"])
     )
     if decision is None:
+        metrics.count("AlreadyDecided", pattern=PATTERN)
         return "already decided"
+    metrics.count(f"Request{decision.status.title()}", pattern=PATTERN)
     logger.info(
         "decided",
         extra={
@@ -67,7 +72,8 @@ def decide(record: DynamoDBRecord) -> str:
     return decision.status
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # In stream order, stopping at the first failure: a request is never decided before an
     # earlier one of the same batch that is still waiting for its retry (first come, first served).
-    return process_in_order(event, context, decide)
+    return process_in_order(event, context, decide, pattern=PATTERN)
