@@ -65,6 +65,61 @@ ANSWERS = {
     "THROTTLED": "ThrottledAnswer",
     "OUTCOME_UNKNOWN": "OutcomeUnknownAnswer",
 }
+
+# Every metric turnstile writes, per pattern: what the dashboard draws and the README lists (a unit
+# test checks the sources count nothing outside it). Patterns that call DynamoDB through
+# ``turnstile.retry`` also carry its retry figures (RETRY_METRICS).
+RETRY_METRICS = (
+    "Throttle",
+    "TransactionConflict",
+    "CallRetry",
+    "RetriesExhausted",
+    "OutcomeUnknown",
+)
+CATALOG: dict[str, tuple[str, ...]] = {
+    "atomic": RETRY_METRICS,
+    "versioned": (
+        "VersionConflict",
+        "ConflictGiveUp",
+        "VersionedWrite",
+        "VersionMismatch",
+        *RETRY_METRICS,
+    ),
+    "capacity": RETRY_METRICS,
+    "claims": ("ClaimLost", "ConfirmLost", *RETRY_METRICS),
+    "slots": ("SlotTaken", *RETRY_METRICS),
+    "lease": (
+        "LeaseAttempt",
+        "LeaseBusy",
+        "LeaseWait",
+        "LeaseWaitGaveUp",
+        "LeaseLost",
+        "FencedWriteRefused",
+        *RETRY_METRICS,
+    ),
+    "idempotency": (
+        "IdempotentReplay",
+        "IdempotencyInProgress",
+        "IdempotencyKeyReused",
+        *RETRY_METRICS,
+    ),
+    "transact": RETRY_METRICS,
+    "dynamodb": RETRY_METRICS,
+    "decider": (
+        "RequestAccepted",
+        "RequestRejected",
+        "AlreadyDecided",
+        "PendingAge",
+        "StreamLag",
+        "RecordFailed",
+        "RecordNotRun",
+    ),
+    "summary": ("SummaryApplied", "SummarySkipped", "StreamLag", "RecordFailed", "RecordNotRun"),
+    "streams": ("DeadLettered",),
+    API_PATTERN: tuple(ANSWERS.values()),
+}
+DURATIONS = frozenset({"LeaseWait", "PendingAge", "StreamLag"})  # milliseconds; the rest count
+
 _CONTEXT_FIELDS = ("function_name", "memory_limit_in_mb", "invoked_function_arn", "aws_request_id")
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
