@@ -283,9 +283,11 @@ def _request_keys(event: Any, context: Any) -> dict[str, str]:
 
 
 def summary(totals: Mapping[tuple[str, str], float]) -> str:
-    """One readable line of running totals, grouped by pattern (the local runner logs it)."""
+    """One readable line of running totals, grouped by pattern (the local runner logs it);
+    durations are summed milliseconds."""
     by_pattern: dict[str, list[str]] = defaultdict(list)
     for (pattern, name), value in sorted(totals.items()):
         shown = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
-        by_pattern[pattern].append(f"{name}={shown}")
+        unit = "ms" if name in DURATIONS else ""
+        by_pattern[pattern].append(f"{name}={shown}{unit}")
     return " | ".join(f"{pattern}: {' '.join(names)}" for pattern, names in by_pattern.items())

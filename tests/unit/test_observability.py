@@ -181,7 +181,7 @@ def test_summary_line_groups_by_pattern():
         {("versioned", "VersionConflict"): 12.0, ("versioned", "VersionedWrite"): 5.0}
         | {("lease", "LeaseWait"): 2.5}
     )
-    assert line == "lease: LeaseWait=2.5 | versioned: VersionConflict=12 VersionedWrite=5"
+    assert line == "lease: LeaseWait=2.5ms | versioned: VersionConflict=12 VersionedWrite=5"
 
 
 def test_pending_age_from_requested_at():
