@@ -48,11 +48,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from turnstile import metrics
 
@@ -156,24 +157,55 @@ class Pending:
         return taken
 
 
-def write_emf(figures: list[metrics.Figure], service: str | None) -> int:
-    """Write ``figures`` as EMF (stdout, which Lambda sends to CloudWatch Logs): one document per
-    pattern. Returns how many documents were written."""
-    from aws_lambda_powertools.metrics import EphemeralMetrics
+def write_emf(figures: list[metrics.Figure], service: str | None, out: TextIO | None = None) -> int:
+    """Write ``figures`` as EMF to ``out`` (stdout, which Lambda sends to CloudWatch Logs): one
+    document per pattern, more if a metric has over :data:`MAX_VALUES` values. Returns how many
+    documents were written.
 
+    Powertools builds and validates each document; it is written here with one ``write`` call
+    rather than ``flush_metrics``' ``print``, which writes the line and its newline separately, so
+    concurrent flushes (the local bridge) could glue two documents into one unreadable line.
+    """
+    from aws_lambda_powertools.metrics import EphemeralMetrics
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():
+        return 0
+    stream = out or sys.stdout
     by_pattern: dict[str, list[metrics.Figure]] = defaultdict(list)
     for figure in figures:
         by_pattern[figure.pattern].append(figure)
+    written = 0
     for pattern, group in sorted(by_pattern.items()):
-        emf = EphemeralMetrics(namespace=NAMESPACE)
-        emf.service = ""  # no "service" dimension (see the module docstring): metadata instead
-        emf.add_dimension(name=DIMENSION, value=pattern)
-        if service:
-            emf.add_metadata(key="service", value=service)
-        for figure in group:
-            emf.add_metric(name=figure.name, unit=figure.unit, value=figure.value)
-        emf.flush_metrics()
-    return len(by_pattern)
+        for chunk in _chunks(group):
+            emf = EphemeralMetrics(namespace=NAMESPACE)
+            emf.service = ""  # no "service" dimension (see the module docstring): metadata instead
+            emf.add_dimension(name=DIMENSION, value=pattern)
+            if service:
+                emf.add_metadata(key="service", value=service)
+            for figure in chunk:
+                emf.add_metric(name=figure.name, unit=figure.unit, value=figure.value)
+            document = json.dumps(emf.serialize_metric_set(), separators=(",", ":"))
+            stream.write(document + "\n")
+            written += 1
+    stream.flush()
+    return written
+
+
+MAX_VALUES = 99  # Powertools prints a document by itself at 100 values of one metric
+
+
+def _chunks(group: list[metrics.Figure]) -> list[list[metrics.Figure]]:
+    """Split one pattern's figures: at most MAX_VALUES values of a metric per document."""
+    chunks: list[list[metrics.Figure]] = [[]]
+    seen: dict[str, int] = defaultdict(int)
+    for figure in group:
+        if seen[figure.name] == MAX_VALUES:
+            chunks.append([])
+            seen.clear()
+        seen[figure.name] += 1
+        chunks[-1].append(figure)
+    return chunks
 
 
 @dataclass

@@ -190,3 +190,13 @@ def test_pending_age_from_requested_at():
     now = datetime(2026, 11, 23, 12, 0, 5, tzinfo=UTC)
     assert pending_age_ms("2026-11-23T12:00:00.000Z", now) == 5000
     assert pending_age_ms("not a time", now) is None
+
+
+def test_many_durations_split_into_documents_of_at_most_99_values(capsys):
+    figures = [metrics.Figure("decider", "StreamLag", 1.0, metrics.MILLISECONDS)] * 250
+    figures += [metrics.Figure("decider", "RequestAccepted", 3, metrics.COUNT)]
+    written = observability.write_emf(figures, None)
+    documents = emf_documents(capsys.readouterr().out)
+    assert written == len(documents) == 3
+    assert all(len(document.get("StreamLag", [])) <= 99 for document in documents)
+    assert totals(documents) == {("decider", "StreamLag"): 250, ("decider", "RequestAccepted"): 3}
