@@ -102,8 +102,11 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "IdempotentReplay",
         "IdempotencyInProgress",
         "IdempotencyKeyReused",
+        "ClaimReleased",
+        "ClaimReleaseFailed",
         *RETRY_METRICS,
     ),
+    "wallets": ("ChargeAlreadySettled", "RefundRefused"),
     "transact": RETRY_METRICS,
     "dynamodb": RETRY_METRICS,
     "decider": (

@@ -58,13 +58,19 @@ def update_product(request: Request) -> Response:
 
 def purchase(request: Request) -> Response:
     body: dict[str, Any] = request.body
+
+    def answer(receipt: dict[str, Any]) -> Response:
+        return created(receipt, etag=receipt["version"])
+
+    if request.claim is not None:  # the answer commits with the purchase: so do its headers
+        request.claim.headers_for = lambda receipt: answer(receipt).headers
     receipt = products.get().purchase(
         request.params["productId"],
         body["quantity"],
         body.get("strategy", "atomic"),
         claim=request.claim,
     )
-    return created(receipt, etag=receipt["version"])
+    return answer(receipt)
 
 
 PRODUCT_FIELDS = {"name": schema.string(1, 200), "stock": schema.integer(0, 1_000_000_000)}
