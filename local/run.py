@@ -5,6 +5,10 @@ and the identity provider with the template's user pool (``.local/auth.json`` sa
                         [--data-dir DIR] [--no-synth]
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
+
+Contention is visible while it runs: every invocation writes its EMF metrics to this log (the same
+lines Lambda writes to CloudWatch), and every :data:`SUMMARY_SECONDS` in which something was
+counted, one ``contention:`` line gives the running totals per pattern (``metrics.tally``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ from werkzeug.serving import BaseWSGIServer  # noqa: E402
 from local import bridge, capacity_model, pump, template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
+from service import observability  # noqa: E402
+from turnstile import metrics  # noqa: E402
+
+SUMMARY_SECONDS = 10.0
 
 
 @dataclass
@@ -94,6 +102,16 @@ def throttle_like_aws(db: DynamoDBLocal) -> None:
     bridge.log.info(
         "capacity model  on: %.0f WCU/s and %.0f RCU/s per partition key", model.wcu, model.rcu
     )
+
+
+def report_contention(stop: threading.Event, interval: float = SUMMARY_SECONDS) -> None:
+    """Log the running totals whenever they changed since the last line, until ``stop``."""
+    last: dict[tuple[str, str], float] = {}
+    while not stop.wait(interval):
+        totals = metrics.tally.snapshot()
+        if totals != last:
+            bridge.log.info("contention: %s", observability.summary(totals))
+            last = totals
 
 
 @contextmanager
@@ -173,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         log.info("API             %s   (OpenAPI: %s/openapi.json)", stack.url, stack.url)
         log.info("Ctrl-C stops everything")
+        threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
         stop.wait()
         log.info("stopping...")
     return 0

@@ -91,12 +91,13 @@ def transact_write(
     *,
     backoff: retry.Backoff,
     token: str | None = None,
+    pattern: str = "transact",
 ) -> None:
     """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
 
     Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
     ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
-    not applied twice.
+    not applied twice. Retries count under ``pattern`` (``turnstile.metrics``).
     """
     request_token = token or new_token()
 
@@ -104,7 +105,7 @@ def transact_write(
         client.transact_write_items(TransactItems=list(items), ClientRequestToken=request_token)
 
     try:
-        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict)
+        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict, pattern=pattern)
     except ClientError as exc:
         if retry.error_code(exc) == "TransactionCanceledException":
             raise Cancelled(reasons_of(exc)) from exc

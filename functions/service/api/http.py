@@ -32,7 +32,7 @@ from service.api import schema
 from service.domain.errors import DomainError
 from turnstile import idempotency, metrics, retry, transact
 
-logger = Logger(service="turnstile")
+logger = Logger()  # service: POWERTOOLS_SERVICE_NAME, set per function by the stack
 
 STATUS: dict[str, int] = {
     "BAD_REQUEST": 400,

@@ -375,6 +375,7 @@ class Products:
                 ),
                 backoff=self.backoff,
                 idempotent=False,
+                pattern="atomic",
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):

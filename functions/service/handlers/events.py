@@ -9,6 +9,7 @@ from service.api import schema
 from service.api.http import Api, Request, Response, Route, accepted, created, no_content, ok
 from service.domain.events import Events
 from service.domain.registration_requests import RegistrationRequests
+from service.observability import observed
 
 TABLES = (config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY)
 
@@ -140,5 +141,6 @@ ROUTES = [
 api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return api.get()(event, context)

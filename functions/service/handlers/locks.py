@@ -8,6 +8,7 @@ from service import config, runtime
 from service.api import schema
 from service.api.http import Api, Request, Response, Route, created, ok
 from service.domain import locks as domain
+from service.observability import observed
 
 TABLES = (config.LEASES,)
 
@@ -75,5 +76,6 @@ ROUTES = [
 api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES))
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return api.get()(event, context)

@@ -8,6 +8,7 @@ from service import config, runtime
 from service.api import schema
 from service.api.http import Api, HttpError, Request, Response, Route, created, ok
 from service.domain.products import STRATEGIES, Products
+from service.observability import observed
 
 TABLES = (config.PRODUCTS, config.IDEMPOTENCY)
 
@@ -137,5 +138,6 @@ ROUTES = [
 api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return api.get()(event, context)

@@ -12,6 +12,7 @@ from service.api.http import Api, Request, Response, Route, created, ok
 from service.domain import locks
 from service.domain.payments import FakeProvider, PaymentProvider
 from service.domain.wallets import Wallets
+from service.observability import observed
 
 TABLES = (config.LEASES, config.WALLETS, config.IDEMPOTENCY)
 
@@ -80,6 +81,7 @@ ROUTES = [
 api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     _invocation.context = context
     try:
