@@ -57,7 +57,6 @@ record it has already applied (see ``service.domain.inventory``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -66,7 +65,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry, transact
+from turnstile import codec, metrics, retry, transact
 
 FREE = "free"
 HELD = "held"
@@ -90,6 +89,7 @@ class UnitTable:
     holder_attr: str = "holder"
     until_attr: str = "holdUntil"
     seq_attr: str = "seq"
+    members_attr: str = "members"  # on a reservation's lead unit: the keys of all its units
 
     def names(self) -> dict[str, str]:
         return {
@@ -134,8 +134,10 @@ class Claimed:
     """What :func:`reserve` took, and what it cost (for tests and benchmarks)."""
 
     keys: list[Key] = field(default_factory=list)
-    lost: int = 0  # candidates someone else claimed first (skipped)
+    holder: str = ""
+    lost: int = 0  # candidates someone else claimed first (replaced)
     queries: int = 0
+    transactions: int = 0
 
 
 class Lost(Exception):
@@ -325,28 +327,74 @@ def _candidates(
                     break
 
 
+def _claim_item(
+    units: UnitTable,
+    key: Mapping[str, Any],
+    *,
+    holder: str,
+    now_ms: int,
+    until_ms: int,
+    members: Sequence[Key] | None,
+) -> dict[str, Any]:
+    """One unit's conditional claim inside the reservation's transaction. The lead unit (the first)
+    also records which units the reservation holds (``members``); every other unit drops whatever
+    list a lapsed reservation left on it."""
+    names = {k: v for k, v in units.names().items() if k != "#pool"}
+    names["#members"] = units.members_attr
+    values = codec.values(
+        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1
+    )
+    update = (
+        "SET #status = :held, #holder = :holder, #until = :until, #ticket = :until, "
+        "#seq = if_not_exists(#seq, :zero) + :one"
+    )
+    if members is None:
+        update += " REMOVE #members"
+    else:
+        update += ", #members = :members"
+        values.update(codec.values(members=[dict(m) for m in members]))
+    return {
+        "Update": {
+            "TableName": units.table,
+            "Key": codec.encode_item(key),
+            "UpdateExpression": update,
+            "ConditionExpression": "#status = :free OR (#status = :held AND #until <= :now)",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
 def reserve(
     client: Any,
     units: UnitTable,
     *,
     pools: Sequence[str],
     quantity: int,
-    holder: str,
+    holder: Callable[[Key], str],
     now_ms: int,
     until_ms: int,
     backoff: retry.Backoff,
     rand: Callable[[], float] = random.random,
     page_size: int | None = None,
+    rounds: int = 6,
 ) -> Claimed:
-    """Claim ``quantity`` units for ``holder`` until ``until_ms``, skipping units others hold.
+    """Claim ``quantity`` units until ``until_ms`` in ONE ``TransactWriteItems``, skipping units
+    others hold; ``holder(lead)`` names the reservation after its lead unit (the first).
 
-    All or nothing: raises :class:`NotEnough` (after giving back what it took) when the index runs
-    out of candidates first. A write whose outcome is unknown (:class:`retry.OutcomeUnknown`) also
-    gives back what was taken, including, conditionally, the unit in doubt, and re-raises.
+    All or nothing with nothing to give back: when a unit was taken meanwhile, the transaction is
+    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are replaced
+    from the candidates already read (reading on when they run out). After ``rounds`` cancelled
+    transactions, or when the index has no more candidates, :class:`NotEnough`. A lost reply is
+    resent under the same ``ClientRequestToken`` (:func:`transact.transact_write`), so a
+    reservation that was applied is not applied twice; if every resend fails the outcome is
+    unknown and the error propagates (the units, if taken, are held by a reservation whose lead
+    unit lists them, and come free when the hold lapses).
     """
+    if not 1 <= quantity <= 100:
+        raise ValueError("a reservation holds 1 to 100 units (one transaction)")
     claimed = Claimed()
     seen: set[tuple[Any, ...]] = set()
-    doubtful: list[Key] = []
     candidates = _distinct(
         _candidates(
             client,
@@ -361,41 +409,150 @@ def reserve(
         units,
         seen,
     )
-    # Look before taking anything: when the index cannot even show ``quantity`` candidates, say
+    # Look before writing anything: when the index cannot even show ``quantity`` candidates, say
     # so without a single write (the common answer once a sku sells out).
-    first = list(itertools.islice(candidates, quantity))
-    if len(first) < quantity:
+    chosen = list(itertools.islice(candidates, quantity))
+    if len(chosen) < quantity:
+        metrics.count("ClaimRefused", pattern="claims")
         raise NotEnough(quantity, 0)
-    try:
-        for key in itertools.chain(first, candidates):
-            try:
-                won = claim(
-                    client,
-                    units,
-                    key,
-                    holder=holder,
-                    now_ms=now_ms,
-                    until_ms=until_ms,
-                    backoff=backoff,
-                )
-            except retry.OutcomeUnknown:
-                doubtful.append(key)
-                raise
-            if not won:
-                claimed.lost += 1
-                continue
-            claimed.keys.append(key)
-            if len(claimed.keys) == quantity:
-                return claimed
-    except BaseException:
-        # Best effort: whatever cannot be given back now comes free when its hold lapses.
-        with contextlib.suppress(Exception):
-            give_back(
-                client, units, [*claimed.keys, *doubtful], holder=holder, backoff=backoff, rand=rand
+    for _ in range(rounds):
+        name = holder(chosen[0])
+        items = [
+            _claim_item(
+                units,
+                key,
+                holder=name,
+                now_ms=now_ms,
+                until_ms=until_ms,
+                members=chosen if index == 0 else None,
             )
-        raise
-    give_back(client, units, claimed.keys, holder=holder, backoff=backoff, rand=rand)
-    raise NotEnough(quantity, len(claimed.keys))
+            for index, key in enumerate(chosen)
+        ]
+        claimed.transactions += 1
+        try:
+            if quantity == 1:
+                _claim_one(client, items[0]["Update"], name, units.holder_attr, backoff=backoff)
+            else:
+                transact.transact_write(client, items, backoff=backoff, retry_conflicts=False)
+        except transact.Cancelled as exc:
+            taken = [i for i, reason in enumerate(exc.reasons) if reason.code in _TAKEN]
+            if not taken or len(taken) != sum(r.failed for r in exc.reasons):
+                raise  # a failure that is not "someone else has the unit"
+            claimed.lost += len(taken)
+            metrics.count("ClaimLost", pattern="claims", value=len(taken))
+            spares = list(itertools.islice(candidates, len(taken)))
+            if len(spares) < len(taken):
+                raise NotEnough(quantity, quantity - len(taken)) from exc
+            for index, spare in zip(taken, spares, strict=True):
+                chosen[index] = spare
+            metrics.count("ClaimRetry", pattern="claims")
+            continue
+        claimed.keys = list(chosen)
+        claimed.holder = name
+        return claimed
+    metrics.count("ClaimRoundsExhausted", pattern="claims")
+    raise NotEnough(quantity, 0)
+
+
+_TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+
+
+def _claim_one(
+    client: Any, update: dict[str, Any], holder: str, holder_attr: str, *, backoff: retry.Backoff
+) -> None:
+    """A reservation of one unit needs no transaction: one conditional ``UpdateItem`` is all or
+    nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
+    applied, the resend fails its condition on a unit that names ``holder``, which is a success.
+    Someone else's unit raises :class:`transact.Cancelled` shaped like the transaction's."""
+    try:
+        retry.call(
+            lambda: client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD"),
+            backoff=backoff,
+            idempotent=True,  # see above: a resend cannot take the unit twice
+        )
+    except ClientError as exc:
+        if retry.condition_failed(exc):
+            current = codec.old_item(exc) or {}
+            if current.get(holder_attr) == holder:
+                metrics.count("ClaimReplayed", pattern="claims")
+                return
+            code = "ConditionalCheckFailed"
+        elif retry.error_code(exc) == "TransactionConflictException":
+            code = "TransactionConflict"
+        else:
+            raise
+        raise transact.Cancelled([transact.Reason(code, str(exc), codec.old_item(exc))]) from exc
+
+
+def holders_units(
+    client: Any, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
+) -> dict[str, Any] | None:
+    """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
+    response = retry.call(
+        lambda: client.get_item(
+            TableName=units.table, Key=codec.encode_item(lead), ConsistentRead=True
+        ),
+        backoff=backoff,
+        idempotent=True,
+    )
+    return codec.decode_item(response.get("Item"))
+
+
+def free(
+    client: Any,
+    units: UnitTable,
+    keys: Sequence[Mapping[str, Any]],
+    *,
+    holder: str,
+    backoff: retry.Backoff,
+    rand: Callable[[], float] = random.random,
+    rounds: int = 3,
+) -> list[dict[str, Any]]:
+    """Give back every unit of ``keys`` that ``holder`` still holds, in one transaction.
+
+    Returns the units it no longer held (as they are now: sold by its own confirm, or reclaimed by
+    another reservation after the hold lapsed); those are left alone and the rest freed in one more
+    transaction (bounded by ``rounds``)."""
+    names = {k: v for k, v in units.names().items() if k != "#pool"}
+    names["#members"] = units.members_attr
+    pending = [dict(key) for key in keys]
+    kept: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        if not pending:
+            return kept
+        items = [
+            {
+                "Update": {
+                    "TableName": units.table,
+                    "Key": codec.encode_item(key),
+                    "UpdateExpression": (
+                        "SET #status = :free, #ticket = :ticket, "
+                        "#seq = if_not_exists(#seq, :zero) + :one REMOVE #holder, #until, #members"
+                    ),
+                    "ConditionExpression": "#status = :held AND #holder = :holder",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": codec.values(
+                        free=FREE,
+                        held=HELD,
+                        holder=holder,
+                        ticket=new_ticket(rand),
+                        zero=0,
+                        one=1,
+                    ),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+            for key in pending
+        ]
+        try:
+            transact.transact_write(client, items, backoff=backoff)
+            return kept
+        except transact.Cancelled as exc:
+            failed = [i for i, reason in enumerate(exc.reasons) if reason.failed]
+            kept += [exc.reasons[i].item or {} for i in failed]
+            metrics.count("ReleaseLost", pattern="claims", value=len(failed))
+            pending = [key for i, key in enumerate(pending) if i not in set(failed)]
+    raise retry.RetriesExhausted(rounds, RuntimeError("units kept changing during the release"))
 
 
 def _distinct(keys: Iterator[Key], units: UnitTable, seen: set[tuple[Any, ...]]) -> Iterator[Key]:

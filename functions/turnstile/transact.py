@@ -64,16 +64,18 @@ def reasons_of(exc: ClientError) -> list[Reason]:
     ]
 
 
-def _is_conflict(exc: BaseException) -> bool:
+_THROTTLED = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def _is_conflict(exc: BaseException, *, conflicts: bool = True) -> bool:
     if retry.error_code(exc) == "TransactionConflictException":
-        return True
+        return conflicts
     if retry.error_code(exc) != "TransactionCanceledException":
         return False
     codes = {reason.code for reason in reasons_of(exc)}  # type: ignore[arg-type]
     # Retry only when nothing failed for a reason that a resend would not change.
-    return "ConditionalCheckFailed" not in codes and bool(
-        codes & {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
-    )
+    retryable = _THROTTLED | ({"TransactionConflict"} if conflicts else set())
+    return codes <= retryable | {"None"} and bool(codes & retryable)
 
 
 def new_token() -> str:
@@ -86,12 +88,14 @@ def transact_write(
     *,
     backoff: retry.Backoff,
     token: str | None = None,
+    retry_conflicts: bool = True,
 ) -> None:
     """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
 
     Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
     ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
-    not applied twice.
+    not applied twice. With ``retry_conflicts=False`` a ``TransactionConflict`` is final too
+    (:class:`Cancelled`): for callers that would rather pick another item than wait for this one.
     """
     request_token = token or new_token()
 
@@ -99,7 +103,12 @@ def transact_write(
         client.transact_write_items(TransactItems=list(items), ClientRequestToken=request_token)
 
     try:
-        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict)
+        retry.call(
+            send,
+            backoff=backoff,
+            idempotent=True,
+            retry_on=lambda exc: _is_conflict(exc, conflicts=retry_conflicts),
+        )
     except ClientError as exc:
         if retry.error_code(exc) == "TransactionCanceledException":
             raise Cancelled(reasons_of(exc)) from exc
