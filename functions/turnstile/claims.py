@@ -286,45 +286,49 @@ def _candidates(
     claimed: Claimed,
 ) -> Iterator[Key]:
     """Unit keys from the index, claimable at ``now_ms``: every pool once, from a random pool,
-    each pool from a random ticket upwards and then wrapping round below it."""
+    each read in one range ``[0, now]`` from a random end (lowest or highest ticket first).
+
+    One range per pool, not two halves around a random pivot: a refusal must be able to see the
+    whole pool in a single keys-only Query. The spread that the random pivot gave comes from the
+    random end, the random order within each page (a page holds many more candidates than a
+    request needs), and the tickets themselves, which are random and re-drawn on every release.
+    """
     first = int(rand() * len(pools))
-    pivot = new_ticket(rand)
+    forward = rand() < 0.5
     for offset in range(len(pools)):
         pool = pools[(first + offset) % len(pools)]
-        for low, high in ((pivot, now_ms), (0, pivot - 1)):
-            if high < low:
-                continue
-            start: Key | None = None
-            while True:
-                request: dict[str, Any] = {
-                    "TableName": units.table,
-                    "IndexName": units.index,
-                    "KeyConditionExpression": "#pool = :pool AND #ticket BETWEEN :low AND :high",
-                    "ExpressionAttributeNames": {
-                        "#pool": units.pool_attr,
-                        "#ticket": units.ticket_attr,
-                    },
-                    "ExpressionAttributeValues": codec.values(pool=pool, low=low, high=high),
-                    "Limit": page_size,
-                }
-                if start is not None:
-                    request["ExclusiveStartKey"] = start
-                response = retry.call(
-                    lambda request=request: client.query(**request),  # type: ignore[misc]
-                    backoff=backoff,
-                    idempotent=True,
-                )
-                claimed.queries += 1
-                page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
-                # Walking a page in order would line every loser up behind the next unit another
-                # request is also about to take (a convoy); a random order spreads them out.
-                for index in range(len(page) - 1, 0, -1):
-                    other = int(rand() * (index + 1))
-                    page[index], page[other] = page[other], page[index]
-                yield from page
-                start = response.get("LastEvaluatedKey")
-                if not start:
-                    break
+        start: Key | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": units.table,
+                "IndexName": units.index,
+                "KeyConditionExpression": "#pool = :pool AND #ticket BETWEEN :low AND :high",
+                "ExpressionAttributeNames": {
+                    "#pool": units.pool_attr,
+                    "#ticket": units.ticket_attr,
+                },
+                "ExpressionAttributeValues": codec.values(pool=pool, low=0, high=now_ms),
+                "ScanIndexForward": forward,
+                "Limit": page_size,
+            }
+            if start is not None:
+                request["ExclusiveStartKey"] = start
+            response = retry.call(
+                lambda request=request: client.query(**request),  # type: ignore[misc]
+                backoff=backoff,
+                idempotent=True,
+            )
+            claimed.queries += 1
+            page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
+            # Walking a page in order would line every loser up behind the next unit another
+            # request is also about to take (a convoy); a random order spreads them out.
+            for index in range(len(page) - 1, 0, -1):
+                other = int(rand() * (index + 1))
+                page[index], page[other] = page[other], page[index]
+            yield from page
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
 
 
 def _claim_item(
@@ -401,7 +405,7 @@ def reserve(
             units,
             pools,
             now_ms=now_ms,
-            page_size=page_size or max(2 * quantity, 10),
+            page_size=page_size or max(4 * quantity, 64),
             backoff=backoff,
             rand=rand,
             claimed=claimed,

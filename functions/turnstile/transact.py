@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,12 @@ _THROTTLED = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 def _is_conflict(exc: BaseException, *, conflicts: bool = True) -> bool:
     if retry.error_code(exc) == "TransactionConflictException":
         return conflicts
+    if retry.error_code(exc) == "InternalServerError":
+        # A 500 is retryable, and a resend under the same token is applied at most once.
+        # (DynamoDB Local also answers it when a transaction waits too long for an item lock,
+        # where DynamoDB would cancel with TransactionConflict or simply succeed.)
+        metrics.count("TransactionRetry", pattern="transact")
+        return True
     if retry.error_code(exc) != "TransactionCanceledException":
         return False
     codes = {reason.code for reason in reasons_of(exc)}  # type: ignore[arg-type]
