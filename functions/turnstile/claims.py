@@ -12,29 +12,33 @@ units that are, or will become, claimable. Sold units drop the ticket and leave 
   ``claimableAt <= :now`` range as the free ones, so a lapsed hold is found like a free unit.
 
 Finding candidates never scans: :func:`reserve` queries the index with
-``#pool = :pool AND #ticket BETWEEN :lo AND :hi``, first from a random pivot up to now, then the
-tickets below the pivot, one pool after another from a random pool. The index is only a hint (it
-is eventually consistent on AWS): the conditional write on the unit itself decides.
+``#pool = :pool AND #ticket BETWEEN 0 AND :now``, one range per pool from a random end, one pool
+after another from a random pool. The index is only a hint (it is eventually consistent on AWS):
+the conditional write on the unit itself decides.
 
 Before the first write, :func:`reserve` reads until it has seen ``quantity`` candidates; when the
 index cannot show that many, the answer is :class:`NotEnough` without a single write (the usual
-answer once a sku has sold out). Each page of candidates is tried in random order.
+answer once a sku has sold out: one keys-only Query). Each page of candidates is shuffled.
 
-Claim, one ``UpdateItem`` per candidate::
+Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``UpdateItem`` when
+``quantity`` is 1, which is all or nothing by itself)::
 
     SET #status = :held, #holder = :holder, #until = :until, #ticket = :until,
-        #seq = if_not_exists(#seq, :zero) + :one
+        #seq = if_not_exists(#seq, :zero) + :one [, #members = :keys on the lead unit]
     ConditionExpression: #status = :free OR (#status = :held AND #until <= :now)
 
-A failed condition (or a ``TransactionConflict`` from a transaction holding the unit) means
-another request got there first: the unit is skipped and the next candidate tried, without waiting
-and without retrying it. If fewer than ``quantity`` units can be claimed, every unit this call took
-is given back (:func:`release`) and :class:`NotEnough` is raised: all or nothing.
+The first (*lead*) unit also carries the list of the reservation's units, so the reservation's
+record is written in the same transaction as its claims: there is no moment at which units are
+held by a reservation nobody can find, and nothing to give back when the transaction fails. A
+cancelled transaction's ``CancellationReasons`` (``ConditionalCheckFailed`` or
+``TransactionConflict``) name the units someone else took meanwhile; just those are replaced
+from the candidates already read and the transaction is sent again (new token), a bounded number
+of times. A lost reply is resent under the same ``ClientRequestToken`` and applied once.
 
-Release (give back, or cancel a reservation)::
+Free (cancel a reservation), one ``TransactWriteItems`` over its units (:func:`free`)::
 
     SET #status = :free, #ticket = :ticket, #seq = if_not_exists(#seq, :zero) + :one
-    REMOVE #holder, #until
+    REMOVE #holder, #until, #members
     ConditionExpression: #status = :held AND #holder = :holder
 
 Sell (confirm), one ``TransactWriteItems`` over all the units of a holder::
@@ -405,7 +409,7 @@ def reserve(
             units,
             pools,
             now_ms=now_ms,
-            page_size=page_size or max(4 * quantity, 64),
+            page_size=page_size or max(4 * quantity, 256),
             backoff=backoff,
             rand=rand,
             claimed=claimed,

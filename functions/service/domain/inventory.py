@@ -2,13 +2,16 @@
 
 Table ``inventory`` (partition key ``sku``, sort key ``sk``), streamed with old and new images:
 
-* ``sk = "sku"``: the header, written once: ``units`` (how many), ``pools`` (index partitions).
+* ``sk = "sku"``: the header: ``units`` (how many), ``pools`` (index partitions), and the
+  creation's progress: ``status`` CREATING | READY, ``chunks``, ``chunkUnits``, ``chunksDone``.
 * ``sk = "unit#000042"``: a unit: ``status`` free | held | sold, ``holder`` (a reservation id),
   ``holdUntil`` (epoch ms), ``claimableAt`` and ``pool`` (the sparse ``claimable`` index, see
   :mod:`turnstile.claims`), ``seq`` (+1 per change).
-* ``sk = "res#<id>"``: a reservation: its ``units``, ``holdUntil``, ``status`` held | confirmed.
-  Units are the truth; this record only remembers which units a reservation id took.
-  ``expiresAt`` (TTL) removes unconfirmed records long after their hold; it decides nothing.
+
+A reservation has no item of its own: its record is its *lead* unit (the first it took), which
+lists all its units (``members``) and is written in the same transaction as the claims. The
+reservation id is ``<lead unit id>-<hold expiry ms>-<random>``: where the record is, and when the
+hold lapses (so a confirm whose lapsed lead unit was reclaimed still answers EXPIRED, not 404).
 
 Table ``inventory_summary`` (same keys), written by the stream consumer (:class:`Summaries`):
 ``sk = "summary"`` holds ``available`` / ``reserved`` / ``sold`` per sku; ``sk = "unit#..."``
@@ -19,8 +22,14 @@ A unit is free when created; a reservation claims units (held, until ``holdUntil
 them, but only while the hold is valid and still this reservation's; DELETE frees them. A lapsed
 hold is claimable by anyone, so units of abandoned reservations come back without a sweeper.
 
-Seq 0 is a unit's creation: creation writes the summary's starting counts itself (one write
-instead of one per unit through the stream), and the consumer skips seq-0 records.
+Creation is asynchronous above ``INVENTORY_INLINE_UNITS``: POST writes the header (CREATING) and
+answers; the creation worker (a filtered stream consumer, ``handlers.inventory_creator``) writes
+one chunk per header change with :meth:`Inventory.advance`. Units are reservable as soon as they
+exist: creation never writes over a unit (``attribute_not_exists``), so a unit claimed while its
+chunk is still being written, or rewritten after a crash, is never reset to free.
+
+Seq 0 is a unit's creation: each chunk adds its units to the summary's counts in the transaction
+that records the chunk (one write instead of one per unit), and the consumer skips seq-0 records.
 """
 
 from __future__ import annotations
