@@ -570,24 +570,3 @@ def _distinct(keys: Iterator[Key], units: UnitTable, seen: set[tuple[Any, ...]])
         if identity not in seen:
             seen.add(identity)
             yield key
-
-
-def give_back(
-    client: Any,
-    units: UnitTable,
-    keys: Sequence[Key],
-    *,
-    holder: str,
-    backoff: retry.Backoff,
-    rand: Callable[[], float] = random.random,
-) -> list[dict[str, Any]]:
-    """Release every unit of ``keys`` that ``holder`` still holds; returns the ones it did not
-    (as they are now). A failure to release is left to the hold's expiry."""
-    kept = []
-    for key in keys:
-        current = release(
-            client, units, key, holder=holder, ticket=new_ticket(rand), backoff=backoff
-        )
-        if current is not None:
-            kept.append(current)
-    return kept

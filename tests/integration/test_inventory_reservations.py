@@ -13,9 +13,16 @@ import pytest
 
 from service.domain.errors import AlreadyConfirmed, Expired, NotFound, OutOfStock
 from service.domain.inventory import UNIT, Inventory
-from turnstile import codec
+from turnstile import codec, retry
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def ddb(dynamodb_local: Any) -> Any:
+    """A client that waits long for answers: DynamoDB Local makes a transaction wait for item
+    locks, and on a loaded shared machine that wait can pass the usual 5 s read timeout."""
+    return dynamodb_local.client(config=retry.client_config(read_timeout=60))
 
 
 @dataclass
