@@ -409,7 +409,7 @@ def reserve(
             units,
             pools,
             now_ms=now_ms,
-            page_size=page_size or max(4 * quantity, 256),
+            page_size=page_size or max(4 * quantity, 64),
             backoff=backoff,
             rand=rand,
             claimed=claimed,
