@@ -430,8 +430,9 @@ class Inventory:
             "expiresAt": until_ms,
         }
 
-    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, int]:
-        """The reservation's lead unit if it still names this reservation, and its expiry."""
+    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, int, bool]:
+        """The reservation's lead unit if it still names this reservation, its expiry, and
+        whether another reservation holds (or bought) the lead unit now."""
         parsed = parse_reservation_id(reservation)
         if parsed is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
@@ -440,8 +441,9 @@ class Inventory:
             self.client, self.units, {"sku": sku, "sk": UNIT + lead}, backoff=self.backoff
         )
         if unit is None or unit.get("holder") != reservation:
-            return None, until_ms
-        return unit, until_ms
+            taken = unit is not None and unit.get("holder") not in (None, reservation)
+            return None, until_ms, taken
+        return unit, until_ms, False
 
     def _unit_keys(self, sku: str, lead: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{"sku": sku, "sk": str(member["sk"])} for member in lead.get("members", [])]
@@ -453,9 +455,11 @@ class Inventory:
         Repeating a confirm that succeeded answers the same (the units are already ours, sold).
         """
         self.header(sku)
-        lead, until_ms = self._lead(sku, reservation)
+        lead, until_ms, taken = self._lead(sku, reservation)
         if lead is None:
-            if until_ms <= self._now_ms():
+            # Its lead unit held by another reservation: this one lapsed and was reclaimed (also
+            # when this process's clock still says valid: the reclaimer's clock decided).
+            if taken or until_ms <= self._now_ms():
                 raise Expired(f"reservation {reservation!r} expired and its units were taken")
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         keys = self._unit_keys(sku, lead)
@@ -488,7 +492,7 @@ class Inventory:
     def release(self, sku: str, reservation: str) -> None:
         """Free the units this reservation still holds, in one transaction."""
         self.header(sku)
-        lead, _ = self._lead(sku, reservation)
+        lead, _, _ = self._lead(sku, reservation)
         if lead is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         if lead.get("status") == claims.SOLD:
