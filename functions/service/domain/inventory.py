@@ -65,6 +65,7 @@ UNIT_DIGITS = 6
 CONFIRMED = "confirmed"
 CREATING = "CREATING"
 READY = "READY"
+CLOCK_SKEW_MS = 1000  # how far apart two processes' clocks may be when telling EXPIRED from 404
 
 # The creation worker's event filter: only sku headers still being created reach it (the units'
 # own stream records, 100 000 for a large sku, are dropped by the mapping before any invocation).
@@ -457,9 +458,11 @@ class Inventory:
         self.header(sku)
         lead, until_ms, taken = self._lead(sku, reservation)
         if lead is None:
-            # Its lead unit held by another reservation: this one lapsed and was reclaimed (also
-            # when this process's clock still says valid: the reclaimer's clock decided).
-            if taken or until_ms <= self._now_ms():
+            # Lapsed (by this clock), or its lead unit is another reservation's within a clock
+            # skew of the expiry: it lapsed by the reclaimer's clock. A lead unit taken well
+            # before the expiry was released first: the reservation is gone (404).
+            now_ms = self._now_ms()
+            if until_ms <= now_ms or (taken and until_ms <= now_ms + CLOCK_SKEW_MS):
                 raise Expired(f"reservation {reservation!r} expired and its units were taken")
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         keys = self._unit_keys(sku, lead)
