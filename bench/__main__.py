@@ -14,7 +14,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench import inventory, leases, products, signup  # noqa: E402
+from bench import hot, inventory, leases, products, signup  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
@@ -127,7 +127,40 @@ def main(argv: list[str] | None = None) -> int:
             run_signup(client, db, meter, names)
         if not only or "leases" in only:
             run_leases(client, names["leases"])
+        if not only or "hot" in only:
+            run_hot(db, names)
     return 0
+
+
+HOT_COLUMNS = [
+    "strategy",
+    "shards",
+    "sales_per_second",
+    "sales_over_key_limit",
+    "db_throttles",
+    "client_503",
+    "calls_per_request",
+    "wcu_per_unit_sold",
+    "refusal_calls",
+    "refusal_wcu",
+    "oversold",
+    "client_5xx",
+]
+
+
+def run_hot(db: DynamoDBLocal, names: dict[str, str]) -> None:
+    print("\n## hot (a few minutes: five strategies, each offered load for 24 s)", flush=True)
+    rows = hot.run(db, names, RESULTS)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "hot.json").write_text(json.dumps(rows, indent=2))
+    first = rows[0]
+    print(
+        f"\nCapacity model on: {first['key_limit_wcu_per_s']:g} WCU/s per key, offered "
+        f"{first['offered_per_s']:g} purchases/s of one unit for {hot.SECONDS:g} s; stock sized to "
+        "sell out about 60 % of the way. Refusal cost = per refused request after sell-out.\n"
+    )
+    print(markdown(rows, HOT_COLUMNS))
+    print(f"\n(written: {RESULTS / 'hot.json'}, {RESULTS / 'hot.png'})")
 
 
 def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, str]) -> None:

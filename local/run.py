@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
-from local import bridge, pump, template  # noqa: E402
+from local import bridge, capacity_model, pump, template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 
 
@@ -75,6 +75,22 @@ def start_pumps(
     return pumps
 
 
+def throttle_like_aws(db: DynamoDBLocal) -> None:
+    """With ``TURNSTILE_CAPACITY_SCALE`` set, the handlers' shared client enforces the capacity
+    model (per-key throughput limits, see :mod:`local.capacity_model`); off by default."""
+    scale = capacity_model.scale_from_env()
+    if scale is None:
+        return
+    from service import runtime
+    from turnstile import retry
+
+    model = capacity_model.CapacityModel(scale)
+    runtime.dynamodb.set(model.attach(db.client(config=retry.client_config())))
+    bridge.log.info(
+        "capacity model  on: %.0f WCU/s and %.0f RCU/s per partition key", model.wcu, model.rcu
+    )
+
+
 @contextmanager
 def running(
     *,
@@ -89,6 +105,7 @@ def running(
     try:
         loaded = template.load(template_path)
         prepare_environment(db, loaded)
+        throttle_like_aws(db)
         pumps = start_pumps(db, loaded, stop)
         server = bridge.serve(bridge.Bridge(), host, port)
         stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps)

@@ -50,6 +50,9 @@ PURCHASE_CONFLICT_BASE_SECONDS = 0.01
 PURCHASE_CONFLICT_CAP_SECONDS = 0.8
 PURCHASE_CONFLICT_BUDGET_SECONDS = 10.0
 API_TIMEOUT_SECONDS = 15
+# Sharded stock (flash sales past one item's ~1000 writes/s): shards per product, fixed at creation.
+# One restock or PATCH transaction writes every shard plus the product item (100 items at most).
+MAX_STOCK_SHARDS = 64
 MAX_PURCHASE_QUANTITY = 1000
 
 # Inventory (seed 002): units claimed one item at a time through a sparse index of claimable units.
@@ -116,11 +119,10 @@ class Tables:
         return self.names[name]
 
 
-# Leases (seeds 003, 004). expiresAt is epoch ms and decides; purgeAt (epoch s) is TTL cleanup only.
+# Leases (seeds 003, 004). expiresAt is epoch ms and decides. Lease items carry the fence, which
+# must increase forever, so the lease table has no TTL: its items are never deleted (issue 13.7).
 LEASES = "leases"
 WALLETS = "wallets"
-LEASE_TTL_ATTRIBUTE = "purgeAt"
-LEASE_RETENTION_SECONDS = 30 * 24 * 3600  # an idle lease item is purged this long after expiry
 LEASE_SAFETY_MARGIN_MS = 500  # assumed bound on clock skew between clients (see turnstile.lease)
 LOCK_MIN_TTL_SECONDS = 0.1
 LOCK_MAX_TTL_SECONDS = 3600

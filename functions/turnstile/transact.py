@@ -76,6 +76,11 @@ def _is_conflict(exc: BaseException, *, conflicts: bool = True) -> bool:
         # where DynamoDB would cancel with TransactionConflict or simply succeed.)
         metrics.count("TransactionRetry", pattern="transact")
         return True
+    if retry.error_code(exc) == "InternalServerError":
+        # A 500 is retryable on AWS, and the ClientRequestToken makes the resend idempotent.
+        # DynamoDB Local answers transactions that wait too long on its item locks this way.
+        metrics.count("InternalServerError", pattern="transact")
+        return True
     if retry.error_code(exc) != "TransactionCanceledException":
         return False
     codes = {reason.code for reason in reasons_of(exc)}  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from aws_lambda_powertools import Logger
 from service import config
 from service.api import schema
 from service.domain.errors import DomainError
-from turnstile import idempotency, retry, transact
+from turnstile import idempotency, metrics, retry, transact
 
 logger = Logger(service="turnstile")
 
@@ -60,6 +60,9 @@ STATUS: dict[str, int] = {
     "LOCK_LOST": 409,
     "PAYMENT_FAILED": 502,
 }
+
+# 5xx answers that promise nothing was applied: the Idempotency-Key's claim is given back.
+RELEASED_OUTAGES = frozenset({"THROTTLED", "PAYMENT_FAILED"})
 
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")  # used with fullmatch
 
@@ -228,14 +231,20 @@ class Api:
 
     def _run(self, route: Route, request: Request) -> Response:
         key = request.header("Idempotency-Key")
-        if key is None or not route.idempotent:
+        if key is None:
             return self._guarded(route, request)
+        # issue 13.6: a key on a route that cannot honour it is refused, never silently ignored
+        # (two keyed reservations used to hold twice the units).
+        if not route.idempotent or self._idempotency_store is None:
+            raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
         if not IDEMPOTENCY_KEY_PATTERN.fullmatch(key):
             raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")
-        if self._idempotency_store is None:
-            raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
         store = self._idempotency_store()
-        scope = f"{request.method} {request.path}#{key}"
+        # issue 13 (IAM): records are partitioned per function (the path's first segment), and
+        # each function's role may only touch the records of its own partitions.
+        scope = idempotency.record_id(
+            idempotency.partition_of(route.path), f"{request.method} {request.path}#{key}"
+        )
         fingerprint = idempotency.fingerprint(request.method, request.path, request.body)
         try:
             return self._keyed(route, request, store, scope, fingerprint)
@@ -263,19 +272,34 @@ class Api:
                 "the first request with this Idempotency-Key is still running; retry shortly",
             ) from exc
         if isinstance(begun, idempotency.Replay):
-            return Response(begun.status_code, begun.body, {"Idempotent-Replayed": "true"})
+            # issue 8.2: the first answer's status, body and its Location / ETag headers
+            return Response(
+                begun.status_code, begun.body, {**begun.headers, "Idempotent-Replayed": "true"}
+            )
         claimed = Request(**{**request.__dict__, "claim": begun})
         response = self._guarded(route, claimed)
-        if response.status < 500:
+        code = response.body.get("error") if isinstance(response.body, dict) else None
+        if response.status < 400:
             try:
-                store.complete(begun, response.status, response.body)
+                store.complete(begun, response.status, response.body, response.headers)
             except (retry.OutcomeUnknown, retry.RetriesExhausted):
                 # The action's answer stands: it happened. Only its replay is not stored; the
                 # claim lapses and a retry meets the domain's own conditions (already exists...).
                 logger.warning("could not store the answer for an Idempotency-Key")
-        elif response.body and response.body.get("error") == "THROTTLED":
-            store.release(begun)  # nothing was applied: let a retry run at once
-        # OUTCOME_UNKNOWN keeps the claim until it lapses: the write may still land meanwhile.
+        elif response.status < 500 or code in RELEASED_OUTAGES:
+            # issue 13.4/13.5: a refusal or a throttle changed nothing, so nothing is stored: the
+            # claim is given back and a retry with the key runs again (LOCKED, CONFLICT... are
+            # temporary; a stored 404 would outlive the product created a moment later).
+            try:
+                store.release(begun)
+            except (retry.OutcomeUnknown, retry.RetriesExhausted):
+                # issue 8.2: the release is down too. Still the action's answer, never a 500;
+                # the claim lapses at lockedUntil, so tell the client when a retry can run.
+                metrics.count("ClaimReleaseFailed", pattern="idempotency")
+                logger.warning("could not release an Idempotency-Key after a refusal")
+                wait_ms = begun.locked_until - int(store.clock() * 1000)
+                response.headers["Retry-After"] = str(max(1, math.ceil(wait_ms / 1000)))
+        # OUTCOME_UNKNOWN (and a 500) keep the claim until it lapses: the write may have landed.
         return response
 
     def _guarded(self, route: Route, request: Request) -> Response:

@@ -31,7 +31,9 @@ requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
 
 def create_event(request: Request) -> Response:
     body = request.body
-    event = events.get().create(body["eventId"], body["name"], body["capacity"])
+    event = events.get().create(
+        body["eventId"], body["name"], body["capacity"], body.get("shards", 1)
+    )
     return created(event, f"/events/{event['eventId']}", etag=event["version"])
 
 
@@ -78,7 +80,8 @@ ROUTES = [
                 "eventId": schema.identifier(),
                 "name": schema.string(1, 200),
                 "capacity": schema.integer(1, config.MAX_EVENT_CAPACITY),
-            }
+            },
+            {"shards": schema.integer(1, config.MAX_STOCK_SHARDS)},
         ),
         success=201,
         errors=("ALREADY_EXISTS",),

@@ -40,7 +40,9 @@ def expected_version(request: Request) -> int | None:
 
 def create_product(request: Request) -> Response:
     body = request.body
-    product = products.get().create(body["productId"], body["name"], body["stock"])
+    product = products.get().create(
+        body["productId"], body["name"], body["stock"], body.get("shards", 1)
+    )
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
 
@@ -55,15 +57,26 @@ def update_product(request: Request) -> Response:
     return ok(product, etag=product["version"])
 
 
+def restock(request: Request) -> Response:
+    product = products.get().restock(request.params["productId"], request.body["units"])
+    return ok(product, etag=product["version"])
+
+
 def purchase(request: Request) -> Response:
     body: dict[str, Any] = request.body
+
+    def answer(receipt: dict[str, Any]) -> Response:
+        return created(receipt, etag=receipt["version"])
+
+    if request.claim is not None:  # the answer commits with the purchase: so do its headers
+        request.claim.headers_for = lambda receipt: answer(receipt).headers
     receipt = products.get().purchase(
         request.params["productId"],
         body["quantity"],
         body.get("strategy", "atomic"),
         claim=request.claim,
     )
-    return created(receipt, etag=receipt["version"])
+    return answer(receipt)
 
 
 PRODUCT_FIELDS = {"name": schema.string(1, 200), "stock": schema.integer(0, 1_000_000_000)}
@@ -74,7 +87,10 @@ ROUTES = [
         "/products",
         create_product,
         "Create a product at version 1",
-        body=schema.obj({"productId": schema.identifier(), **PRODUCT_FIELDS}),
+        body=schema.obj(
+            {"productId": schema.identifier(), **PRODUCT_FIELDS},
+            {"shards": schema.integer(1, config.MAX_STOCK_SHARDS)},
+        ),
         success=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
@@ -94,6 +110,14 @@ ROUTES = [
         body=schema.obj({}, PRODUCT_FIELDS, minProperties=1),
         errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
         headers=("If-Match",),
+    ),
+    Route(
+        "POST",
+        "/products/{productId}/restocks",
+        restock,
+        "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
+        body=schema.obj({"units": schema.integer(1, 1_000_000_000)}),
+        errors=("NOT_FOUND", "CONFLICT"),
     ),
     Route(
         "POST",

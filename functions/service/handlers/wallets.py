@@ -41,10 +41,16 @@ def _remaining_ms() -> Callable[[], int] | None:
 
 def top_up_wallet(request: Request) -> Response:
     wallet_id = request.params["walletId"]
+
+    def answer(receipt: dict[str, Any]) -> Response:
+        return created(receipt, f"/wallets/{wallet_id}")
+
+    if request.claim is not None:  # the answer commits with the credit: so do its headers
+        request.claim.headers_for = lambda receipt: answer(receipt).headers
     receipt = wallets.get().top_up(
         wallet_id, request.body["amount"], remaining_ms=_remaining_ms(), claim=request.claim
     )
-    return created(receipt, f"/wallets/{wallet_id}")
+    return answer(receipt)
 
 
 def get_wallet(request: Request) -> Response:
