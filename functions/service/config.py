@@ -63,7 +63,10 @@ INVENTORY_MAX_QUANTITY = 100  # one confirm transaction holds at most 100 items
 INVENTORY_HOLD_SECONDS = 600
 INVENTORY_MIN_HOLD_SECONDS = 0.1
 INVENTORY_MAX_HOLD_SECONDS = 86_400
-INVENTORY_KEEP_RECORD_SECONDS = 7 * 24 * 3600  # unconfirmed reservation records, then TTL
+INVENTORY_CHUNK_UNITS = 10_000  # units the creation worker writes per step (one stream record)
+INVENTORY_INLINE_UNITS = 1_000  # skus this small are created before POST /inventory answers
+INVENTORY_CREATE_WRITERS = 16  # parallel 100-unit transactions while creating units
+INVENTORY_RESERVE_ROUNDS = 6  # cancelled reservation transactions before OUT_OF_STOCK
 
 # Throttling and transient errors on any single call.
 CALL_ATTEMPTS = 6

@@ -58,7 +58,8 @@ ROUTES = [
         "POST",
         "/inventory",
         create_inventory,
-        "Create a sku with units free units (one item each)",
+        "Create a sku: 201 at once with status CREATING (READY for up to 1000 units) and "
+        "Location; the units are created in resumable chunks, progress on GET /inventory/{sku}",
         body=schema.obj(
             {
                 "sku": schema.identifier(),
