@@ -10,7 +10,8 @@ not breaching: no traffic is not an incident):
 
 * ``ApiServerErrors``: share of API requests answered 5xx above :data:`SERVER_ERROR_RATE`.
 * ``DynamoDbThrottles``: DynamoDB throttles turnstile met (and retried), summed over every
-  pattern, above :data:`THROTTLES_PER_MINUTE`.
+  pattern (the ``all`` pattern: an alarm may add up at most 10 metrics), above
+  :data:`THROTTLES_PER_MINUTE`.
 * ``ConflictRate``: share of API requests answered ``409 CONFLICT`` above
   :data:`CONFLICT_RATE_PERCENT`: contention the retries could not absorb.
 * ``<Consumer>IteratorAge``: a stream consumer more than :data:`ITERATOR_AGE_MS` behind.
@@ -80,20 +81,10 @@ class Monitoring(Construct):
             api.metric_server_error(period=PERIOD, statistic="Average"),
             SERVER_ERROR_RATE,
         )
-        throttled = {
-            f"t{index}": turnstile_metric(pattern, "Throttle")
-            for index, pattern in enumerate(sorted(observability.CATALOG))
-            if "Throttle" in observability.CATALOG[pattern]
-        }
         self._alarm(
             "DynamoDbThrottles",
             "DynamoDB throttles turnstile's calls (retried; 503 THROTTLED once retries run out)",
-            cloudwatch.MathExpression(
-                expression=f"SUM([{', '.join(throttled)}])",
-                using_metrics=dict(throttled),
-                label="DynamoDB throttles (all patterns)",
-                period=PERIOD,
-            ),
+            turnstile_metric(observability.ALL_PATTERNS, "Throttle"),
             THROTTLES_PER_MINUTE,
         )
         conflicts = turnstile_metric(observability.API_PATTERN, "ConflictAnswer")

@@ -140,6 +140,11 @@ CATALOG: dict[str, tuple[str, ...]] = {
     "streams": ("DeadLettered",),
     API_PATTERN: tuple(ANSWERS.values()),
 }
+# Figures also written summed over every pattern, under pattern ``all``: a CloudWatch alarm may
+# add up at most 10 metrics, and more than 10 patterns meet throttles.
+ALL_PATTERNS = "all"
+ROLLUPS = frozenset({"Throttle"})
+CATALOG[ALL_PATTERNS] = tuple(sorted(ROLLUPS))
 DURATIONS = frozenset({"LeaseWait", "PendingAge", "StreamLag"})  # milliseconds; the rest count
 
 _CONTEXT_FIELDS = ("function_name", "memory_limit_in_mb", "invoked_function_arn", "aws_request_id")
@@ -196,6 +201,8 @@ def write_emf(figures: list[metrics.Figure], service: str | None, out: TextIO | 
     by_pattern: dict[str, list[metrics.Figure]] = defaultdict(list)
     for figure in figures:
         by_pattern[figure.pattern].append(figure)
+        if figure.name in ROLLUPS:
+            by_pattern[ALL_PATTERNS].append(figure._replace(pattern=ALL_PATTERNS))
     written = 0
     for pattern, group in sorted(by_pattern.items()):
         for chunk in _chunks(group):

@@ -73,25 +73,14 @@ def test_server_error_rate_alarm(template):
     assert properties["Dimensions"] == [{"Name": "ApiName", "Value": "turnstile"}]
 
 
-def test_throttle_alarm_sums_every_pattern_that_calls_dynamodb(template):
+def test_throttle_alarm_reads_the_throttles_summed_over_every_pattern(template):
     properties = alarm(template, "DynamoDbThrottles")
     assert_window(properties)
     assert properties["Threshold"] == monitoring.THROTTLES_PER_MINUTE
-    queries = stats(properties)
-    patterns = {
-        stat["Metric"]["Dimensions"][0]["Value"]
-        for stat in queries.values()
-        if stat["Metric"]["MetricName"] == "Throttle" and stat["Metric"]["Namespace"] == "turnstile"
-    }
-    assert patterns == {"atomic", "versioned", "capacity", "claims", "slots", "lease"} | {
-        "idempotency",
-        "transact",
-        "dynamodb",
-    }
-    expression = next(q["Expression"] for q in properties["Metrics"] if "Expression" in q)
-    assert expression.startswith("SUM([")
-    assert all(query_id in expression for query_id in queries)
-    assert all(stat["Stat"] == "Sum" for stat in queries.values())
+    assert properties["Namespace"] == "turnstile"
+    assert properties["MetricName"] == "Throttle"
+    assert properties["Statistic"] == "Sum"
+    assert properties["Dimensions"] == [{"Name": "pattern", "Value": "all"}]
 
 
 def test_conflict_rate_alarm_is_conflict_answers_over_requests(template):

@@ -200,3 +200,20 @@ def test_many_durations_split_into_documents_of_at_most_99_values(capsys):
     assert written == len(documents) == 3
     assert all(len(document.get("StreamLag", [])) <= 99 for document in documents)
     assert totals(documents) == {("decider", "StreamLag"): 250, ("decider", "RequestAccepted"): 3}
+
+
+def test_throttles_are_also_written_summed_over_every_pattern(capsys):
+    # Given throttles met in two patterns and a figure that is not rolled up
+    figures = [
+        metrics.Figure("atomic", "Throttle", 2, metrics.COUNT),
+        metrics.Figure("sharded", "Throttle", 3, metrics.COUNT),
+        metrics.Figure("versioned", "VersionConflict", 4, metrics.COUNT),
+    ]
+    # When they are written
+    observability.write_emf(figures, None)
+    written = totals(emf_documents(capsys.readouterr().out))
+    # Then each pattern keeps its own figure and pattern "all" has the throttles' sum only
+    assert written[("atomic", "Throttle")] == 2
+    assert written[("sharded", "Throttle")] == 3
+    assert written[("all", "Throttle")] == 5
+    assert ("all", "VersionConflict") not in written
