@@ -124,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     with running(port=args.port, dynamodb_port=args.dynamodb_port, data_dir=args.data_dir) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
-        log.info("API             %s   (OpenAPI: %s/openapi.json)", stack.url, stack.url)
+        log.info(
+            "API             %s   (OpenAPI: %s/openapi.json, Swagger UI: %s/swagger)",
+            stack.url,
+            stack.url,
+            stack.url,
+        )
         log.info("Ctrl-C stops everything")
         stop.wait()
         log.info("stopping...")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from turnstile import retry
+if TYPE_CHECKING:  # botocore stays out of deploy-time imports (infra reads this module)
+    from turnstile import retry
 
 # Logical table names. The CDK construct id is the capitalised name + "Table".
 PRODUCTS = "products"
@@ -84,10 +86,14 @@ def table_env(name: str) -> str:
 
 
 def call_backoff() -> retry.Backoff:
+    from turnstile import retry
+
     return retry.Backoff(attempts=CALL_ATTEMPTS, base=CALL_BASE_SECONDS, cap=CALL_CAP_SECONDS)
 
 
 def registration_backoff() -> retry.Backoff:
+    from turnstile import retry
+
     return retry.Backoff(
         attempts=REGISTRATION_ATTEMPTS,
         base=REGISTRATION_BASE_SECONDS,

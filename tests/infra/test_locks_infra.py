@@ -33,8 +33,9 @@ def test_lease_table_has_ttl_on_purge_at_only_for_cleanup(template):
         "AttributeName": config.LEASE_TTL_ATTRIBUTE,
         "Enabled": True,
     }
-    # expiresAt (epoch ms) decides; the TTL attribute must be a different one, in seconds
-    assert config.LEASE_TTL_ATTRIBUTE != "expiresAt"
+    # expiresAt (epoch ms) decides who holds the lease; TTL must delete by another attribute,
+    # in seconds, or DynamoDB would read epoch ms as a date far in the future (or delete early)
+    assert leases["TimeToLiveSpecification"]["AttributeName"] != "expiresAt"
     assert leases["BillingMode"] == "PAY_PER_REQUEST"
 
 

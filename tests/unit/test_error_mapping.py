@@ -1,4 +1,4 @@
-"""Every domain error code maps to a 4xx in the one place that maps codes (service.api.http)."""
+"""Every domain error code maps to a 4xx in the one place that maps codes (service.api.errors)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 import pkgutil
 
 import service.domain
-from service.api.http import STATUS
+from service.api.errors import STATUS
 from service.domain.errors import DomainError
 
 

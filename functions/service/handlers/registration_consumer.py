@@ -17,18 +17,16 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from service import config, runtime
+from service import catalog, config, runtime
 from service.domain.events import Events
 from service.domain.registration_requests import PENDING, RegistrationRequests
 from service.streams import process_in_order
 
 logger = Logger(service="turnstile-decider")
 
-TABLES = (config.EVENTS, config.REGISTRATION_REQUESTS)
-
 
 def _requests() -> RegistrationRequests:
-    tables = config.Tables.from_env(*TABLES)
+    tables = catalog.tables("decider")
     client = runtime.dynamodb.get()
     return RegistrationRequests(
         client=client,
