@@ -47,8 +47,9 @@ class ProductChanges(Body):
 
     model_config = ConfigDict(json_schema_extra={"minProperties": 1})
 
-    name: str = Field(default=None, min_length=1, max_length=200)
-    stock: int = Field(default=None, ge=0, le=1_000_000_000)
+    # absent, not null: a null is refused (strict str), so the schema has no "null" type
+    name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
+    stock: int = Field(default=None, ge=0, le=1_000_000_000)  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _something_to_change(self) -> ProductChanges:

@@ -201,7 +201,7 @@ class Resolver(APIGatewayRestResolver):
         self.exception_handler(Exception)(self._bug)
 
     # Per-thread request state (see the module docstring).
-    @property  # type: ignore[override]
+    @property
     def current_event(self) -> Any:
         return self._state.event
 
@@ -209,7 +209,7 @@ class Resolver(APIGatewayRestResolver):
     def current_event(self, value: Any) -> None:
         self._state.event = value
 
-    @property  # type: ignore[override]
+    @property
     def lambda_context(self) -> LambdaContext:
         return getattr(self._state, "lambda_context", None)  # type: ignore[return-value]
 
@@ -217,7 +217,7 @@ class Resolver(APIGatewayRestResolver):
     def lambda_context(self, value: LambdaContext) -> None:
         self._state.lambda_context = value
 
-    @property  # type: ignore[override]
+    @property
     def context(self) -> dict[str, Any]:
         if not hasattr(self._state, "context"):
             self._state.context = {}
