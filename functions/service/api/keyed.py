@@ -1,10 +1,11 @@
 """``Idempotency-Key``: the first request with a key runs, every retry of it gets the first answer.
 
-A middleware of each route declared ``idempotent`` (after validation: a refused body never claims
-a key). The store and its guarantees are ``turnstile.idempotency``; this module is only the HTTP
-side: the key's syntax, its scope (method, path, key), the fingerprint of the request, the claim
-handed to the route (``app.context["claim"]``, for routes that commit their answer in their own
-transaction), and which answers are stored.
+A middleware of every route (after validation: a refused body never claims a key); routes not
+declared ``idempotent`` ignore the header. The store and its guarantees are
+``turnstile.idempotency``; this module is only the HTTP side: the key's syntax, its scope
+(method, path, key), the fingerprint of the request, the claim handed to the route
+(``app.context["claim"]``, for routes that commit their answer in their own transaction), and
+which answers are stored.
 
 Powertools' own idempotency utility is not used: it cannot commit the stored answer inside the
 route's own DynamoDB transaction (exactly-once purchases and top-ups need that), and it would make
@@ -22,6 +23,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver
 
 from service.api.errors import HttpError
+from service.api.routes import Route
 from turnstile import idempotency, retry
 
 logger = Logger()
@@ -33,6 +35,7 @@ Next = Callable[[APIGatewayRestResolver], Response]
 
 
 def middleware(
+    route: Route,
     store: Callable[[], idempotency.IdempotencyStore],
     answer: Callable[[Exception], Response | None],
 ) -> Callable[[APIGatewayRestResolver, Next], Response]:
@@ -51,7 +54,7 @@ def middleware(
     def keyed(app: APIGatewayRestResolver, next_middleware: Next) -> Response:
         event = app.current_event
         key = event.headers.get("idempotency-key")
-        if key is None:
+        if key is None or not route.idempotent:
             return next_middleware(app)
         if not KEY_PATTERN.fullmatch(key):
             raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")

@@ -189,7 +189,7 @@ class Resolver(APIGatewayRestResolver):
         self.function = function
         self.declarations = {route.operation: route for route in routes.of(function)}
         self._by_resource = {(r.method, r.path): r for r in self.declarations.values()}
-        self._keyed = keyed.middleware(idempotency_store, answer)
+        self._idempotency_store = idempotency_store
         self._ready = False
         self._ready_lock = threading.Lock()
         self.exception_handler([DomainError, HttpError, retry.OutcomeUnknown])(self._answer)
@@ -262,9 +262,10 @@ class Resolver(APIGatewayRestResolver):
         missing = [name for name in route.params if name not in annotations]
         if missing:
             raise TypeError(f"{func.__name__} must take the path parameters {missing}")
-        middlewares: list[Callable[..., Any]] = [envelope.middleware(route)]
-        if route.idempotent:
-            middlewares.append(self._keyed)
+        middlewares = [
+            envelope.middleware(route),
+            keyed.middleware(route, self._idempotency_store, answer),
+        ]
         return self.route(
             route.rule,
             route.method,
