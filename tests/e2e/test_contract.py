@@ -45,7 +45,9 @@ def minimal(schema: dict[str, Any], document: dict[str, Any]) -> Any:
         } or {name: minimal(sub, document) for name, sub in list(properties.items())[:1]}
     if kind == "string":
         return "a" * max(1, schema.get("minLength", 1))
-    if kind in ("integer", "number"):
+    if kind == "integer":  # OpenAPI may render an integer bound as 1.0
+        return int(schema.get("minimum", 1))
+    if kind == "number":
         return schema.get("minimum", 1)
     raise AssertionError(f"no minimal value for {schema}")
 
