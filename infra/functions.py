@@ -10,8 +10,9 @@ from constructs import Construct
 
 from infra.nag import acknowledge
 from infra.tables import Tables
-from service import config
+from service import access, config
 from service.catalog import FunctionSpec
+from turnstile import record_keys as idempotency
 
 # arm64 (Graviton): about 20% cheaper per GB-second than x86_64 at equal or better speed, and
 # all of turnstile is pure Python, so nothing needs a native build for it.
@@ -31,7 +32,8 @@ def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
 
 
 class Functions(Construct):
-    """One function per catalog entry, granted read/write on exactly the tables it names."""
+    """One function per catalog entry, granted exactly the actions it uses on the tables it names
+    (``service.access``); on the idempotency table, only its own records (``LeadingKeys``)."""
 
     def __init__(
         self,
@@ -82,8 +84,19 @@ class Functions(Construct):
                     **{config.table_env(name): tables[name].table_name for name in spec.tables},
                 },
             )
+            granted = access.ACTIONS.get(spec.name, {})
+            if set(granted) != set(spec.tables):
+                raise ValueError(
+                    f"{spec.name}: service.access grants {sorted(granted)}, "
+                    f"the catalog names {sorted(spec.tables)}"
+                )
             for name in spec.tables:
-                tables[name].grant_read_write_data(function)
+                if name == config.IDEMPOTENCY:
+                    role.add_to_principal_policy(
+                        idempotency_statement(spec, tables[name].table_arn, granted[name])
+                    )
+                    continue
+                tables[name].grant(role, *granted[name])
                 if tables.has_indexes(name):
                     acknowledge(
                         role,
@@ -101,6 +114,31 @@ class Functions(Construct):
 
     def __getitem__(self, name: str) -> lambda_.Function:
         return self.by_name[name]
+
+
+def idempotency_partitions(spec: FunctionSpec) -> list[str]:
+    """The partitions of the idempotency table that ``spec``'s keyed routes write."""
+    return sorted(
+        {idempotency.partition_of(route.path) for route in spec.routes() if route.idempotent}
+    )
+
+
+def idempotency_statement(
+    spec: FunctionSpec, table_arn: str, actions: tuple[str, ...]
+) -> iam.PolicyStatement:
+    """``actions`` on the idempotency table, only on records of ``spec``'s own partitions."""
+    partitions = idempotency_partitions(spec)
+    if not partitions:
+        raise ValueError(f"{spec.name} names the idempotency table but has no keyed route")
+    return iam.PolicyStatement(
+        actions=list(actions),
+        resources=[table_arn],
+        conditions={
+            "ForAllValues:StringLike": {
+                "dynamodb:LeadingKeys": [idempotency.record_id(p, "*") for p in partitions]
+            }
+        },
+    )
 
 
 _RETENTION = {

@@ -25,7 +25,7 @@ class Tables(Construct):
         self.by_name: dict[str, dynamodb.Table] = {}
         self._add(config.PRODUCTS, "productId")
         self._add(config.IDEMPOTENCY, "id", ttl=config.TTL_ATTRIBUTE)
-        self._add(config.LEASES, "resource", ttl=config.LEASE_TTL_ATTRIBUTE)
+        self._add(config.LEASES, "resource")  # no TTL: the items carry fences (turnstile.lease)
         self._add(config.WALLETS, "walletId")
         inventory = self._add(
             config.INVENTORY,

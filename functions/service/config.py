@@ -119,11 +119,10 @@ class Tables:
         return self.names[name]
 
 
-# Leases (seeds 003, 004). expiresAt is epoch ms and decides; purgeAt (epoch s) is TTL cleanup only.
+# Leases (seeds 003, 004). expiresAt is epoch ms and decides. Lease items carry the fence, which
+# must increase forever, so the lease table has no TTL: its items are never deleted (issue 13.7).
 LEASES = "leases"
 WALLETS = "wallets"
-LEASE_TTL_ATTRIBUTE = "purgeAt"
-LEASE_RETENTION_SECONDS = 30 * 24 * 3600  # an idle lease item is purged this long after expiry
 LEASE_SAFETY_MARGIN_MS = 500  # assumed bound on clock skew between clients (see turnstile.lease)
 LOCK_MIN_TTL_SECONDS = 0.1
 LOCK_MAX_TTL_SECONDS = 3600

@@ -1,6 +1,9 @@
 """First answer wins: records that let a client retry a POST safely (``Idempotency-Key``).
 
-One item per key. ``begin`` claims the key with a conditional put::
+One item per key, whose ``id`` starts with the partition of the function that owns it
+(:func:`record_id`: ``<partition>#<scope>``), so IAM can confine each function to its own records
+(``dynamodb:LeadingKeys`` like ``<partition>#*``): one function can neither read nor overwrite
+another's stored answers. ``begin`` claims the key with a conditional put::
 
     PutItem  ConditionExpression:
         attribute_not_exists(#id)
@@ -15,8 +18,12 @@ fingerprint differs), or says the first request is still running.
 
 The answer is stored by an update that only the claim's owner can make::
 
-    UpdateItem  SET #status = :completed, #code = :code, #body = :body REMOVE #lockedUntil
+    UpdateItem  SET #status = :completed, #code = :code, #body = :body, #headers = :headers
+                REMOVE #lockedUntil
                 ConditionExpression: #token = :token AND #status = :in_progress
+
+The answer is its status, body and the headers a replay must repeat (:data:`REPLAYED_HEADERS`:
+``Location``, ``ETag``); a replay returns all three.
 
 :meth:`IdempotencyStore.complete_op` returns that update as a ``TransactWriteItems`` element, so a
 domain write and the stored answer can commit together: then a crash after the commit replays the
@@ -25,9 +32,13 @@ late first attempt can no longer commit because its token is no longer the recor
 operation exactly-once. Operations that complete outside a transaction are at-most-once per claim:
 if the process dies between the write and ``complete``, a retry after ``lockedUntil`` runs again.
 
-``release`` gives a key back when the request failed in a way a retry may fix::
+``release`` gives a key back when the request changed nothing (a refusal, a throttle), so that
+only answers with an effect are stored and a rejected request leaves nothing behind::
 
     DeleteItem  ConditionExpression: #token = :token AND #status = :in_progress
+
+It is retried like any idempotent call (a resend finds the item gone or not its own: same end
+state); if it still fails, the claim simply lapses at ``lockedUntil``.
 
 ``expiresAt`` (epoch seconds) is the TTL attribute: it only cleans up; the conditions decide.
 """
@@ -38,13 +49,15 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
+from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
+from turnstile.record_keys import record_id as record_id
 
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
@@ -57,7 +70,11 @@ _NAMES = {
     "#code": "statusCode",
     "#body": "body",
     "#fingerprint": "fingerprint",
+    "#headers": "headers",
 }
+
+# Response headers that are part of an answer: a replay repeats them (issue 8, section 2).
+REPLAYED_HEADERS = ("Location", "ETag")
 
 
 class KeyReused(Exception):
@@ -80,6 +97,10 @@ class Claim:
     token: str
     locked_until: int
     completed: bool = False
+    fingerprint: str = ""
+    # How an answer committed inside a domain transaction (complete_op) gets its replayed
+    # headers: set by whoever builds the HTTP answer from the body (None: no headers).
+    headers_for: Callable[[Any], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,7 @@ class Replay:
 
     status_code: int
     body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def fingerprint(*parts: Any) -> str:
@@ -107,7 +129,12 @@ class IdempotencyStore:
 
     def begin(self, key: str, request_fingerprint: str) -> Claim | Replay:
         now_ms = int(self.clock() * 1000)
-        claim = Claim(key=key, token=uuid.uuid4().hex, locked_until=now_ms + self.lock_ms)
+        claim = Claim(
+            key=key,
+            token=uuid.uuid4().hex,
+            locked_until=now_ms + self.lock_ms,
+            fingerprint=request_fingerprint,
+        )
         item = {
             "id": key,
             "status": IN_PROGRESS,
@@ -146,37 +173,59 @@ class IdempotencyStore:
         if old.get("fingerprint") != request_fingerprint:
             raise KeyReused(old.get("id"))
         if old.get("status") == COMPLETED:
-            return Replay(status_code=int(old["statusCode"]), body=json.loads(old["body"]))
+            return Replay(
+                status_code=int(old["statusCode"]),
+                body=json.loads(old["body"]),
+                headers=json.loads(old.get("headers") or "{}"),
+            )
         raise StillRunning(max(0, int(old.get("lockedUntil", now_ms)) - now_ms))
 
-    def complete_op(self, claim: Claim, status_code: int, body: Any) -> dict[str, Any]:
+    def complete_op(
+        self,
+        claim: Claim,
+        status_code: int,
+        body: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """The guarded "store the answer" update, as one ``TransactWriteItems`` element."""
+        if headers is None:
+            headers = claim.headers_for(body) if claim.headers_for else {}
+        kept = {name: headers[name] for name in REPLAYED_HEADERS if name in headers}
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": codec.encode_item({"id": claim.key}),
                 "UpdateExpression": (
-                    "SET #status = :completed, #code = :code, #body = :body REMOVE #lockedUntil"
+                    "SET #status = :completed, #code = :code, #body = :body, "
+                    "#headers = :headers REMOVE #lockedUntil"
                 ),
                 "ConditionExpression": "#token = :token AND #status = :in_progress",
                 "ExpressionAttributeNames": {
-                    k: _NAMES[k] for k in ("#status", "#code", "#body", "#lockedUntil", "#token")
+                    k: _NAMES[k]
+                    for k in ("#status", "#code", "#body", "#headers", "#lockedUntil", "#token")
                 },
                 "ExpressionAttributeValues": codec.values(
                     completed=COMPLETED,
                     code=status_code,
                     body=json.dumps(body, separators=(",", ":")),
+                    headers=json.dumps(kept, separators=(",", ":")),
                     token=claim.token,
                     in_progress=IN_PROGRESS,
                 ),
             }
         }
 
-    def complete(self, claim: Claim, status_code: int, body: Any) -> bool:
+    def complete(
+        self,
+        claim: Claim,
+        status_code: int,
+        body: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> bool:
         """Store the answer outside a transaction; False if the claim was lost meanwhile."""
         if claim.completed:
             return True
-        update = self.complete_op(claim, status_code, body)["Update"]
+        update = self.complete_op(claim, status_code, body, headers)["Update"]
         try:
             retry.call(
                 lambda: self.client.update_item(**update), backoff=self.backoff, idempotent=True
@@ -189,15 +238,26 @@ class IdempotencyStore:
         return True
 
     def release(self, claim: Claim) -> None:
-        """Give the key back (the request failed in a way a retry may fix)."""
+        """Give the key back (the request changed nothing; a retry must run it again).
+
+        Raises :class:`turnstile.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
+        stays away: the caller still has its answer, and the claim lapses at ``lockedUntil``."""
         try:
-            self.client.delete_item(
-                TableName=self.table,
-                Key=codec.encode_item({"id": claim.key}),
-                ConditionExpression="#token = :token AND #status = :in_progress",
-                ExpressionAttributeNames={k: _NAMES[k] for k in ("#token", "#status")},
-                ExpressionAttributeValues=codec.values(token=claim.token, in_progress=IN_PROGRESS),
+            retry.call(
+                lambda: self.client.delete_item(
+                    TableName=self.table,
+                    Key=codec.encode_item({"id": claim.key}),
+                    ConditionExpression="#token = :token AND #status = :in_progress",
+                    ExpressionAttributeNames={k: _NAMES[k] for k in ("#token", "#status")},
+                    ExpressionAttributeValues=codec.values(
+                        token=claim.token, in_progress=IN_PROGRESS
+                    ),
+                ),
+                backoff=self.backoff,
+                idempotent=True,  # a resend finds the item gone (condition fails): same end state
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
+            return  # no longer this claim's (taken over): nothing of ours to give back
+        metrics.count("ClaimReleased", pattern="idempotency")

@@ -8,19 +8,19 @@ One item per resource in a lease table whose partition key is ``resource``:
 ``expiresAt``  epoch milliseconds by the acquirer's clock; ``0`` once released
 ``acquiredAt`` epoch milliseconds by the acquirer's clock (history and diagnostics only)
 ``releasedAt`` set by a release, removed by the next acquisition
-``purgeAt``    the TTL attribute, epoch *seconds*, ``retention_seconds`` after ``expiresAt``
 =============  ====================================================================================
 
-TTL deletion only cleans up. DynamoDB may delete an expired item up to days late (seed 003 found an
-expired-but-present item still fails ``attribute_not_exists``), so expiry is decided by the
-condition below, never by whether the item is still there.
+Lease items are kept, never deleted (no TTL): the item is what carries the fence, and fences must
+strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
+one small item per resource is the price. Expiry is decided by the conditions below, never by
+whether an item is still there (seed 003 found an expired-but-present item still fails
+``attribute_not_exists``).
 
 **acquire** (one call, no read first)::
 
     UpdateItem
-      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
-                               #purgeAt = :purgeAt
-                           REMOVE #releasedAt
+      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now
+                           REMOVE #releasedAt, #purgeAt
                            ADD #fence :one
       ConditionExpression: attribute_not_exists(#resource) OR #expiresAt < :now
       ReturnValues: ALL_OLD  (new fence = old fence + 1, and a record of the handover)
@@ -29,7 +29,7 @@ condition below, never by whether the item is still there.
 **renew** and **release** name the exact lease, owner *and* fence, so a late or paused holder can
 never extend or free a successor's lease (a successor always has a higher fence)::
 
-    renew:    SET #expiresAt = :expiresAt, #purgeAt = :purgeAt
+    renew:    SET #expiresAt = :expiresAt
               ConditionExpression: #owner = :owner AND #fence = :fence
                                    AND attribute_not_exists(#releasedAt)
     release:  SET #expiresAt = :zero, #releasedAt = :now
@@ -47,7 +47,11 @@ must carry the fence and be refused when it is stale. Two ways, both here:
 
       ConditionCheck on the lease item
         ConditionExpression: #owner = :owner AND #fence = :fence
+                             AND attribute_not_exists(#releasedAt) AND #expiresAt > :now
         ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+  A holder that released its lease, or whose lease expired (by its own clock) without anyone
+  taking it, writes nothing either (issue 13.7): owner and fence alone accepted both.
 
 * :func:`fenced_update`: the protected item remembers the last fence it accepted::
 
@@ -67,10 +71,9 @@ decisions themselves are made by the database comparing fences, never by a clock
 **Lambda.** Given the invocation's remaining time (``remaining_ms``), an acquisition is capped so
 the lease ends ``safety_margin_ms`` before the invocation does, unless it is renewed.
 
-**Fence lifetime.** The fence increases forever while the item exists. TTL deletes an item only
-after it was idle for ``retention_seconds``; after that the fence starts again at 1. Transactions
-guarded by :meth:`Leases.guard` are unaffected; items guarded by :func:`fenced_update` would refuse
-the restarted fences, so resources protected that way need a retention longer than their idle gaps.
+**Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
+items guarded by :func:`fenced_update` never meet a restarted fence. (``REMOVE #purgeAt`` clears
+the TTL attribute that earlier versions wrote, so no old item is purged either.)
 """
 
 from __future__ import annotations
@@ -162,7 +165,6 @@ class Leases:
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     clock: Callable[[], float] = time.time
     safety_margin_ms: int = 1000
-    retention_seconds: int = 30 * 24 * 3600
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -170,9 +172,6 @@ class Leases:
     def time_left_ms(self, lease: Lease) -> int:
         """How long the holder may still act, keeping the clock-skew margin (can be negative)."""
         return lease.expires_at - self.safety_margin_ms - self.now_ms()
-
-    def _purge_at(self, expires_at_ms: int) -> int:
-        return expires_at_ms // 1000 + 1 + self.retention_seconds
 
     def _ttl_ms(self, ttl_ms: int, remaining_ms: Callable[[], int] | None) -> int:
         if ttl_ms <= 0:
@@ -208,8 +207,8 @@ class Leases:
                     TableName=self.table,
                     Key=codec.encode_item({"resource": resource}),
                     UpdateExpression=(
-                        "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
-                        "#purgeAt = :purgeAt REMOVE #releasedAt ADD #fence :one"
+                        "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now "
+                        "REMOVE #releasedAt, #purgeAt ADD #fence :one"
                     ),
                     ConditionExpression="attribute_not_exists(#resource) OR #expiresAt < :now",
                     ExpressionAttributeNames=_names(
@@ -225,7 +224,6 @@ class Leases:
                         owner=owner,
                         expiresAt=expires_at,
                         now=now,
-                        purgeAt=self._purge_at(expires_at),
                         one=1,
                     ),
                     ReturnValues="ALL_OLD",
@@ -298,10 +296,10 @@ class Leases:
         expires_at = self.now_ms() + self._ttl_ms(ttl_ms, remaining_ms)
         self._owned_update(
             lease,
-            "SET #expiresAt = :expiresAt, #purgeAt = :purgeAt",
+            "SET #expiresAt = :expiresAt",
             "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
-            _names("#owner", "#fence", "#expiresAt", "#purgeAt", "#releasedAt"),
-            codec.values(expiresAt=expires_at, purgeAt=self._purge_at(expires_at)),
+            _names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+            codec.values(expiresAt=expires_at),
         )
         return replace(lease, expires_at=expires_at)
 
@@ -349,14 +347,20 @@ class Leases:
     # -- fenced writes ---------------------------------------------------------------------------
 
     def guard(self, lease: Lease) -> dict[str, Any]:
-        """A ``TransactWriteItems`` element that holds only while ``lease`` is the current one."""
+        """A ``TransactWriteItems`` element that holds only while ``lease`` is the current one:
+        this owner and fence, not released, not expired."""
         return {
             "ConditionCheck": {
                 "TableName": self.table,
                 "Key": codec.encode_item({"resource": lease.resource}),
-                "ConditionExpression": "#owner = :owner AND #fence = :fence",
-                "ExpressionAttributeNames": _names("#owner", "#fence"),
-                "ExpressionAttributeValues": codec.values(owner=lease.owner, fence=lease.fence),
+                "ConditionExpression": (
+                    "#owner = :owner AND #fence = :fence "
+                    "AND attribute_not_exists(#releasedAt) AND #expiresAt > :now"
+                ),
+                "ExpressionAttributeNames": _names("#owner", "#fence", "#releasedAt", "#expiresAt"),
+                "ExpressionAttributeValues": codec.values(
+                    owner=lease.owner, fence=lease.fence, now=self.now_ms()
+                ),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }

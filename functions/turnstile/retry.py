@@ -11,6 +11,11 @@ A plain ``UpdateItem`` that timed out after it was sent falls in neither group: 
 applied, and sending it again could apply it twice (a double decrement). botocore's own retry
 loop treats read timeouts as transient, so the write client is built with botocore retries off
 (see :func:`client_config`) and callers catch :class:`OutcomeUnknown` instead.
+
+An idempotent request that timed out *is* resent; if the retries then run out (say the resends
+were throttled), the first send may still have been applied. That is :class:`OutcomeUnknown`
+too, never :class:`RetriesExhausted`: the latter promises that nothing was applied, and callers
+answer it with "503 THROTTLED, retry" and give an ``Idempotency-Key`` back.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+
+from turnstile import metrics
 
 T = TypeVar("T")
 
@@ -127,10 +134,13 @@ def call(
 
     Throttling and refused connections are always retried. Timeouts after sending are retried
     only when ``idempotent``; otherwise they surface as :class:`OutcomeUnknown`. ``retry_on``
-    adds caller-specific retryable errors (for example ``TransactionConflict``).
+    adds caller-specific retryable errors (for example ``TransactionConflict``). When the budget
+    runs out after any attempt that may have been applied, the answer is :class:`OutcomeUnknown`
+    (issue 13: a resent transaction whose first send landed is not "nothing was applied").
     """
     attempt = 0
     started = backoff.clock()
+    maybe_applied = False
     while True:
         attempt += 1
         try:
@@ -138,6 +148,7 @@ def call(
         except MAYBE_APPLIED_ERRORS as exc:
             if not idempotent:
                 raise OutcomeUnknown(str(exc)) from exc
+            maybe_applied = True
             last: BaseException = exc
         except NOT_SENT_ERRORS as exc:
             last = exc
@@ -146,5 +157,10 @@ def call(
                 raise
             last = exc
         if backoff.spent(attempt, started):
+            if maybe_applied:
+                metrics.count("OutcomeUnknown", pattern="retry")
+                raise OutcomeUnknown(
+                    f"gave up after {attempt} attempts, one of which may have been applied: {last}"
+                ) from last
             raise RetriesExhausted(attempt, last) from last
         backoff.pause(attempt)

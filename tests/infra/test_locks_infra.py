@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from local import template as cfn
-from service import config
 
 
 def table(template: dict[str, Any], key: str) -> dict[str, Any]:
@@ -26,16 +25,12 @@ def function_env(template: dict[str, Any], handler: str) -> dict[str, Any]:
     return found
 
 
-def test_lease_table_has_ttl_on_purge_at_only_for_cleanup(template):
+def test_lease_table_is_never_purged_by_ttl(template):
+    """Lease items carry the fences, which strictly increase forever (API.md): no TTL may delete
+    one and restart its fence at 1 (issue 13.7)."""
     leases = table(template, "resource")
     assert leases["KeySchema"] == [{"AttributeName": "resource", "KeyType": "HASH"}]
-    assert leases["TimeToLiveSpecification"] == {
-        "AttributeName": config.LEASE_TTL_ATTRIBUTE,
-        "Enabled": True,
-    }
-    # expiresAt (epoch ms) decides who holds the lease; TTL must delete by another attribute,
-    # in seconds, or DynamoDB would read epoch ms as a date far in the future (or delete early)
-    assert leases["TimeToLiveSpecification"]["AttributeName"] != "expiresAt"
+    assert "TimeToLiveSpecification" not in leases
     assert leases["BillingMode"] == "PAY_PER_REQUEST"
 
 

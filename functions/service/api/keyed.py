@@ -1,11 +1,11 @@
 """``Idempotency-Key``: the first request with a key runs, every retry of it gets the first answer.
 
-A middleware of every route (after validation: a refused body never claims a key); routes not
-declared ``idempotent`` ignore the header. The store and its guarantees are
-``turnstile.idempotency``; this module is only the HTTP side: the key's syntax, its scope
-(method, path, key), the fingerprint of the request, the claim handed to the route
-(``app.context["claim"]``, for routes that commit their answer in their own transaction), and
-which answers are stored.
+A middleware of every route (after validation: a refused body never claims a key); a key sent
+to a route not declared ``idempotent`` is refused (400), never silently ignored. The store and
+its guarantees are ``turnstile.idempotency``; this module is only the HTTP side: the key's
+syntax, its scope (method, path, key) inside its function's partition of the store, the
+fingerprint of the request, the claim handed to the route (``app.context["claim"]``, for routes
+that commit their answer in their own transaction), and which answers are stored.
 
 Powertools' own idempotency utility is not used: it cannot commit the stored answer inside the
 route's own DynamoDB transaction (exactly-once purchases and top-ups need that), and it would make
@@ -14,6 +14,7 @@ a second store next to ``turnstile.idempotency``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -24,12 +25,15 @@ from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolv
 
 from service.api.errors import HttpError
 from service.api.routes import Route
-from turnstile import idempotency, retry
+from turnstile import idempotency, metrics, retry
 
 logger = Logger()
 
 KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")  # used with fullmatch
 CLAIM = "claim"
+
+# 5xx answers that promise nothing was applied: the Idempotency-Key's claim is given back.
+RELEASED_OUTAGES = frozenset({"THROTTLED", "PAYMENT_FAILED"})
 
 Next = Callable[[APIGatewayRestResolver], Response]
 
@@ -54,11 +58,19 @@ def middleware(
     def keyed(app: APIGatewayRestResolver, next_middleware: Next) -> Response:
         event = app.current_event
         key = event.headers.get("idempotency-key")
-        if key is None or not route.idempotent:
+        if key is None:
             return next_middleware(app)
+        # issue 13.6: a key on a route that cannot honour it is refused, never silently ignored
+        # (two keyed reservations used to hold twice the units).
+        if not route.idempotent:
+            raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
         if not KEY_PATTERN.fullmatch(key):
             raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")
-        scope = f"{event.http_method} {event.path}#{key}"
+        # issue 13 (IAM): records are partitioned per function (the path's first segment), and
+        # each function's role may only touch the records of its own partitions.
+        scope = idempotency.record_id(
+            idempotency.partition_of(route.path), f"{event.http_method} {event.path}#{key}"
+        )
         fingerprint = idempotency.fingerprint(event.http_method, event.path, event.json_body)
         try:
             records = store()
@@ -97,11 +109,12 @@ def claim_of(app: APIGatewayRestResolver) -> idempotency.Claim | None:
 
 
 def _replay(replay: idempotency.Replay) -> Response:
+    # issue 8.2: the first answer's status, body and its Location / ETag headers
     return Response(
         status_code=replay.status_code,
         content_type=content_types.APPLICATION_JSON,
         body=replay.body,
-        headers={"Idempotent-Replayed": "true"},
+        headers={**replay.headers, "Idempotent-Replayed": "true"},
     )
 
 
@@ -109,13 +122,26 @@ def _settle(
     records: idempotency.IdempotencyStore, begun: idempotency.Claim, response: Response
 ) -> None:
     body = response.body
-    if response.status_code < 500:
+    code = body.get("error") if isinstance(body, dict) else None
+    if response.status_code < 400:
         try:
-            records.complete(begun, response.status_code, body)
+            headers = {k: v for k, v in response.headers.items() if isinstance(v, str)}
+            records.complete(begun, response.status_code, body, headers)
         except (retry.OutcomeUnknown, retry.RetriesExhausted):
             # The action's answer stands: it happened. Only its replay is not stored; the
             # claim lapses and a retry meets the domain's own conditions (already exists...).
             logger.warning("could not store the answer for an Idempotency-Key")
-    elif isinstance(body, dict) and body.get("error") == "THROTTLED":
-        records.release(begun)  # nothing was applied: let a retry run at once
-    # OUTCOME_UNKNOWN keeps the claim until it lapses: the write may still land meanwhile.
+    elif response.status_code < 500 or code in RELEASED_OUTAGES:
+        # issue 13.4/13.5: a refusal or a throttle changed nothing, so nothing is stored: the
+        # claim is given back and a retry with the key runs again (LOCKED, CONFLICT... are
+        # temporary; a stored 404 would outlive the product created a moment later).
+        try:
+            records.release(begun)
+        except (retry.OutcomeUnknown, retry.RetriesExhausted):
+            # issue 8.2: the release is down too. Still the action's answer, never a 500;
+            # the claim lapses at lockedUntil, so tell the client when a retry can run.
+            metrics.count("ClaimReleaseFailed", pattern="idempotency")
+            logger.warning("could not release an Idempotency-Key after a refusal")
+            wait_ms = begun.locked_until - int(records.clock() * 1000)
+            response.headers["Retry-After"] = str(max(1, math.ceil(wait_ms / 1000)))
+    # OUTCOME_UNKNOWN (and a 500) keep the claim until it lapses: the write may have landed.

@@ -17,13 +17,12 @@ from turnstile import lease
 
 
 def leases(client: Any, table: str) -> lease.Leases:
-    """The service's lease settings: one clock-skew margin and retention for every lease."""
+    """The service's lease settings: one clock-skew margin for every lease."""
     return lease.Leases(
         client=client,
         table=table,
         backoff=config.call_backoff(),
         safety_margin_ms=config.LEASE_SAFETY_MARGIN_MS,
-        retention_seconds=config.LEASE_RETENTION_SECONDS,
     )
 
 

@@ -4,12 +4,21 @@ Table layout: one item per wallet in the wallets table, partition key ``walletId
 ``balance`` (integer, minor units), ``topUps`` (count), ``lastTopUpId``, ``fence`` (the lease fence
 of the last write). The lease lives in the lease table under ``wallet/<walletId>``.
 
+One item per provider charge in the same table, ``walletId = charge#<chargeId>`` (``#`` never
+appears in a wallet id): ``status`` CREDITED (with the ``receipt`` of the credit) or REFUNDED. It
+is put with ``attribute_not_exists(walletId)``, in the credit's own transaction or before a
+refund, so whichever comes first decides the charge's fate for good: a charge is credited at most
+once, and never refunded once credited (nor credited once refunded).
+
 A top-up, in order::
 
     1. acquire the lease (waiting up to WALLET_LOCK_WAIT_MS; then 409 LOCKED)   <- FOR UPDATE
     2. read the wallet (strongly consistent)
     3. charge the provider                                                  <- the side effect
-    4. TransactWriteItems [ConditionCheck lease owner+fence, Put wallet balance = read + amount]
+    4. TransactWriteItems [ConditionCheck lease owner+fence+not released+not expired,
+                           Put wallet balance = read + amount,
+                           Put charge#<id> CREDITED  (attribute_not_exists),
+                           Update the Idempotency-Key record with the answer (with a key)]
     5. release the lease (also when 2-4 raised)
 
 Only step 1 is ever repeated (by the waiting acquire), and nothing comes before it, so the charge
@@ -19,35 +28,55 @@ version retried the whole transaction on a conflict and charged again on every r
 Step 4 is fenced: if this request was paused past its lease (a slow provider) and another top-up
 took the wallet over, the write is refused (409 LOCK_LOST) and the charge is refunded, so neither
 the successor's balance nor the provider's ledger is left wrong. Any other refused write (a
-cancelled transaction: known not applied) is refunded too. A write that could not be sent at all
-(the database stayed busy: 503) is not: whether it applied is not known for certain, and with an
+cancelled transaction: known not applied) is refunded too. A refund first puts ``charge#<id>``
+REFUNDED; if that finds the charge CREDITED (a retry of this very request committed it while this
+attempt was paused), nothing is refunded and the committed receipt is the answer. A write that
+could not be sent at all (the database stayed busy: 503) is not refunded: with an
 ``Idempotency-Key`` the client's retry records the same charge instead (see below).
 
 A client's *retry* of a top-up is a different matter: the lease makes each request charge at most
 once, but a retried request is a new request. With an ``Idempotency-Key`` (a
-:class:`turnstile.idempotency.Claim`), the key goes to the provider as its own idempotency key, and
-the stored answer commits in step 4's transaction. A retry after any failure, even a crash
-between the charge and the write, then finds either the stored answer or the provider's first
-charge: one charge, one credit.
+:class:`turnstile.idempotency.Claim`), a provider key derived from the key *and the request's
+fingerprint* goes to the provider (a different amount under the same key is a different charge),
+and the stored answer commits in step 4's transaction. A retry after any failure, even a crash
+between the charge and the write, or after the key's record expired, then finds either the stored
+answer, or the provider's first charge and its ``charge#`` item: one charge, one credit.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from service import config
 from service.domain import locks
-from service.domain.errors import NotFound, PaymentFailed
+from service.domain.errors import LockLost, NotFound, PaymentFailed
 from service.domain.payments import PaymentProvider, ProviderError
-from turnstile import codec, lease, retry, transact, versioned
+from turnstile import codec, idempotency, lease, metrics, retry, transact, versioned
 from turnstile.idempotency import Claim, IdempotencyStore
+
+CREDITED = "CREDITED"
+REFUNDED = "REFUNDED"
 
 
 def lease_resource(wallet_id: str) -> str:
     return f"wallet/{wallet_id}"
+
+
+def charge_key(charge_id: str) -> dict[str, str]:
+    """The ``charge#<id>`` item that records what became of one provider charge."""
+    return {"walletId": f"charge#{charge_id}"}
+
+
+def provider_key(claim: Claim) -> str:
+    """The provider's idempotency key: the client's key bound to the request's fingerprint, so
+    the same key with another body (after its record expired) can never reuse a charge."""
+    return idempotency.fingerprint(claim.key, claim.fingerprint)
 
 
 def _public(item: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +143,7 @@ class Wallets:
         }
         try:
             charge_id = self.provider.charge(
-                wallet_id, amount, top_up_id, idempotency_key=claim.key if claim else None
+                wallet_id, amount, top_up_id, idempotency_key=provider_key(claim) if claim else None
             )
         except ProviderError as exc:
             raise PaymentFailed(f"the payment provider refused the charge: {exc}") from exc
@@ -133,8 +162,24 @@ class Wallets:
             "fence": held.fence,
             "chargeId": charge_id,
         }
+        charge = {
+            **charge_key(charge_id),
+            "status": CREDITED,
+            "wallet": wallet_id,
+            "amount": amount,
+            "topUpId": top_up_id,
+            "receipt": json.dumps(receipt, separators=(",", ":")),
+        }
         items: list[dict[str, Any]] = [
-            {"Put": {"TableName": self.table, "Item": codec.encode_item(after)}}
+            {"Put": {"TableName": self.table, "Item": codec.encode_item(after)}},
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": codec.encode_item(charge),
+                    "ConditionExpression": "attribute_not_exists(walletId)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
         ]
         if claim is not None:
             assert self.idempotency is not None, "a claim needs an idempotency store"
@@ -142,13 +187,71 @@ class Wallets:
         try:
             self.leases.transact(held, items)
         except lease.Lost as exc:
-            self.provider.refund(charge_id)
+            settled = self._refund_unless_credited(charge_id, wallet_id, amount, top_up_id)
+            if settled is not None:
+                return settled
             raise locks.lock_lost(exc, held.fence) from exc
-        except transact.Cancelled:
+        except transact.Cancelled as exc:
+            if exc.failed_at(1):
+                # issue 13.1: this charge already has its fate (the key's record expired and the
+                # provider handed back its first charge): credit it never twice
+                return self._settled(exc.reasons[1].item or {})
             # Another condition refused the write (the idempotency claim was taken over): nothing
             # was applied, so the charge is given back before the refusal goes up.
-            self.provider.refund(charge_id)
+            settled = self._refund_unless_credited(charge_id, wallet_id, amount, top_up_id)
+            if settled is not None:
+                return settled
             raise
         if claim is not None:
             claim.completed = True
         return receipt
+
+    def _settled(self, charge: dict[str, Any]) -> dict[str, Any]:
+        """The answer for a charge whose ``charge#`` item exists already."""
+        metrics.count("ChargeAlreadySettled", pattern="wallets")
+        if charge.get("status") == CREDITED:
+            return dict(json.loads(charge["receipt"]))
+        raise LockLost(
+            "an earlier attempt of this request was refunded its charge; "
+            "send a new Idempotency-Key to top up again",
+            chargeId=str(charge.get("walletId", "")).removeprefix("charge#"),
+        )
+
+    def _refund_unless_credited(
+        self, charge_id: str, wallet_id: str, amount: int, top_up_id: str
+    ) -> dict[str, Any] | None:
+        """Refund ``charge_id`` unless a committed credit holds it (issue 13.2).
+
+        Marks the charge REFUNDED first (``attribute_not_exists``: refused if it was credited
+        meanwhile), then refunds. Returns the committed receipt when the charge is credited, so
+        a late first attempt whose retry committed answers with that receipt, refunding nothing.
+        """
+        marker = {
+            **charge_key(charge_id),
+            "status": REFUNDED,
+            "wallet": wallet_id,
+            "amount": amount,
+            "topUpId": top_up_id,
+        }
+        try:
+            retry.call(
+                lambda: self.client.put_item(
+                    TableName=self.table,
+                    Item=codec.encode_item(marker),
+                    ConditionExpression="attribute_not_exists(walletId)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.backoff,
+                idempotent=True,  # a resend meets its own marker: recognised below by topUpId
+            )
+        except ClientError as exc:
+            if not retry.condition_failed(exc):
+                raise
+            current = codec.old_item(exc) or {}
+            if current.get("status") == CREDITED:
+                metrics.count("RefundRefused", pattern="wallets")
+                return dict(json.loads(current["receipt"]))
+            if current.get("topUpId") != top_up_id:
+                return None  # another attempt marked it and refunds it: never refund twice
+        self.provider.refund(charge_id)
+        return None

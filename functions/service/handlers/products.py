@@ -65,8 +65,14 @@ def update_product(
 
 @app.declared
 def purchase(productId: Id, body: models.Purchase) -> Response[Any]:
-    receipt = products.get().purchase(productId, body.quantity, body.strategy, claim=app.claim())
-    return created(receipt, etag=receipt["version"])
+    def answer(receipt: dict[str, Any]) -> Response[Any]:
+        return created(receipt, etag=receipt["version"])
+
+    claim = app.claim()
+    if claim is not None:  # the answer commits with the purchase: so do its headers
+        claim.headers_for = lambda receipt: answer(receipt).headers
+    receipt = products.get().purchase(productId, body.quantity, body.strategy, claim=claim)
+    return answer(receipt)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

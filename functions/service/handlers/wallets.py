@@ -35,15 +35,20 @@ wallets: runtime.Lazy[Wallets] = runtime.Lazy(_wallets)
 
 @app.declared
 def top_up_wallet(walletId: Id, body: models.TopUp) -> Response[Any]:
+    def answer(receipt: dict[str, Any]) -> Response[Any]:
+        return created(receipt, f"/wallets/{walletId}")
+
+    claim = app.claim()
+    if claim is not None:  # the answer commits with the credit: so do its headers
+        claim.headers_for = lambda receipt: answer(receipt).headers
     # A lease taken here must not outlive this invocation: Lambda's context says how long it has.
-    context = app.lambda_context
     receipt = wallets.get().top_up(
         walletId,
         body.amount,
-        remaining_ms=getattr(context, "get_remaining_time_in_millis", None),
-        claim=app.claim(),
+        remaining_ms=getattr(app.lambda_context, "get_remaining_time_in_millis", None),
+        claim=claim,
     )
-    return created(receipt, f"/wallets/{walletId}")
+    return answer(receipt)
 
 
 @app.declared
