@@ -10,17 +10,20 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 3000
 DYNAMODB_PORT ?= 8000
+IDENTITY_PORT ?= 8100
 DATA_DIR ?=
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install local test lint typecheck synth bench clean
+.PHONY: help install local token test lint typecheck synth bench chaos clean
 
 help:
-	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers)"
+	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
+	@echo "make token USER=alice [ADMIN=1]   print an ID token of the local identity provider"
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
+	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -45,7 +48,12 @@ synth: install
 	$(BIN)/python app.py
 
 local: install synth
-	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
+		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+
+# Needs `make local` running (it writes .local/auth.json). USER defaults to your login name.
+token: $(VENV)/.installed
+	@$(BIN)/python -m local.token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
 
 lint: install
 	$(BIN)/ruff check .
@@ -59,6 +67,12 @@ test: install lint typecheck
 
 bench: install synth
 	$(BIN)/python -m bench
+
+SECONDS ?= 600
+SEED ?=
+
+chaos: install synth
+	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache bench/results

@@ -14,11 +14,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench import inventory, leases, products, signup  # noqa: E402
-from bench.harness import Meter, markdown, median_row, raw_ceiling  # noqa: E402
+from bench import hot, inventory, leases, products, signup  # noqa: E402
+from bench.harness import Meter, markdown, median_row, raw_ceiling, tally_delta  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
-from turnstile import retry  # noqa: E402
+from turnstile import metrics, retry  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 WARM_UP_WRITES = 3000
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"Seed 002 workload: {products.ATTEMPTS} attempts, {products.WORKERS} threads, "
                 f"stock {products.STOCK}, one item. Ceiling = raw unconditional decrement.",
             )
+            report_metrics(rows)
         if not only or "inventory" in only:
             rows = []
             for quantity in (1, 3):
@@ -121,7 +122,53 @@ def main(argv: list[str] | None = None) -> int:
             run_signup(client, db, meter, names)
         if not only or "leases" in only:
             run_leases(client, names["leases"])
+        if not only or "hot" in only:
+            run_hot(db, names)
     return 0
+
+
+HOT_COLUMNS = [
+    "strategy",
+    "shards",
+    "sales_per_second",
+    "sales_over_key_limit",
+    "db_throttles",
+    "client_503",
+    "calls_per_request",
+    "wcu_per_unit_sold",
+    "refusal_calls",
+    "refusal_wcu",
+    "oversold",
+    "client_5xx",
+]
+
+
+def run_hot(db: DynamoDBLocal, names: dict[str, str]) -> None:
+    print("\n## hot (a few minutes: five strategies, each offered load for 24 s)", flush=True)
+    rows = hot.run(db, names, RESULTS)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "hot.json").write_text(json.dumps(rows, indent=2))
+    first = rows[0]
+    print(
+        f"\nCapacity model on: {first['key_limit_wcu_per_s']:g} WCU/s per key, offered "
+        f"{first['offered_per_s']:g} purchases/s of one unit for {hot.SECONDS:g} s; stock sized to "
+        "sell out about 60 % of the way. Refusal cost = per refused request after sell-out.\n"
+    )
+    print(markdown(rows, HOT_COLUMNS))
+    print(f"\n(written: {RESULTS / 'hot.json'}, {RESULTS / 'hot.png'})")
+
+
+def report_metrics(rows: list[dict[str, Any]]) -> None:
+    """turnstile's metrics (``turnstile.metrics.tally``) next to the bench's own meter: a refused
+    version-checked write is one ``VersionConflict``; every UpdateItem sent is a conflict, a write
+    that landed or (for ``atomic``) an out-of-stock refusal."""
+    checked = [
+        {"strategy": r["strategy"], **r["metrics_vs_meter"]}
+        for r in rows
+        if "metrics_vs_meter" in r
+    ]
+    print("\n### products: metrics vs the bench's meter\n")
+    print(markdown(checked, list(checked[0]) if checked else ["strategy"]))
 
 
 def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, str]) -> None:
@@ -148,9 +195,14 @@ def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, st
 
 def run_leases(client: Any, table: str) -> None:
     workers, rounds, resources = 50, 20, 5
+    before = metrics.tally.snapshot()
     result = leases.run_lease_workload(
         client, table, workers=workers, rounds=rounds, resources=resources
     )
+    counted = tally_delta(before, metrics.tally.snapshot())
+    # turnstile's lease metrics beside the workload's own counts (see README, Observability)
+    for name in ("LeaseAttempt", "LeaseBusy", "LeaseWaitGaveUp", "FencedWriteRefused"):
+        result[f"metric_{name}"] = counted.get(("lease", name), 0.0)
     # Each round writes three times (acquire, protected write, release): the ceiling is that many
     # unconditional writes from the same number of threads.
     ceiling = raw_ceiling(client, table, "resource", 3 * workers * rounds, workers)

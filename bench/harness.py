@@ -30,6 +30,7 @@ class Meter:
     """Counts DynamoDB calls and consumed write capacity on one client (thread-safe)."""
 
     calls: Counter[str] = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)  # ConditionalCheckFailed per operation
     wcu: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -43,6 +44,7 @@ class Meter:
     def reset(self) -> None:
         with self._lock:
             self.calls.clear()
+            self.refused.clear()
             self.wcu = 0.0
 
     def _ask_for_capacity(self, params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -71,11 +73,13 @@ class Meter:
             )
         with self._lock:
             self.wcu += units
+            if code == "ConditionalCheckFailedException":
+                self.refused[model.name] += 1
 
     def snapshot(self) -> Meter:
         """A copy of the counts so far (the live meter keeps counting for the next workload)."""
         with self._lock:
-            return Meter(calls=self.calls.copy(), wcu=self.wcu)
+            return Meter(calls=self.calls.copy(), refused=self.refused.copy(), wcu=self.wcu)
 
     @property
     def total_calls(self) -> int:
@@ -139,6 +143,13 @@ def raw_ceiling(client: Any, table: str, key: str, writes: int, workers: int) ->
         return "ok"
 
     return run_workload(writes, workers, attempt).wall
+
+
+def tally_delta(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+) -> dict[tuple[str, str], float]:
+    """What ``turnstile.metrics.tally`` counted between two snapshots."""
+    return {key: value - before.get(key, 0.0) for key, value in after.items()}
 
 
 def percentile(values: list[float], fraction: float) -> float:

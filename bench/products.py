@@ -16,10 +16,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from bench.harness import Meter, Outcome, measure, row
+from bench.harness import Meter, Outcome, measure, row, tally_delta
 from service.domain.errors import DomainError
 from service.domain.products import Products
-from turnstile import codec
+from turnstile import codec, metrics
 
 ATTEMPTS = 1000
 WORKERS = 100
@@ -96,6 +96,7 @@ def run(
     to the turnstile strategies (raw and naive always take one)."""
     products = Products(client=client, table=table)
     results: dict[str, tuple[Outcome, Meter]] = {}
+    counted: dict[str, dict[tuple[str, str], float]] = {}
     for strategy in strategies:
         product_id = f"bench-{strategy}-{uuid.uuid4().hex[:8]}"
         products.create(product_id, strategy, stock)
@@ -105,11 +106,14 @@ def run(
             attempt = _naive(client, table, product_id)
         else:
             attempt = _turnstile(products, product_id, strategy, quantity)
+        before = metrics.tally.snapshot()
         outcome, snapshot = measure(meter, attempts, workers, attempt)
+        counted[strategy] = tally_delta(before, metrics.tally.snapshot())
         results[strategy] = (outcome, snapshot)
     ceiling = results["raw"][0].wall if "raw" in results else 0.0
-    return [
-        row(
+    rows = []
+    for name, (outcome, snapshot) in results.items():
+        result = row(
             name,
             outcome,
             snapshot,
@@ -117,5 +121,21 @@ def run(
             useful=outcome.outcomes.get("ok", 0) * (1 if name in ("raw", "naive") else quantity),
             requests=attempts,
         )
-        for name, (outcome, snapshot) in results.items()
-    ]
+        if name in ("atomic", "versioned"):
+            result["metrics_vs_meter"] = metrics_vs_meter(counted[name], snapshot, name)
+        rows.append(result)
+    return rows
+
+
+def metrics_vs_meter(
+    counted: dict[tuple[str, str], float], meter: Meter, pattern: str
+) -> dict[str, float]:
+    """turnstile's own metrics beside what the meter saw on the wire, for one strategy."""
+    return {
+        "metric_VersionConflict": counted.get((pattern, "VersionConflict"), 0.0),
+        "meter_refused_UpdateItem": meter.refused["UpdateItem"],
+        "metric_VersionedWrite": counted.get((pattern, "VersionedWrite"), 0.0),
+        "metric_Throttle": counted.get((pattern, "Throttle"), 0.0),
+        "meter_UpdateItem_calls": meter.calls["UpdateItem"],
+        "metric_ConflictGiveUp": counted.get((pattern, "ConflictGiveUp"), 0.0),
+    }

@@ -44,7 +44,7 @@ class StreamConsumers(Construct):
             "This queue is itself the on-failure destination of the stream consumers; "
             "a queue behind it would only move the problem. An alarm watches its depth.",
         )
-        cloudwatch.Alarm(
+        self.dead_letters_alarm = cloudwatch.Alarm(
             self,
             "DeadLettersAlarm",
             alarm_description="A stream consumer gave up on records; see the dead-letter queue",

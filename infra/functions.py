@@ -1,4 +1,9 @@
-"""Lambda functions from ``functions/`` (no Docker), with Powertools from its public layer."""
+"""Lambda functions from ``functions/`` (no Docker), with Powertools from its public layer.
+
+Every function is traced (X-Ray active tracing; ``service.observability`` traces the handler and
+patches botocore so each DynamoDB call is a subsegment) and named for Powertools by
+``POWERTOOLS_SERVICE_NAME``; its EMF metrics go to the ``turnstile`` namespace.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from constructs import Construct
 
 from infra.nag import acknowledge
 from infra.tables import Tables
-from service import access, config
+from service import access, config, observability
 from service.catalog import FunctionSpec
 from turnstile import record_keys as idempotency
 
@@ -79,8 +84,10 @@ class Functions(Construct):
                 role=role,
                 log_group=log_group,
                 logging_format=lambda_.LoggingFormat.JSON,
+                tracing=lambda_.Tracing.ACTIVE,
                 environment={
                     "POWERTOOLS_SERVICE_NAME": f"turnstile-{spec.name}",
+                    "POWERTOOLS_METRICS_NAMESPACE": observability.NAMESPACE,
                     **{config.table_env(name): tables[name].table_name for name in spec.tables},
                 },
             )
@@ -104,6 +111,13 @@ class Functions(Construct):
                         f"Queries on the {name} table's own secondary indexes; the grant is "
                         "scoped to that one table's indexes.",
                     )
+            acknowledge(
+                role,
+                "IAM5[Resource::*]",
+                "Active tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords, which "
+                "have no resource-level permissions (IAM accepts only * for them); the stream "
+                "consumers' dynamodb:ListStreams is the same case.",
+            )
             acknowledge(
                 function,
                 "L1",

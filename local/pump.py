@@ -10,7 +10,8 @@ it is alone, and only then do retries count against it. One batch per shard at a
 in parent-before-child order: records of one key arrive in the order they were written.
 
 Its settings (batch size, retries) come from the template's ``AWS::Lambda::EventSourceMapping``
-resources, so the pump behaves as the deployed mapping is configured.
+resources, so the pump behaves as the deployed mapping is configured. A record given up on counts as
+``DeadLettered`` (pattern ``streams``) in ``turnstile.metrics``; on AWS the queue depth says it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from turnstile import metrics
 
 log = logging.getLogger("local.pump")
 
@@ -226,6 +229,7 @@ class StreamPump:
         if 0 <= self.retry_attempts < shard.attempts[sequence]:
             log.warning("giving up on %s after %s retries", sequence, self.retry_attempts)
             self.dead_letters.append(records[failed])
+            metrics.count("DeadLettered", pattern="streams")
             shard.checkpoint = sequence
             shard.iterator = self._iterator(shard, "AFTER_SEQUENCE_NUMBER", sequence)
         else:

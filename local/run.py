@@ -1,13 +1,20 @@
-"""``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000.
+"""``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000,
+and the identity provider with the template's user pool (``.local/auth.json`` says where).
 
-    python -m local.run [--port 3000] [--dynamodb-port 8000] [--data-dir DIR] [--no-synth]
+    python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
+                        [--data-dir DIR] [--no-synth]
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
+
+Contention is visible while it runs: every invocation writes its EMF metrics to this log (the same
+lines Lambda writes to CloudWatch), and every :data:`SUMMARY_SECONDS` in which something was
+counted, one ``contention:`` line gives the running totals per pattern (``metrics.tally``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -23,8 +30,13 @@ sys.path.insert(0, str(ROOT / "functions"))
 
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
-from local import bridge, pump, template  # noqa: E402
+from local import bridge, capacity_model, pump, template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
+from service import observability  # noqa: E402
+from turnstile import metrics  # noqa: E402
+
+SUMMARY_SECONDS = 10.0
 
 
 @dataclass
@@ -35,6 +47,8 @@ class LocalStack:
     server: BaseWSGIServer
     url: str
     pumps: list[pump.StreamPump]
+    identity: IdentityProvider
+    auth: AuthConfig
 
 
 def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, str]:
@@ -74,6 +88,32 @@ def start_pumps(
     return pumps
 
 
+def throttle_like_aws(db: DynamoDBLocal) -> None:
+    """With ``TURNSTILE_CAPACITY_SCALE`` set, the handlers' shared client enforces the capacity
+    model (per-key throughput limits, see :mod:`local.capacity_model`); off by default."""
+    scale = capacity_model.scale_from_env()
+    if scale is None:
+        return
+    from service import runtime
+    from turnstile import retry
+
+    model = capacity_model.CapacityModel(scale)
+    runtime.dynamodb.set(model.attach(db.client(config=retry.client_config())))
+    bridge.log.info(
+        "capacity model  on: %.0f WCU/s and %.0f RCU/s per partition key", model.wcu, model.rcu
+    )
+
+
+def report_contention(stop: threading.Event, interval: float = SUMMARY_SECONDS) -> None:
+    """Log the running totals whenever they changed since the last line, until ``stop``."""
+    last: dict[tuple[str, str], float] = {}
+    while not stop.wait(interval):
+        totals = metrics.tally.snapshot()
+        if totals != last:
+            bridge.log.info("contention: %s", observability.summary(totals))
+            last = totals
+
+
 @contextmanager
 def running(
     *,
@@ -82,21 +122,30 @@ def running(
     data_dir: str | None = None,
     template_path: Path = template.TEMPLATE,
     host: str = "127.0.0.1",
+    identity_port: int = 0,
+    auth_file: Path | None = None,
 ) -> Iterator[LocalStack]:
+    """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``."""
     db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
     try:
         loaded = template.load(template_path)
         prepare_environment(db, loaded)
+        throttle_like_aws(db)
+        auth = identity.start().provision(loaded)
+        if auth_file is not None:
+            auth.write(auth_file)
         pumps = start_pumps(db, loaded, stop)
         server = bridge.serve(bridge.Bridge(), host, port)
-        stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps)
+        stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
         try:
             yield stack
         finally:
             server.shutdown()
     finally:
         stop.set()
+        identity.stop()
         db.stop()
 
 
@@ -105,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
     parser.add_argument(
         "--dynamodb-port", type=int, default=int(os.environ.get("DYNAMODB_PORT", "8000"))
+    )
+    parser.add_argument(
+        "--identity-port", type=int, default=int(os.environ.get("IDENTITY_PORT", "8100"))
     )
     parser.add_argument(
         "--data-dir",
@@ -122,8 +174,21 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
-    with running(port=args.port, dynamodb_port=args.dynamodb_port, data_dir=args.data_dir) as stack:
+    with running(
+        port=args.port,
+        dynamodb_port=args.dynamodb_port,
+        data_dir=args.data_dir,
+        identity_port=args.identity_port,
+        auth_file=AUTH_FILE,
+    ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
+        log.info(
+            "Identity        %s (local Cognito; public dev signing key; users in memory)\n"
+            "%s: %s  token: make token USER=alice [ADMIN=1]",
+            stack.auth.endpoint,
+            AUTH_FILE.relative_to(ROOT),
+            json.dumps(stack.auth.to_json()),
+        )
         log.info(
             "API             %s   (OpenAPI: %s/openapi.json, Swagger UI: %s/swagger)",
             stack.url,
@@ -131,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.url,
         )
         log.info("Ctrl-C stops everything")
+        threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
         stop.wait()
         log.info("stopping...")
     return 0

@@ -52,6 +52,9 @@ PURCHASE_CONFLICT_BASE_SECONDS = 0.01
 PURCHASE_CONFLICT_CAP_SECONDS = 0.8
 PURCHASE_CONFLICT_BUDGET_SECONDS = 10.0
 API_TIMEOUT_SECONDS = 15
+# Sharded stock (flash sales past one item's ~1000 writes/s): shards per product, fixed at creation.
+# One restock or PATCH transaction writes every shard plus the product item (100 items at most).
+MAX_STOCK_SHARDS = 64
 MAX_PURCHASE_QUANTITY = 1000
 
 # Inventory (seed 002): units claimed one item at a time through a sparse index of claimable units.

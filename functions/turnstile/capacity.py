@@ -45,6 +45,8 @@ from typing import Any
 
 from turnstile import codec, retry, transact
 
+PATTERN = "capacity"  # metrics: transaction conflicts and throttles of joins and leaves
+
 # Where the caller's ``also`` elements start in a join transaction (after counter and member).
 ALSO_OFFSET = 2
 
@@ -168,7 +170,11 @@ def join(
     """Add ``member`` and count it, atomically, or raise why not (see the module docstring)."""
     try:
         transact.transact_write(
-            client, [*join_ops(counter, member), *also], backoff=backoff, token=token
+            client,
+            [*join_ops(counter, member), *also],
+            backoff=backoff,
+            token=token,
+            pattern=PATTERN,
         )
     except transact.Cancelled as exc:
         if any(exc.failed_at(ALSO_OFFSET + index) for index in range(len(also))):
@@ -195,7 +201,9 @@ def leave(
     :class:`NoCounter`; a counter at zero with a member present is a broken invariant and
     surfaces as :class:`transact.Cancelled`."""
     try:
-        transact.transact_write(client, leave_ops(counter, member), backoff=backoff, token=token)
+        transact.transact_write(
+            client, leave_ops(counter, member), backoff=backoff, token=token, pattern=PATTERN
+        )
     except transact.Cancelled as exc:
         if exc.failed_at(1):
             raise NotMember() from exc

@@ -51,6 +51,9 @@ lapsed hold changes ``holder``, so a confirm by the old holder fails afterwards;
 whichever write comes second sees the first one's result. The clock (``:now``) only decides *who*
 wins a race between a confirm and a reclaim near the expiry, never whether both do.
 
+Metrics (pattern ``claims``): ``ClaimLost`` for every candidate another request took first,
+``ConfirmLost`` for a sale refused because a unit was no longer validly held.
+
 ``seq`` increases by one with every change of a unit, which lets a stream consumer recognise a
 record it has already applied (see ``service.domain.inventory``).
 """
@@ -66,7 +69,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry, transact
+from turnstile import codec, metrics, retry, transact
+
+PATTERN = "claims"
 
 FREE = "free"
 HELD = "held"
@@ -180,9 +185,11 @@ def claim(
             ),
             backoff=backoff,
             idempotent=False,
+            pattern=PATTERN,
         )
     except ClientError as exc:
         if _skippable(exc):
+            metrics.count("ClaimLost", pattern=PATTERN)
             return False
         raise
     return True
@@ -218,6 +225,7 @@ def release(
             backoff=backoff,
             # Safe to resend: a second identical release fails its condition and changes nothing.
             idempotent=True,
+            pattern=PATTERN,
         )
     except ClientError as exc:
         if retry.condition_failed(exc):
@@ -266,8 +274,9 @@ def sell(
         for key in keys
     ]
     try:
-        transact.transact_write(client, items, backoff=backoff, token=token)
+        transact.transact_write(client, items, backoff=backoff, token=token, pattern=PATTERN)
     except transact.Cancelled as exc:
+        metrics.count("ConfirmLost", pattern=PATTERN)
         failed = [i for i, reason in enumerate(exc.reasons) if reason.failed]
         raise Lost([dict(keys[i]) for i in failed], [exc.reasons[i].item for i in failed]) from exc
 
@@ -311,6 +320,7 @@ def _candidates(
                     lambda request=request: client.query(**request),  # type: ignore[misc]
                     backoff=backoff,
                     idempotent=True,
+                    pattern=PATTERN,
                 )
                 claimed.queries += 1
                 page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]

@@ -59,6 +59,7 @@ from turnstile import codec, metrics, retry
 from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
 from turnstile.record_keys import record_id as record_id
 
+PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, IdempotencyKeyReused
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
 
@@ -162,6 +163,7 @@ class IdempotencyStore:
                 ),
                 backoff=self.backoff,
                 idempotent=False,
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
@@ -171,13 +173,16 @@ class IdempotencyStore:
 
     def _existing(self, old: dict[str, Any], request_fingerprint: str, now_ms: int) -> Replay:
         if old.get("fingerprint") != request_fingerprint:
+            metrics.count("IdempotencyKeyReused", pattern=PATTERN)
             raise KeyReused(old.get("id"))
         if old.get("status") == COMPLETED:
+            metrics.count("IdempotentReplay", pattern=PATTERN)
             return Replay(
                 status_code=int(old["statusCode"]),
                 body=json.loads(old["body"]),
                 headers=json.loads(old.get("headers") or "{}"),
             )
+        metrics.count("IdempotencyInProgress", pattern=PATTERN)
         raise StillRunning(max(0, int(old.get("lockedUntil", now_ms)) - now_ms))
 
     def complete_op(
@@ -228,7 +233,10 @@ class IdempotencyStore:
         update = self.complete_op(claim, status_code, body, headers)["Update"]
         try:
             retry.call(
-                lambda: self.client.update_item(**update), backoff=self.backoff, idempotent=True
+                lambda: self.client.update_item(**update),
+                backoff=self.backoff,
+                idempotent=True,
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if retry.condition_failed(exc):
@@ -255,9 +263,10 @@ class IdempotencyStore:
                 ),
                 backoff=self.backoff,
                 idempotent=True,  # a resend finds the item gone (condition fails): same end state
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
             return  # no longer this claim's (taken over): nothing of ours to give back
-        metrics.count("ClaimReleased", pattern="idempotency")
+        metrics.count("ClaimReleased", pattern=PATTERN)

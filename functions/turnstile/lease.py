@@ -71,6 +71,11 @@ decisions themselves are made by the database comparing fences, never by a clock
 **Lambda.** Given the invocation's remaining time (``remaining_ms``), an acquisition is capped so
 the lease ends ``safety_margin_ms`` before the invocation does, unless it is renewed.
 
+**Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
+that found a live holder, ``LeaseWait`` (ms) per waiting acquisition, acquired or not,
+``LeaseWaitGaveUp`` when the wait ran out, ``LeaseLost`` for a renew or release refused,
+``FencedWriteRefused`` for a protected write refused for its stale fence (either form).
+
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
 items guarded by :func:`fenced_update` never meet a restarted fence. (``REMOVE #purgeAt`` clears
 the TTL attribute that earlier versions wrote, so no old item is purged either.)
@@ -87,7 +92,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry, transact
+from turnstile import codec, metrics, retry, transact
+
+PATTERN = "lease"
 
 _NAMES = {
     "#resource": "resource",
@@ -201,6 +208,7 @@ class Leases:
         duration = self._ttl_ms(ttl_ms, remaining_ms)
         now = self.now_ms()
         expires_at = now + duration
+        metrics.count("LeaseAttempt", pattern=PATTERN)
         try:
             response = retry.call(
                 lambda: self.client.update_item(
@@ -231,10 +239,12 @@ class Leases:
                 ),
                 backoff=self.backoff,
                 idempotent=False,
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
+            metrics.count("LeaseBusy", pattern=PATTERN)
             holder = codec.old_item(exc) or {}
             raise Held(
                 resource,
@@ -276,6 +286,8 @@ class Leases:
                 now = self.now_ms()
                 if now >= deadline:
                     held.attempts = attempt
+                    metrics.timing("LeaseWait", now - start, pattern=PATTERN)
+                    metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
                     raise
                 until_expiry_ms = max(0, held.expires_at - now)
                 delay_ms = min(
@@ -285,6 +297,7 @@ class Leases:
                 )
                 waits.sleep(delay_ms / 1000)
                 continue
+            metrics.timing("LeaseWait", self.now_ms() - start, pattern=PATTERN)
             return replace(lease, attempts=attempt)
 
     # -- renew, release --------------------------------------------------------------------------
@@ -338,9 +351,11 @@ class Leases:
                 ),
                 backoff=self.backoff,
                 idempotent=True,  # same values, same condition: a resend changes nothing more
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if retry.condition_failed(exc):
+                metrics.count("LeaseLost", pattern=PATTERN)
                 raise Lost(lease.resource, codec.old_item(exc)) from exc
             raise
 
@@ -375,10 +390,15 @@ class Leases:
         """
         try:
             transact.transact_write(
-                self.client, [self.guard(lease), *items], backoff=self.backoff, token=token
+                self.client,
+                [self.guard(lease), *items],
+                backoff=self.backoff,
+                token=token,
+                pattern=PATTERN,
             )
         except transact.Cancelled as exc:
             if exc.failed_at(0):
+                metrics.count("FencedWriteRefused", pattern=PATTERN)
                 raise Lost(lease.resource, exc.reasons[0].item) from exc
             raise transact.Cancelled(exc.reasons[1:]) from exc
 
@@ -457,9 +477,11 @@ def fenced_update(
             ),
             backoff=backoff,
             idempotent=False,  # a resend would meet its own fence and look stale
+            pattern=PATTERN,
         )
     except ClientError as exc:
         if retry.condition_failed(exc):
+            metrics.count("FencedWriteRefused", pattern=PATTERN)
             raise StaleFence(fence, codec.old_item(exc)) from exc
         raise
     item = codec.decode_item(response["Attributes"])

@@ -129,6 +129,7 @@ def call(
     backoff: Backoff,
     idempotent: bool,
     retry_on: Callable[[BaseException], bool] = lambda exc: False,
+    pattern: str = "dynamodb",
 ) -> T:
     """Run ``operation``, retrying what is safe to retry under ``backoff``.
 
@@ -137,6 +138,9 @@ def call(
     adds caller-specific retryable errors (for example ``TransactionConflict``). When the budget
     runs out after any attempt that may have been applied, the answer is :class:`OutcomeUnknown`
     (issue 13: a resent transaction whose first send landed is not "nothing was applied").
+
+    Every retried failure counts under ``pattern`` (see :func:`retried_as`), and so do giving up
+    (``RetriesExhausted``) and a write in doubt (``OutcomeUnknown``).
     """
     attempt = 0
     started = backoff.clock()
@@ -147,6 +151,7 @@ def call(
             return operation()
         except MAYBE_APPLIED_ERRORS as exc:
             if not idempotent:
+                metrics.count("OutcomeUnknown", pattern=pattern)
                 raise OutcomeUnknown(str(exc)) from exc
             maybe_applied = True
             last: BaseException = exc
@@ -156,11 +161,27 @@ def call(
             if not (is_throttle(exc) or retry_on(exc)):
                 raise
             last = exc
+        metrics.count(retried_as(last), pattern=pattern)
         if backoff.spent(attempt, started):
             if maybe_applied:
-                metrics.count("OutcomeUnknown", pattern="retry")
+                metrics.count("OutcomeUnknown", pattern=pattern)
                 raise OutcomeUnknown(
                     f"gave up after {attempt} attempts, one of which may have been applied: {last}"
                 ) from last
+            metrics.count("RetriesExhausted", pattern=pattern)
             raise RetriesExhausted(attempt, last) from last
         backoff.pause(attempt)
+
+
+def retried_as(exc: BaseException) -> str:
+    """The metric a retried failure counts as: ``Throttle``, ``TransactionConflict`` (also a
+    transaction cancelled for conflicts), or ``CallRetry`` (a timeout, a refused connection)."""
+    code = error_code(exc)
+    if code in THROTTLING_CODES:
+        return "Throttle"
+    if code == "TransactionConflictException":
+        return "TransactionConflict"
+    if code == "TransactionCanceledException" and isinstance(exc, ClientError):
+        codes = {str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []}
+        return "TransactionConflict" if "TransactionConflict" in codes else "Throttle"
+    return "CallRetry"

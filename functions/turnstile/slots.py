@@ -35,7 +35,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
+
+PATTERN = "slots"  # metrics: SlotTaken, a claim lost to another holder
 
 HOLDER = "holder"
 
@@ -84,6 +86,7 @@ def create(
                 ),
                 backoff=backoff,
                 idempotent=True,  # a resend either creates it or finds it: same end state
+                pattern=PATTERN,
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
@@ -123,6 +126,7 @@ def claim(
             ),
             backoff=backoff,
             idempotent=True,  # see the docstring: a resend by the same holder finds it its own
+            pattern=PATTERN,
         )
     except ClientError as exc:
         if not retry.condition_failed(exc):
@@ -130,6 +134,7 @@ def claim(
         current = codec.old_item(exc)
         if current is None:
             raise NoSuchSlot() from exc
+        metrics.count("SlotTaken", pattern=PATTERN)
         raise SlotTaken(current) from exc
     item = codec.decode_item(response["Attributes"])
     assert item is not None
@@ -177,6 +182,7 @@ def release(
             # Not idempotent: a resend after a lost answer finds no holder and would say
             # NotHolder although the release happened. Surface OutcomeUnknown instead.
             idempotent=False,
+            pattern=PATTERN,
         )
     except ClientError as exc:
         if not retry.condition_failed(exc):

@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry
+from turnstile import codec, metrics, retry
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,11 @@ def reasons_of(exc: ClientError) -> list[Reason]:
 def _is_conflict(exc: BaseException) -> bool:
     if retry.error_code(exc) == "TransactionConflictException":
         return True
+    if retry.error_code(exc) == "InternalServerError":
+        # A 500 is retryable on AWS, and the ClientRequestToken makes the resend idempotent.
+        # DynamoDB Local answers transactions that wait too long on its item locks this way.
+        metrics.count("InternalServerError", pattern="transact")
+        return True
     if retry.error_code(exc) != "TransactionCanceledException":
         return False
     codes = {reason.code for reason in reasons_of(exc)}  # type: ignore[arg-type]
@@ -86,12 +91,13 @@ def transact_write(
     *,
     backoff: retry.Backoff,
     token: str | None = None,
+    pattern: str = "transact",
 ) -> None:
     """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
 
     Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
     ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
-    not applied twice.
+    not applied twice. Retries count under ``pattern`` (``turnstile.metrics``).
     """
     request_token = token or new_token()
 
@@ -99,7 +105,7 @@ def transact_write(
         client.transact_write_items(TransactItems=list(items), ClientRequestToken=request_token)
 
     try:
-        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict)
+        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict, pattern=pattern)
     except ClientError as exc:
         if retry.error_code(exc) == "TransactionCanceledException":
             raise Cancelled(reasons_of(exc)) from exc

@@ -18,6 +18,11 @@ The read, decide, write loop:
    the loop goes back to step 2 with it after a jittered backoff, without a second read. A
    ``decide`` that raises on the fresh item ends the loop at once (no pointless retries).
 
+Metrics (pattern ``versioned``): ``VersionConflict`` for every refused version-checked write,
+``ConflictGiveUp`` when the budget is spent (the caller's ``CONFLICT``), ``VersionedWrite`` for
+every write that landed (so conflicts per write is their ratio), ``VersionMismatch`` for a refused
+caller-supplied version (HTTP ``If-Match``).
+
 A version is a counter, not a timestamp: two writes in the same second (or millisecond) would carry
 the same timestamp and the check would let the second one overwrite the first.
 
@@ -33,7 +38,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, retry, transact
+from turnstile import codec, metrics, retry, transact
+
+PATTERN = "versioned"
 
 Item = dict[str, Any]
 Decide = Callable[[Item | None], Mapping[str, Any]]
@@ -95,6 +102,7 @@ def read(client: Any, table: str, key: Mapping[str, Any], backoff: retry.Backoff
         lambda: client.get_item(TableName=table, Key=codec.encode_item(key), ConsistentRead=True),
         backoff=backoff,
         idempotent=True,
+        pattern=PATTERN,
     )
     return codec.decode_item(response.get("Item"))
 
@@ -123,9 +131,11 @@ def update_if_version(
             ),
             backoff=backoff,
             idempotent=False,
+            pattern=PATTERN,
         )
     except ClientError as exc:
         if retry.condition_failed(exc):
+            metrics.count("VersionMismatch", pattern=PATTERN)
             raise VersionMismatch(codec.old_item(exc)) from exc
         raise
     item = codec.decode_item(response["Attributes"])
@@ -172,6 +182,7 @@ def update_versioned(
                     lambda request=request: client.update_item(**request),  # type: ignore[misc]
                     backoff=backoff,
                     idempotent=False,
+                    pattern=PATTERN,
                 )
             else:
                 guarded = {
@@ -183,7 +194,11 @@ def update_versioned(
                     }
                 }
                 transact.transact_write(
-                    client, [guarded, *also(item, changes)], backoff=backoff, token=token
+                    client,
+                    [guarded, *also(item, changes)],
+                    backoff=backoff,
+                    token=token,
+                    pattern=PATTERN,
                 )
         except ClientError as exc:
             if not retry.condition_failed(exc):
@@ -195,8 +210,11 @@ def update_versioned(
             item = exc.reasons[0].item
             token = None  # a different transaction now: a reused token would be refused
         else:
+            metrics.count("VersionedWrite", pattern=PATTERN)
             written = {**(item or {}), **key, **changes, version_attr: (expected or 0) + 1}
             return Written(item=written, attempts=attempt)
+        metrics.count("VersionConflict", pattern=PATTERN)
         if conflicts.spent(attempt, started):
+            metrics.count("ConflictGiveUp", pattern=PATTERN)
             raise VersionConflict(attempt, item)
         conflicts.pause(attempt)

@@ -29,6 +29,8 @@ Owner = Annotated[str, Field(min_length=1, max_length=256)]
 Fence = Annotated[int, Field(ge=1, le=2**53 - 1)]
 LockTtl = Annotated[float, Field(ge=config.LOCK_MIN_TTL_SECONDS, le=config.LOCK_MAX_TTL_SECONDS)]
 Stock = Annotated[int, Field(ge=0, le=1_000_000_000)]
+# Sharded stock or capacity (hot items): shards per product or event, fixed at creation.
+Shards = Annotated[int, Field(ge=1, le=config.MAX_STOCK_SHARDS)]
 STRATEGIES = ("atomic", "versioned")
 
 
@@ -40,6 +42,7 @@ class NewProduct(Body):
     productId: Identifier
     name: Name
     stock: Stock
+    shards: Shards = 1
 
 
 class ProductChanges(Body):
@@ -61,6 +64,10 @@ class ProductChanges(Body):
         return self.model_dump(exclude_unset=True)
 
 
+class Restock(Body):
+    units: Annotated[int, Field(ge=1, le=1_000_000_000)]
+
+
 class Purchase(Body):
     quantity: Annotated[int, Field(ge=1, le=config.MAX_PURCHASE_QUANTITY)]
     strategy: Literal["atomic", "versioned"] = "atomic"
@@ -70,6 +77,7 @@ class NewEvent(Body):
     eventId: Identifier
     name: Name
     capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY)]
+    shards: Shards = 1
 
 
 class Registration(Body):

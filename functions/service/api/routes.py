@@ -80,6 +80,15 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "products",
         "POST",
+        "/products/{productId}/restocks",
+        "restock",
+        "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
+        body=models.Restock,
+        errors=("NOT_FOUND", "CONFLICT"),
+    ),
+    Route(
+        "products",
+        "POST",
         "/products/{productId}/purchases",
         "purchase",
         "Buy quantity units; strategy atomic (one conditional write) or versioned (seed 000)",

@@ -60,3 +60,15 @@ class EventFull(DomainError):
 
 class AlreadyRegistered(DomainError):
     code = "ALREADY_REGISTERED"
+
+
+class Unauthorized(DomainError):
+    """No verified caller: missing, malformed, expired, forged or foreign token (HTTP 401)."""
+
+    code = "UNAUTHORIZED"
+
+
+class Forbidden(DomainError):
+    """A verified caller who may not do this (HTTP 403); see ``service.policy``."""
+
+    code = "FORBIDDEN"

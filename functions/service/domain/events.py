@@ -14,10 +14,24 @@ Table layout (one table, partition key ``eventId``, sort key ``sk``):
 Registering is :func:`turnstile.capacity.join` (event update ``registered < capacity`` plus
 registration put ``attribute_not_exists``, in one transaction); cancelling is
 :func:`turnstile.capacity.leave`. The exact conditions are written out in that module.
+
+Sharded events (``shards`` > 1 at creation, for sign-ups past one item's write limit): the event
+item keeps ``name``, ``capacity``, ``shards`` and ``version`` but no ``registered``; the seats live
+in ``shards`` counter items ``eventId = "<eventId>#<k>", sk = "SHARD"``, each a
+:class:`turnstile.capacity.Counter` over its share of the capacity. A registration item moves to
+``eventId = "<eventId>#<h>"`` with ``h`` a fixed hash of the user id (so registrations are spread
+over N keys too, and a user's registration has exactly one possible key: ``ALREADY_REGISTERED``
+stays exact) and records the counter shard it took (``shard``), which a cancellation gives back.
+A registration joins a random shard, fails over on ``Full`` to the shards one ``BatchGetItem``
+shows with room (the same call reads the user's registration key), and is ``EVENT_FULL`` only when
+that read shows every shard full. The ``byUser`` index shows ``eventId`` with the ``#<h>`` suffix,
+which :func:`_registration` strips (``#`` cannot occur in ids).
 """
 
 from __future__ import annotations
 
+import random
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,7 +41,7 @@ from botocore.exceptions import ClientError
 
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
-from turnstile import capacity, codec, retry, versioned
+from turnstile import capacity, codec, metrics, retry, sharded, transact, versioned
 
 EVENT_SK = "EVENT"
 REGISTRATION_PREFIX = "REG#"
@@ -46,7 +60,17 @@ def _event(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _registration(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: item[key] for key in ("eventId", "userId", "registeredAt")}
+    public = {key: item[key] for key in ("eventId", "userId", "registeredAt")}
+    public["eventId"] = str(public["eventId"]).split("#", 1)[0]
+    return public
+
+
+SHARD_SK = "SHARD"
+
+
+def user_bucket(user_id: str, shards: int) -> int:
+    """A fixed hash (not Python's per-process ``hash``) of the user id, modulo ``shards``."""
+    return zlib.crc32(user_id.encode()) % shards
 
 
 @dataclass
@@ -56,6 +80,7 @@ class Events:
     backoff: retry.Backoff = field(default_factory=config.call_backoff)
     transactions: retry.Backoff = field(default_factory=config.registration_backoff)
     clock: Callable[[], str] = now_iso
+    shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
 
     def _event_key(self, event_id: str) -> dict[str, Any]:
         return {"eventId": event_id, "sk": EVENT_SK}
@@ -76,7 +101,33 @@ class Events:
             item={"userId": user_id, **attributes},
         )
 
-    def create(self, event_id: str, name: str, capacity_: int) -> dict[str, Any]:
+    def shards_of(self, event_id: str, shards: int) -> sharded.Counter:
+        return sharded.Counter(
+            self.table, "eventId", event_id, shards, "registered", (("sk", SHARD_SK),)
+        )
+
+    def _shard_counter(self, event_id: str, shard: int) -> capacity.Counter:
+        return capacity.Counter(
+            table=self.table,
+            key={"eventId": f"{event_id}#{shard}", "sk": SHARD_SK},
+            count_attr="registered",
+            limit_attr="capacity",
+            version_attr="version",
+        )
+
+    def _sharded_member(
+        self, event_id: str, shards: int, user_id: str, **attributes: Any
+    ) -> capacity.Member:
+        bucket = user_bucket(user_id, shards)
+        return capacity.Member(
+            table=self.table,
+            key={"eventId": f"{event_id}#{bucket}", "sk": registration_sk(user_id)},
+            item={"userId": user_id, **attributes},
+        )
+
+    def create(self, event_id: str, name: str, capacity_: int, shards: int = 1) -> dict[str, Any]:
+        if shards > 1:
+            return self._create_sharded(event_id, name, capacity_, shards)
         item = {
             **self._event_key(event_id),
             "name": name,
@@ -100,11 +151,53 @@ class Events:
             raise
         return _event(item)
 
+    def _create_sharded(
+        self, event_id: str, name: str, capacity_: int, shards: int
+    ) -> dict[str, Any]:
+        parent = {
+            **self._event_key(event_id),
+            "name": name,
+            "capacity": capacity_,
+            "shards": shards,
+            "version": 1,
+        }
+        counters = [
+            {
+                "eventId": f"{event_id}#{k}",
+                "sk": SHARD_SK,
+                "registered": 0,
+                "capacity": share,
+                "version": 1,
+            }
+            for k, share in enumerate(sharded.split(capacity_, shards))
+        ]
+        elements = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": codec.encode_item(item),
+                    "ConditionExpression": "attribute_not_exists(eventId)",
+                }
+            }
+            for item in [parent, *counters]
+        ]
+        try:
+            transact.transact_write(self.client, elements, backoff=self.backoff)
+        except transact.Cancelled as exc:
+            raise AlreadyExists(f"event {event_id!r} already exists") from exc
+        self.shard_counts[event_id] = shards
+        return {**_event({**parent, "registered": 0}), "shards": shards}
+
     def get(self, event_id: str) -> dict[str, Any]:
         item = versioned.read(self.client, self.table, self._event_key(event_id), self.backoff)
         if item is None:
             raise NotFound(f"no event {event_id!r}")
-        return _event(item)
+        shards = item.get("shards", 1)
+        self.shard_counts[event_id] = shards
+        if shards == 1:
+            return _event(item)
+        counts = sharded.read_all(self.client, self.shards_of(event_id, shards), self.backoff)
+        return {**_event({**item, "registered": sum(counts)}), "shards": shards}
 
     def register(
         self,
@@ -121,6 +214,10 @@ class Events:
         extra = {"registeredAt": registered_at}
         if request_id is not None:
             extra["requestId"] = request_id
+        shards = self.shard_counts.get(event_id, 1)
+        if shards > 1:
+            self._register_sharded(event_id, shards, user_id, extra, also)
+            return {"eventId": event_id, "userId": user_id, "registeredAt": registered_at}
         try:
             capacity.join(
                 self.client,
@@ -136,6 +233,9 @@ class Events:
         except capacity.NoCounter as exc:
             raise NotFound(f"no event {event_id!r}") from exc
         except capacity.Full as exc:
+            if exc.counter.get("shards", 1) > 1:  # learnt: this event is sharded
+                self.shard_counts[event_id] = exc.counter["shards"]
+                return self.register(event_id, user_id, also=also, request_id=request_id)
             raise EventFull(
                 f"event {event_id!r} is full",
                 capacity=exc.counter["capacity"],
@@ -143,8 +243,71 @@ class Events:
             ) from exc
         return {"eventId": event_id, "userId": user_id, "registeredAt": registered_at}
 
+    def _register_sharded(
+        self,
+        event_id: str,
+        shards: int,
+        user_id: str,
+        extra: dict[str, Any],
+        also: Sequence[dict[str, Any]],
+    ) -> None:
+        """Join a random shard; on ``Full``, one read of every shard and of the user's
+        registration key, then the shards with room in random order (see the module docstring)."""
+        rand = random.Random()
+        counters = self.shards_of(event_id, shards)
+        member_key = self._sharded_member(event_id, shards, user_id).key
+        candidates = [] if sharded.hints.empty(counters) else [rand.randrange(shards)]
+        for _ in range(sharded.ROUNDS + 1):
+            for shard in candidates:
+                member = self._sharded_member(event_id, shards, user_id, shard=shard, **extra)
+                try:
+                    capacity.join(
+                        self.client,
+                        self._shard_counter(event_id, shard),
+                        member,
+                        backoff=self.transactions,
+                        also=also,
+                    )
+                    return
+                except capacity.AlreadyMember as exc:
+                    raise AlreadyRegistered(
+                        f"user {user_id!r} is already registered for event {event_id!r}"
+                    ) from exc
+                except capacity.NoCounter as exc:
+                    raise NotFound(f"no event {event_id!r}") from exc
+                except capacity.Full:
+                    metrics.count("ShardFailover", pattern=sharded.PATTERN)
+            try:
+                items, (member_item,) = sharded.read_with(
+                    self.client, counters, self.backoff, [dict(member_key)]
+                )
+            except sharded.Missing as exc:
+                raise NotFound(f"no event {event_id!r}") from exc
+            if member_item is not None:
+                raise AlreadyRegistered(
+                    f"user {user_id!r} is already registered for event {event_id!r}"
+                )
+            candidates = [
+                k for k, item in enumerate(items) if item["registered"] < item["capacity"]
+            ]
+            sharded.hints.mark(counters, not candidates)
+            if not candidates:
+                metrics.count("SoldOutRead", pattern=sharded.PATTERN)
+                raise EventFull(
+                    f"event {event_id!r} is full",
+                    capacity=sum(item["capacity"] for item in items),
+                    registered=sum(item["registered"] for item in items),
+                )
+            rand.shuffle(candidates)
+        metrics.count("ShardRaceRefusal", pattern=sharded.PATTERN)
+        raise EventFull(f"event {event_id!r}: every shard with room was taken meanwhile; retry")
+
     def unregister(self, event_id: str, user_id: str) -> None:
         """Give the seat back: the reverse transaction (registration gone, ``registered - 1``)."""
+        shards = self.shard_counts.get(event_id) or self.get(event_id).get("shards", 1)
+        if shards > 1:
+            self._unregister_sharded(event_id, shards, user_id)
+            return
         try:
             capacity.leave(
                 self.client,
@@ -156,6 +319,22 @@ class Events:
             raise NotFound(f"user {user_id!r} is not registered for event {event_id!r}") from exc
         except capacity.NoCounter as exc:
             raise NotFound(f"no event {event_id!r}") from exc
+
+    def _unregister_sharded(self, event_id: str, shards: int, user_id: str) -> None:
+        member = self._sharded_member(event_id, shards, user_id)
+        item = versioned.read(self.client, self.table, member.key, self.backoff)
+        if item is None:
+            raise NotFound(f"user {user_id!r} is not registered for event {event_id!r}")
+        try:
+            capacity.leave(
+                self.client,
+                self._shard_counter(event_id, item["shard"]),
+                member,
+                backoff=self.transactions,
+            )
+        except (capacity.NotMember, capacity.NoCounter) as exc:
+            raise NotFound(f"user {user_id!r} is not registered for event {event_id!r}") from exc
+        sharded.hints.mark(self.shards_of(event_id, shards), False)
 
     def registrations_of(self, user_id: str) -> list[dict[str, Any]]:
         """Every registration of ``user_id``, by event id (from the eventually consistent GSI)."""

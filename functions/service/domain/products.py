@@ -17,6 +17,28 @@ Two purchase strategies:
 
 With an ``Idempotency-Key`` the purchase and its stored answer commit in one transaction, which
 needs the exact remaining stock before the write, so keyed purchases take the versioned path.
+
+Sharded products (``shards`` > 1 at creation, for flash sales past one item's write limit): the
+product item keeps ``name``, ``shards`` and ``version`` but no ``stock``; the stock lives in
+``shards`` items ``productId = "<id>#<k>"`` (``#`` is not allowed in ids, so they cannot collide),
+each with ``stock`` and a copy of ``version``, written by :mod:`turnstile.sharded`:
+
+* a purchase takes from one random shard and fails over (``strategy`` is ignored);
+  ``OUT_OF_STOCK`` only after one consistent read of every shard held less than ``quantity`` in
+  total. ``remainingStock`` in the receipt is what the shard(s) served still hold: a lower bound
+  of the total. ``version`` is the catalogue version (below);
+* ``GET`` sums the shards (one ``GetItem`` + one ``BatchGetItem``);
+* ``version`` / ``ETag`` is the catalogue version: it counts changes of ``name`` and of the stock
+  by ``PATCH`` and restocks, not sales (which would put every sale back on one hot item).
+  ``If-Match`` therefore still refuses a ``PATCH`` based on a stale read of the catalogue (two
+  admins editing), but not one that raced with sales: ``PATCH stock`` sets the total to exactly the
+  value sent, in one transaction over every shard, whatever was sold in between. To add units
+  without losing concurrent sales, use :meth:`Products.restock`.
+* a keyed purchase (``Idempotency-Key``) reads every shard and commits the decrement of one shard,
+  conditioned on the count read, with its stored answer in one transaction (retried on a race).
+
+The process remembers which products are sharded (``shards`` never changes after creation); the
+first purchase of a product in a process learns it from the product item's ALL_OLD image.
 """
 
 from __future__ import annotations
@@ -29,14 +51,25 @@ from botocore.exceptions import ClientError
 
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
-from turnstile import codec, retry, versioned
+from turnstile import codec, metrics, retry, sharded, transact, versioned
 from turnstile.idempotency import Claim, IdempotencyStore
 
 STRATEGIES = ("atomic", "versioned")
 
 
+class _Sharded(Exception):
+    """The product turned out to be sharded (learnt from its item); carries its shard count."""
+
+    def __init__(self, shards: int) -> None:
+        super().__init__(f"{shards} shards")
+        self.shards = shards
+
+
 def _public(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: item[key] for key in ("productId", "name", "stock", "version")}
+    public = {key: item[key] for key in ("productId", "name", "stock", "version")}
+    if item.get("shards", 1) > 1:
+        public["shards"] = item["shards"]
+    return public
 
 
 @dataclass
@@ -54,10 +87,17 @@ class Products:
         )
     )
 
+    shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
+
     def _key(self, product_id: str) -> dict[str, Any]:
         return {"productId": product_id}
 
-    def create(self, product_id: str, name: str, stock: int) -> dict[str, Any]:
+    def counter(self, product_id: str, shards: int) -> sharded.Counter:
+        return sharded.Counter(self.table, "productId", product_id, shards, "stock")
+
+    def create(self, product_id: str, name: str, stock: int, shards: int = 1) -> dict[str, Any]:
+        if shards > 1:
+            return self._create_sharded(product_id, name, stock, shards)
         item = {"productId": product_id, "name": name, "stock": stock, "version": 1}
         try:
             retry.call(
@@ -75,11 +115,91 @@ class Products:
             raise
         return item
 
-    def get(self, product_id: str) -> dict[str, Any]:
+    def _create_sharded(
+        self, product_id: str, name: str, stock: int, shards: int
+    ) -> dict[str, Any]:
+        counter = self.counter(product_id, shards)
+        parent = {"productId": product_id, "name": name, "shards": shards, "version": 1}
+        items = [parent, *sharded.shard_items(counter, stock, version=1)]
+        elements = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": codec.encode_item(item),
+                    "ConditionExpression": "attribute_not_exists(productId)",
+                }
+            }
+            for item in items
+        ]
+        try:
+            transact.transact_write(self.client, elements, backoff=self.backoff)
+        except transact.Cancelled as exc:
+            raise AlreadyExists(f"product {product_id!r} already exists") from exc
+        self.shard_counts[product_id] = shards
+        return _public({**parent, "stock": stock})
+
+    def _parent(self, product_id: str) -> dict[str, Any]:
         item = versioned.read(self.client, self.table, self._key(product_id), self.backoff)
         if item is None:
             raise NotFound(f"no product {product_id!r}")
+        self.shard_counts[product_id] = item.get("shards", 1)
+        return item
+
+    def get(self, product_id: str) -> dict[str, Any]:
+        item = self._parent(product_id)
+        if item.get("shards", 1) > 1:
+            counter = self.counter(product_id, item["shards"])
+            item["stock"] = sum(sharded.read_all(self.client, counter, self.backoff))
         return _public(item)
+
+    def restock(self, product_id: str, units: int) -> dict[str, Any]:
+        """Add ``units`` to the stock, exactly, whatever sells meanwhile (+1 catalogue version)."""
+        parent = self._parent(product_id)
+        shards = parent.get("shards", 1)
+        if shards == 1:
+            versioned.update_versioned(
+                self.client,
+                table=self.table,
+                key=self._key(product_id),
+                decide=lambda item: {"stock": (item or parent)["stock"] + units},
+                backoff=self.backoff,
+                conflicts=self.conflicts,
+            )
+            return self.get(product_id)
+        version = parent["version"]
+        try:
+            sharded.add(
+                self.client,
+                self.counter(product_id, shards),
+                units,
+                backoff=self.backoff,
+                also=[self._bump(product_id, version, {})],
+                stamp={"version": version + 1},
+            )
+        except transact.Cancelled:
+            raise Conflict("the product changed meanwhile; retry") from None
+        return self.get(product_id)
+
+    def _bump(self, product_id: str, expected: int, changes: dict[str, Any]) -> dict[str, Any]:
+        """Transaction element: the product item at ``expected`` gets ``changes`` and version+1."""
+        names = {"#version": "version"}
+        values = codec.values(expected=expected, one=1)
+        sets = ["#version = #version + :one"]
+        for i, (name, value) in enumerate(changes.items()):
+            names[f"#c{i}"] = name
+            values[f":c{i}"] = codec.encode(value)
+            sets.append(f"#c{i} = :c{i}")
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": codec.encode_item(self._key(product_id)),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ConditionExpression": "#version = :expected",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
 
     def update(
         self, product_id: str, expected_version: int | None, changes: dict[str, Any]
@@ -88,6 +208,10 @@ class Products:
         ``None`` means "any version" (``If-Match: *``)."""
         if expected_version is None:
             expected_version = self.get(product_id)["version"]
+        if self.shard_counts.get(product_id, 0) != 1:
+            shards = self._parent(product_id).get("shards", 1)
+            if shards > 1:
+                return self._update_sharded(product_id, shards, expected_version, changes)
         try:
             item = versioned.update_if_version(
                 self.client,
@@ -107,10 +231,127 @@ class Products:
             ) from exc
         return _public(item)
 
+    def _update_sharded(
+        self, product_id: str, shards: int, expected: int, changes: dict[str, Any]
+    ) -> dict[str, Any]:
+        catalogue = {k: v for k, v in changes.items() if k != "stock"}
+        bump = self._bump(product_id, expected, catalogue)
+        try:
+            if "stock" in changes:
+                sharded.set_total(
+                    self.client,
+                    self.counter(product_id, shards),
+                    changes["stock"],
+                    backoff=self.backoff,
+                    also=lambda: [bump],
+                    stamp={"version": expected + 1},
+                )
+            else:
+                transact.transact_write(self.client, [bump], backoff=self.backoff)
+        except transact.Cancelled as exc:
+            current = exc.reasons[0].item if exc.reasons else None
+            if current is None:
+                raise NotFound(f"no product {product_id!r}") from exc
+            raise VersionMismatch(
+                f"product {product_id!r} is at version {current['version']}, not {expected}",
+                currentVersion=current["version"],
+            ) from exc
+        except retry.RetriesExhausted as exc:
+            raise Conflict("sales kept changing the stock; retry the PATCH") from exc
+        if "stock" not in changes:
+            sharded.hints.mark(self.counter(product_id, shards), False)
+        return self.get(product_id)
+
     def purchase(
         self, product_id: str, quantity: int, strategy: str = "atomic", claim: Claim | None = None
     ) -> dict[str, Any]:
         purchase_id = uuid.uuid4().hex
+        shards = self.shard_counts.get(product_id, 1)
+        if shards > 1:
+            return self._purchase_sharded(product_id, shards, quantity, purchase_id, claim)
+        try:
+            return self._purchase_single(product_id, quantity, strategy, purchase_id, claim)
+        except _Sharded as learnt:
+            self.shard_counts[product_id] = learnt.shards
+            return self._purchase_sharded(product_id, learnt.shards, quantity, purchase_id, claim)
+
+    def _purchase_sharded(
+        self, product_id: str, shards: int, quantity: int, purchase_id: str, claim: Claim | None
+    ) -> dict[str, Any]:
+        counter = self.counter(product_id, shards)
+        if claim is not None:
+            return self._purchase_sharded_keyed(counter, quantity, purchase_id, claim)
+        try:
+            taken = sharded.take(self.client, counter, quantity, backoff=self.backoff)
+        except sharded.Missing as exc:
+            raise NotFound(f"no product {product_id!r}") from exc
+        except sharded.Exhausted as exc:
+            raise OutOfStock(
+                f"only {exc.total} left, {quantity} requested", available=exc.total
+            ) from exc
+        after = {"stock": taken.remaining, "version": taken.item.get("version", 1)}
+        return {
+            **self._receipt(purchase_id, product_id, quantity, after),
+            "shard": taken.shards[0],
+        }
+
+    def _purchase_sharded_keyed(
+        self, counter: sharded.Counter, quantity: int, purchase_id: str, claim: Claim
+    ) -> dict[str, Any]:
+        store = self.idempotency
+        assert store is not None, "a claim needs an idempotency store"
+        for attempt in range(1, self.conflicts.attempts + 1):
+            try:
+                items = sharded.read_items(self.client, counter, self.backoff)
+            except sharded.Missing as exc:
+                raise NotFound(f"no product {counter.base!r}") from exc
+            able = [k for k, item in enumerate(items) if item["stock"] >= quantity]
+            if not able:
+                total = sum(item["stock"] for item in items)
+                raise OutOfStock(f"only {total} left, {quantity} requested", available=total)
+            shard = able[uuid.uuid4().int % len(able)]
+            seen = items[shard]
+            after = {"stock": seen["stock"] - quantity, "version": seen["version"]}
+            receipt = {
+                **self._receipt(purchase_id, counter.base, quantity, after),
+                "shard": shard,
+            }
+            element = {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": counter.wire_key(shard),
+                    "UpdateExpression": "SET #stock = :after",
+                    "ConditionExpression": "#stock = :seen",
+                    "ExpressionAttributeNames": {"#stock": "stock"},
+                    "ExpressionAttributeValues": codec.values(
+                        seen=seen["stock"], after=after["stock"]
+                    ),
+                }
+            }
+            try:
+                transact.transact_write(
+                    self.client,
+                    [element, store.complete_op(claim, 201, receipt)],
+                    backoff=self.backoff,
+                )
+            except transact.Cancelled as exc:
+                if not exc.failed_at(0):
+                    raise
+                metrics.count("ShardConflict", pattern=sharded.PATTERN)
+                self.conflicts.pause(attempt)
+                continue
+            claim.completed = True
+            return receipt
+        raise Conflict("gave up after repeated races on every shard; retry later")
+
+    def _purchase_single(
+        self,
+        product_id: str,
+        quantity: int,
+        strategy: str,
+        purchase_id: str,
+        claim: Claim | None,
+    ) -> dict[str, Any]:
         if claim is not None or strategy == "versioned":
             return self._purchase_versioned(product_id, quantity, purchase_id, claim)
         return self._purchase_atomic(product_id, quantity, purchase_id)
@@ -134,6 +375,7 @@ class Products:
                 ),
                 backoff=self.backoff,
                 idempotent=False,
+                pattern="atomic",
             )
         except ClientError as exc:
             if not retry.condition_failed(exc):
@@ -141,6 +383,8 @@ class Products:
             current = codec.old_item(exc)
             if current is None:
                 raise NotFound(f"no product {product_id!r}") from exc
+            if current.get("shards", 1) > 1:
+                raise _Sharded(current["shards"]) from exc
             raise self._out_of_stock(current, quantity) from exc
         item = codec.decode_item(response["Attributes"]) or {}
         return self._receipt(purchase_id, product_id, quantity, item)
@@ -151,6 +395,8 @@ class Products:
         def decide(item: dict[str, Any] | None) -> dict[str, Any]:
             if item is None:
                 raise NotFound(f"no product {product_id!r}")
+            if item.get("shards", 1) > 1:
+                raise _Sharded(item["shards"])
             if item["stock"] < quantity:
                 raise self._out_of_stock(item, quantity)
             return {"stock": item["stock"] - quantity}

@@ -11,6 +11,7 @@ from service.api import models
 from service.api.resolver import Id, Resolver, accepted, created, no_content, ok
 from service.domain.events import Events
 from service.domain.registration_requests import RegistrationRequests
+from service.observability import observed
 
 app = Resolver("events")
 
@@ -28,7 +29,7 @@ requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
 
 @app.declared
 def create_event(body: models.NewEvent) -> Response[Any]:
-    event = events.get().create(body.eventId, body.name, body.capacity)
+    event = events.get().create(body.eventId, body.name, body.capacity, body.shards)
     return created(event, f"/events/{event['eventId']}", etag=event["version"])
 
 
@@ -66,5 +67,6 @@ def get_registration_request(eventId: Id, requestId: Id) -> Response[Any]:
     return ok(requests.get().get(eventId, requestId))
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -10,6 +10,7 @@ from service import catalog, runtime
 from service.api import models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain.inventory import Inventory
+from service.observability import observed
 
 app = Resolver("inventory")
 
@@ -59,5 +60,6 @@ def release(sku: Id, reservationId: Id) -> Response[Any]:
     return no_content()
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -13,7 +13,11 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from service import catalog, config, runtime
 from service.domain.inventory_summary import Summaries
+from service.observability import observed
 from service.streams import process_in_order
+from turnstile import metrics
+
+PATTERN = "summary"  # metrics: SummaryApplied, SummarySkipped, StreamLag
 
 summaries: runtime.Lazy[Summaries] = runtime.Lazy(
     lambda: Summaries(
@@ -24,8 +28,10 @@ summaries: runtime.Lazy[Summaries] = runtime.Lazy(
 
 
 def record_handler(record: DynamoDBRecord) -> None:
-    summaries.get().apply(record.raw_event)
+    applied = summaries.get().apply(record.raw_event)
+    metrics.count("SummaryApplied" if applied else "SummarySkipped", pattern=PATTERN)
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_in_order(event, context, record_handler)
+    return process_in_order(event, context, record_handler, pattern=PATTERN)

@@ -10,6 +10,7 @@ from service import catalog, runtime
 from service.api import models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain import locks as domain
+from service.observability import observed
 
 app = Resolver("locks")
 
@@ -35,5 +36,6 @@ def release_lock(resource: Id, body: models.Release) -> Response[Any]:
     return no_content()
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

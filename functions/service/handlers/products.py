@@ -12,6 +12,7 @@ from service.api import models
 from service.api.errors import HttpError
 from service.api.resolver import Id, Resolver, created, ok
 from service.domain.products import Products
+from service.observability import observed
 
 app = Resolver("products")
 
@@ -42,7 +43,7 @@ def expected_version(if_match: str | None) -> int | None:
 
 @app.declared
 def create_product(body: models.NewProduct) -> Response[Any]:
-    product = products.get().create(body.productId, body.name, body.stock)
+    product = products.get().create(body.productId, body.name, body.stock, body.shards)
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
 
@@ -64,6 +65,12 @@ def update_product(
 
 
 @app.declared
+def restock(productId: Id, body: models.Restock) -> Response[Any]:
+    product = products.get().restock(productId, body.units)
+    return ok(product, etag=product["version"])
+
+
+@app.declared
 def purchase(productId: Id, body: models.Purchase) -> Response[Any]:
     def answer(receipt: dict[str, Any]) -> Response[Any]:
         return created(receipt, etag=receipt["version"])
@@ -75,5 +82,6 @@ def purchase(productId: Id, body: models.Purchase) -> Response[Any]:
     return answer(receipt)
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

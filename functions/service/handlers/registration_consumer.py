@@ -12,6 +12,7 @@ records behind it are decided, still in order.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -20,9 +21,12 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from service import catalog, config, runtime
 from service.domain.events import Events
 from service.domain.registration_requests import PENDING, RegistrationRequests
+from service.observability import observed
 from service.streams import process_in_order
+from turnstile import metrics
 
-logger = Logger(service="turnstile-decider")
+logger = Logger()  # service: POWERTOOLS_SERVICE_NAME, set per function by the stack
+PATTERN = "decider"  # metrics: RequestAccepted, RequestRejected, AlreadyDecided, PendingAge
 
 
 def _requests() -> RegistrationRequests:
@@ -49,11 +53,16 @@ def decide(record: DynamoDBRecord) -> str:
     image = change.new_image
     if image.get("status") != PENDING:
         return "skipped: not pending"
+    age = pending_age_ms(str(image.get("requestedAt", "")), datetime.now(UTC))
+    if age is not None:
+        metrics.timing("PendingAge", age, pattern=PATTERN)
     decision = requests.get().decide(
         str(image["eventId"]), str(image["requestId"]), str(image["userId"])
     )
     if decision is None:
+        metrics.count("AlreadyDecided", pattern=PATTERN)
         return "already decided"
+    metrics.count(f"Request{decision.status.title()}", pattern=PATTERN)
     logger.info(
         "decided",
         extra={
@@ -65,7 +74,22 @@ def decide(record: DynamoDBRecord) -> str:
     return decision.status
 
 
+def pending_age_ms(requested_at: str, now: datetime) -> float | None:
+    """How long a request has been PENDING (ms), from its ``requestedAt``; None if unreadable.
+
+    Measured at every attempt to decide it, retries included: a request the decider keeps failing
+    on shows a growing age until the mapping gives it up to the dead-letter queue (whose depth is
+    alarmed), so between them a request stuck PENDING is never invisible.
+    """
+    try:
+        requested = datetime.fromisoformat(requested_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, (now - requested).total_seconds() * 1000)
+
+
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # In stream order, stopping at the first failure: a request is never decided before an
     # earlier one of the same batch that is still waiting for its retry (first come, first served).
-    return process_in_order(event, context, decide)
+    return process_in_order(event, context, decide, pattern=PATTERN)

@@ -12,6 +12,7 @@ from service.api.resolver import Id, Resolver, created, ok
 from service.domain import locks
 from service.domain.payments import FakeProvider, PaymentProvider
 from service.domain.wallets import Wallets
+from service.observability import observed
 
 app = Resolver("wallets")
 
@@ -56,5 +57,6 @@ def get_wallet(walletId: Id) -> Response[Any]:
     return ok(wallets.get().get(walletId))
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -1,0 +1,513 @@
+"""Per-pattern checkers: they judge the history and the final table state, nothing else.
+
+Each checker returns a :class:`Report`: how many checks it ran and the violations it found, each
+with the history ops that show it. What is checked, per pattern, is written in each function's
+docstring; every check follows the README's guarantees and the HTTP contract (/work/shared/API.md),
+not incidental behaviour.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos import linear
+from chaos.history import FAIL, OK, UNKNOWN, Op
+
+
+@dataclass
+class Violation:
+    pattern: str
+    check: str
+    message: str
+    ops: list[Op] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    checks: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def expect(
+        self, holds: bool, pattern: str, check: str, message: str, ops: Iterable[Op] = ()
+    ) -> None:
+        self.checks += 1
+        if not holds:
+            self.violations.append(Violation(pattern, check, message, list(ops)))
+
+    def merge(self, other: Report) -> Report:
+        self.checks += other.checks
+        self.violations.extend(other.violations)
+        self.notes.extend(other.notes)
+        return self
+
+
+def subset_sum_reaches(items: Sequence[tuple[int, int]], count: int, total: int) -> bool:
+    """Is there a subset of ``items`` (count, amount) pairs adding up to (count, total)?"""
+    if count < 0 or total < 0:
+        return False
+    reachable = {(0, 0)}
+    for c, a in items:
+        reachable |= {
+            (rc + c, ra + a) for rc, ra in reachable if rc + c <= count and ra + a <= total
+        }
+    return (count, total) in reachable
+
+
+def _ok_ids(op: Op, field_name: str) -> set[Any]:
+    return {
+        body[field_name]
+        for status, body in op.attempts
+        if status is not None and 200 <= status < 300 and isinstance(body, dict)
+        if field_name in body
+    }
+
+
+def _one_effect_per_key(
+    report: Report, pattern: str, ops: list[Op], field_name: str, *, unique: bool = True
+) -> None:
+    """A keyed op's attempts all return the same receipt; with ``unique``, no receipt id belongs
+    to two ops."""
+    owners: dict[Any, Op] = {}
+    for op in ops:
+        ids = _ok_ids(op, field_name)
+        report.expect(
+            len(ids) <= 1,
+            pattern,
+            "one effect per key",
+            f"one Idempotency-Key got {len(ids)} different {field_name}s: {sorted(ids)}",
+            [op],
+        )
+        for value in ids if unique else ():
+            other = owners.setdefault(value, op)
+            report.expect(
+                other is op,
+                pattern,
+                "one effect per key",
+                f"{field_name} {value} answered two different operations",
+                [other, op],
+            )
+
+
+def no_bugs(ops: list[Op]) -> Report:
+    """The contract: a 5xx means an outage (503, 502 from the payment provider) or a bug (500).
+    Outages are expected under the nemesis; a 500 never is."""
+    report = Report()
+    for op in ops:
+        for status, body in op.attempts:
+            report.expect(
+                status != 500,
+                op.pattern,
+                "no 500",
+                f"{op.f} answered 500: {body}",
+                [op],
+            )
+    return report
+
+
+# -- purchases ---------------------------------------------------------------------------------
+
+
+def purchases(
+    ops: list[Op], products: Sequence[tuple[str, int]], final: dict[str, int | None]
+) -> Report:
+    """Per product: no oversell (stock >= 0, acknowledged sales <= initial stock); final stock =
+    initial - acknowledged sales - some subset of the unknown ones; one effect per key; and the
+    acknowledged remaining-stock values (and refusals' ``available``) fit some serial order that
+    respects real time (:mod:`chaos.linear`)."""
+    report = Report()
+    by_product: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f == "purchase":
+            by_product[op.args["product"]].append(op)
+    _one_effect_per_key(report, "purchases", ops, "purchaseId")
+    for product_id, initial in products:
+        mine = by_product.get(product_id, [])
+        stock = final.get(product_id)
+        acknowledged = [op for op in mine if op.type == OK]
+        unknown = [op for op in mine if op.type == UNKNOWN]
+        sold = sum(op.args["quantity"] for op in acknowledged)
+        report.expect(
+            stock is not None and stock >= 0 and sold <= initial,
+            "purchases",
+            "no oversell",
+            f"{product_id}: initial {initial}, acknowledged sales {sold}, final stock {stock}",
+            acknowledged[-5:],
+        )
+        if stock is None:
+            continue
+        report.expect(
+            linear.subset_reaches([op.args["quantity"] for op in unknown], initial - sold, stock),
+            "purchases",
+            "stock accounting",
+            f"{product_id}: initial {initial} - acknowledged {sold} - final {stock} = "
+            f"{initial - stock - sold}, not a sum of unknown purchases "
+            f"{[op.args['quantity'] for op in unknown]}",
+            unknown[:5] + acknowledged[-3:],
+        )
+        counter_ops = []
+        for op in mine:
+            body = op.value if isinstance(op.value, dict) else {}
+            if op.type == OK:
+                counter_ops.append(
+                    linear.CounterOp(
+                        "buy",
+                        op.args["quantity"],
+                        int(body["remainingStock"]),
+                        op.invoked,
+                        op.completed,
+                        op.index,
+                    )
+                )
+            elif op.type == FAIL and body.get("error") == "OUT_OF_STOCK" and "available" in body:
+                counter_ops.append(
+                    linear.CounterOp(
+                        "refuse",
+                        op.args["quantity"],
+                        int(body["available"]),
+                        op.invoked,
+                        op.completed,
+                        op.index,
+                    )
+                )
+            elif op.type == UNKNOWN:
+                counter_ops.append(
+                    linear.CounterOp(
+                        "maybe", op.args["quantity"], None, op.invoked, float("inf"), op.index
+                    )
+                )
+        verdict = linear.check(counter_ops, initial, stock)
+        if verdict.inconclusive:
+            report.notes.append(f"{product_id}: linearizability search gave up after its budget")
+        stuck = {o.ref for o in verdict.stuck_at or []}
+        report.expect(
+            verdict.ok,
+            "purchases",
+            "linearizable counter",
+            f"{product_id}: no serial order explains the acknowledged remaining-stock values "
+            f"(initial {initial}, final {stock}; searched {verdict.explored} states)",
+            [op for op in mine if op.index in stuck],
+        )
+    return report
+
+
+# -- registrations -----------------------------------------------------------------------------
+
+
+@dataclass
+class EventState:
+    capacity: int
+    registered: int
+    users: set[str]
+    requests: dict[str, str]  # requestId -> status
+
+
+def registrations(
+    ops: list[Op],
+    final: dict[str, EventState],
+    dead_letters: set[str],
+    ttl_deleted: set[str],
+) -> Report:
+    """Per event: ``registered`` <= capacity and equals the registrations that exist; nobody is
+    registered twice (a second acknowledged registration of a user needs a cancel in between);
+    every acknowledged registration request ends ACCEPTED or REJECTED, or in the dead letters, or
+    was decided and then removed by TTL, never silently PENDING or lost."""
+    report = Report()
+    _one_effect_per_key(report, "registrations", ops, "registeredAt", unique=False)
+    for event_id, state in final.items():
+        report.expect(
+            state.registered <= state.capacity,
+            "registrations",
+            "capacity",
+            f"{event_id}: registered {state.registered} > capacity {state.capacity}",
+        )
+        report.expect(
+            state.registered == len(state.users),
+            "registrations",
+            "counter matches registrations",
+            f"{event_id}: registered {state.registered}, registration items {len(state.users)}",
+        )
+        mine = [op for op in ops if op.args.get("event") == event_id]
+        by_user: dict[str, list[Op]] = defaultdict(list)
+        for op in mine:
+            by_user[op.args["user"]].append(op)
+        for user, user_ops in by_user.items():
+            joins = sorted(
+                (op for op in user_ops if op.f == "register" and op.type == OK),
+                key=lambda o: o.completed,
+            )
+            cancels = [op for op in user_ops if op.f == "cancel" and op.type != FAIL]
+            for first, second in itertools.pairwise(joins):
+                if second.invoked < first.completed:
+                    continue  # concurrent: only one of them can be a fresh seat, checked above
+                between = [
+                    c
+                    for c in cancels
+                    if c.invoked < second.completed and c.completed > first.invoked
+                ]
+                report.expect(
+                    bool(between),
+                    "registrations",
+                    "nobody twice",
+                    f"{event_id}: {user} got a second seat with no cancel in between",
+                    [first, second],
+                )
+        for op in mine:
+            if op.f != "request" or op.type != OK:
+                continue
+            request_id = op.value["requestId"]
+            status = state.requests.get(request_id)
+            decided = status in ("ACCEPTED", "REJECTED")
+            report.expect(
+                decided or request_id in dead_letters or request_id in ttl_deleted,
+                "registrations",
+                "async request decided",
+                f"{event_id}: request {request_id} is {status or 'gone'} after the stream drained",
+                [op],
+            )
+    return report
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+
+def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
+    """Per resource: at most one holder per fence; fences strictly increase in real time; the
+    protected item accepted fenced writes in strictly increasing fence order (none from a stale
+    fence), exactly the acknowledged ones plus some unknown ones; no fenced write was acknowledged
+    after a newer fence had been handed out."""
+    report = Report()
+    by_resource: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        by_resource[op.args["resource"]].append(op)
+    for resource, mine in by_resource.items():
+        acquired = [op for op in mine if op.f == "acquire" and op.type == OK]
+        holders: dict[int, Op] = {}
+        for op in acquired:
+            fence = int(op.value["fence"])
+            other = holders.setdefault(fence, op)
+            report.expect(
+                other is op,
+                "leases",
+                "one holder per fence",
+                f"{resource}: fence {fence} handed to {other.args['owner']} and {op.args['owner']}",
+                [other, op],
+            )
+        ordered = sorted(acquired, key=lambda o: o.completed)
+        for a in ordered:
+            later = [b for b in ordered if b.invoked > a.completed]
+            if later:
+                b = min(later, key=lambda o: int(o.value["fence"]))
+                report.expect(
+                    int(b.value["fence"]) > int(a.value["fence"]),
+                    "leases",
+                    "fences increase",
+                    f"{resource}: fence {b.value['fence']} acquired after fence "
+                    f"{a.value['fence']} had been",
+                    [a, b],
+                )
+        log = logs.get(resource, [])
+        report.expect(
+            all(x < y for x, y in itertools.pairwise(log)),
+            "leases",
+            "no stale fenced write",
+            f"{resource}: the protected item accepted fences in the order {log[-12:]}",
+        )
+        writes = [op for op in mine if op.f == "write"]
+        acknowledged = {int(op.args["fence"]) for op in writes if op.type == OK}
+        possible = {int(op.args["fence"]) for op in writes if op.type != FAIL}
+        report.expect(
+            acknowledged <= set(log) and set(log) <= possible,
+            "leases",
+            "fenced writes accounted",
+            f"{resource}: acknowledged {sorted(acknowledged - set(log))} missing from the item, "
+            f"unexplained {sorted(set(log) - possible)} in it",
+            [op for op in writes if int(op.args["fence"]) in acknowledged ^ set(log)][:6],
+        )
+        for write in writes:
+            if write.type != OK:
+                continue
+            newer = [
+                a
+                for a in acquired
+                if int(a.value["fence"]) > int(write.args["fence"]) and a.completed < write.invoked
+            ]
+            report.expect(
+                not newer,
+                "leases",
+                "no stale fenced write",
+                f"{resource}: write with fence {write.args['fence']} accepted after fence "
+                f"{newer[0].value['fence'] if newer else '?'} was handed out",
+                [write, *newer[:1]],
+            )
+    return report
+
+
+# -- wallets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Charge:
+    charge_id: str
+    wallet_id: str
+    amount: int
+    refunded: bool
+
+
+def wallets(ops: list[Op], final: dict[str, tuple[int, int]], charges: Sequence[Charge]) -> Report:
+    """Per wallet: balance and top-up count = the acknowledged top-ups plus some subset of the
+    unknown ones; one effect per key; every acknowledged top-up's charge stands (not refunded, same
+    amount); no credit without a charge, and charges without a credit only for unknown top-ups."""
+    report = Report()
+    _one_effect_per_key(report, "wallets", ops, "topUpId")
+    standing = {c.charge_id: c for c in charges if not c.refunded}
+    for wallet_id, (balance, count) in final.items():
+        mine = [op for op in ops if op.args.get("wallet") == wallet_id]
+        acknowledged = [op for op in mine if op.type == OK]
+        unknown = [op for op in mine if op.type == UNKNOWN]
+        credited = sum(op.args["amount"] for op in acknowledged)
+        report.expect(
+            subset_sum_reaches(
+                [(1, op.args["amount"]) for op in unknown],
+                count - len(acknowledged),
+                balance - credited,
+            ),
+            "wallets",
+            "balance accounting",
+            f"{wallet_id}: balance {balance} ({count} top-ups) vs acknowledged {credited} "
+            f"({len(acknowledged)}); unknown {[op.args['amount'] for op in unknown]}",
+            unknown[:4] + acknowledged[-3:],
+        )
+        for op in acknowledged:
+            charge = standing.get(op.value.get("chargeId", ""))
+            report.expect(
+                charge is not None
+                and charge.amount == op.args["amount"]
+                and charge.wallet_id == wallet_id,
+                "wallets",
+                "acknowledged charge stands",
+                f"{wallet_id}: top-up {op.value.get('topUpId')} acknowledged but its charge "
+                f"{op.value.get('chargeId')} is {charge or 'refunded or missing'}",
+                [op],
+            )
+        mine_charges = [c for c in standing.values() if c.wallet_id == wallet_id]
+        extra = len(mine_charges) - count
+        report.expect(
+            0 <= extra <= len(unknown) and sum(c.amount for c in mine_charges) >= balance,
+            "wallets",
+            "one charge per credit",
+            f"{wallet_id}: {len(mine_charges)} standing charges "
+            f"({sum(c.amount for c in mine_charges)}) for {count} credits ({balance}); "
+            f"{len(unknown)} unknown top-ups",
+            unknown[:6],
+        )
+    return report
+
+
+# -- inventory ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SkuState:
+    units: dict[str, str]  # unit id -> status
+    summary: dict[str, int] | None  # the stream-kept counts, None when not comparable
+
+
+def _hold_start(reservation: Op) -> int:
+    return int(reservation.value["expiresAt"]) - int(reservation.args["hold"] * 1000)
+
+
+def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
+    """Per sku: no unit held by two reservations at once (a later reservation of a unit needs the
+    earlier one cancelled or lapsed first, and never once it was confirmed); no unit in two
+    acknowledged confirms; the sold units are the acknowledged confirms' plus some of the unknown
+    ones'; the stream-kept summary equals the counts of the units once the stream drained."""
+    report = Report()
+    for sku, state in final.items():
+        mine = [op for op in ops if op.args.get("sku") == sku]
+        reservations = {
+            op.value["reservationId"]: op for op in mine if op.f == "reserve" and op.type == OK
+        }
+        confirms: dict[str, list[Op]] = defaultdict(list)
+        cancels: dict[str, list[Op]] = defaultdict(list)
+        for op in mine:
+            if op.f == "confirm":
+                confirms[op.args["reservation"]].append(op)
+            elif op.f == "cancel":
+                cancels[op.args["reservation"]].append(op)
+        holders: dict[str, list[Op]] = defaultdict(list)
+        for op in reservations.values():
+            for unit in op.value["units"]:
+                holders[unit].append(op)
+        for unit, held_by in holders.items():
+            # A hold starts when the server decided it: expiresAt - holdSeconds (server clock).
+            held_by.sort(key=_hold_start)
+            for a, b in itertools.pairwise(held_by):
+                rid = a.value["reservationId"]
+                released = any(
+                    c.type != FAIL and c.invoked < b.completed for c in cancels.get(rid, [])
+                )
+                lapsed = _hold_start(b) >= int(a.value["expiresAt"])
+                report.expect(
+                    released or lapsed,
+                    "inventory",
+                    "no unit held twice",
+                    f"{sku}: unit {unit} reserved by {b.value['reservationId']} while "
+                    f"{rid} still held it",
+                    [a, b],
+                )
+                sold_first = [
+                    c for c in confirms.get(rid, []) if c.type == OK and c.completed < b.invoked
+                ]
+                report.expect(
+                    not sold_first,
+                    "inventory",
+                    "no unit held twice",
+                    f"{sku}: unit {unit} reserved by {b.value['reservationId']} after "
+                    f"{rid} bought it",
+                    [a, *sold_first, b],
+                )
+        sold_by: dict[str, list[Op]] = defaultdict(list)
+        for rid, ops_for in confirms.items():
+            if rid in reservations and any(c.type == OK for c in ops_for):
+                for unit in reservations[rid].value["units"]:
+                    sold_by[unit].append(next(c for c in ops_for if c.type == OK))
+        for unit, sellers in sold_by.items():
+            report.expect(
+                len(sellers) == 1,
+                "inventory",
+                "sold once",
+                f"{sku}: unit {unit} confirmed by {len(sellers)} reservations",
+                sellers,
+            )
+        acknowledged = set(sold_by)
+        maybe = {
+            unit
+            for rid, ops_for in confirms.items()
+            if rid in reservations and any(c.type == UNKNOWN for c in ops_for)
+            for unit in reservations[rid].value["units"]
+        }
+        sold = {unit for unit, status in state.units.items() if status == "sold"}
+        report.expect(
+            acknowledged <= sold <= acknowledged | maybe,
+            "inventory",
+            "sold units accounted",
+            f"{sku}: acknowledged-but-not-sold {sorted(acknowledged - sold)[:8]}, "
+            f"sold-but-never-confirmed {sorted(sold - acknowledged - maybe)[:8]}",
+        )
+        if state.summary is not None:
+            counted = {"available": 0, "reserved": 0, "sold": 0}
+            names = {"free": "available", "held": "reserved", "sold": "sold"}
+            for status in state.units.values():
+                counted[names[status]] += 1
+            report.expect(
+                state.summary == counted,
+                "inventory",
+                "summary converges",
+                f"{sku}: summary {state.summary} but the units count {counted}",
+            )
+    return report

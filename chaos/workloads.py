@@ -1,0 +1,393 @@
+"""The clients: one kind per pattern, many of each, all at once, through the real handlers.
+
+Requests are API Gateway REST proxy events handed to each function module's
+``handler(event, context)`` in-process (routed as the local HTTP bridge routes them), so the code
+under test is exactly what Lambda runs. Every operation is recorded in the history before it is
+sent and completed with its outcome: 2xx ok, 4xx fail (definite: nothing applied), 5xx, a crash or
+a lost reply unknown. A keyed operation is retried under its ``Idempotency-Key`` until it gets a
+definite answer (or gives up, staying unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from chaos.history import FAIL, OK, UNKNOWN, History, Op
+from chaos.nemesis import Crash, Nemesis
+from local.bridge import Bridge, LocalContext
+from turnstile import lease, retry
+
+log = logging.getLogger("chaos")
+
+Answer = tuple[int | None, Any]  # (status, body); status None: no reply (crash, lost)
+
+
+class Caller:
+    """Calls a route's handler with a proxy event, as API Gateway would."""
+
+    def __init__(self, bridge: Bridge, nemesis: Nemesis, *, faults: bool = True) -> None:
+        self.bridge = bridge
+        self.nemesis = nemesis
+        self.faults = faults  # False: set-up calls, never faulted even from a client's thread
+
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        found = self.bridge.match(method, path)
+        if found is None:
+            raise LookupError(f"no route for {method} {path}")
+        target, params = found
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        request_id = str(uuid.uuid4())
+        event = {
+            "resource": target.path,
+            "path": path,
+            "httpMethod": method,
+            "headers": all_headers,
+            "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
+            "queryStringParameters": None,
+            "multiValueQueryStringParameters": None,
+            "pathParameters": params or None,
+            "stageVariables": None,
+            "requestContext": {
+                "requestId": request_id,
+                "stage": "chaos",
+                "resourcePath": target.path,
+                "httpMethod": method,
+                "path": path,
+                "requestTimeEpoch": int(time.time() * 1000),
+                "identity": {"sourceIp": "127.0.0.1"},
+            },
+            "body": json.dumps(body) if body is not None else None,
+            "isBase64Encoded": False,
+        }
+        context = LocalContext(target.spec.name, target.spec.timeout_seconds, request_id)
+        if not self.faults:
+            with self.nemesis.suspended():
+                result = target.handler(event, context)
+        else:
+            with self.nemesis.invocation(path):
+                try:
+                    result = target.handler(event, context)
+                except Crash:
+                    return None, "crashed"
+            if self.nemesis.reply_lost(f"{method} {path}"):
+                return None, "reply lost"
+        text = result.get("body")
+        return int(result["statusCode"]), json.loads(text) if text else None
+
+
+def outcome(status: int | None) -> str:
+    if status is None or status >= 500:
+        return UNKNOWN
+    return OK if status < 400 else FAIL
+
+
+@dataclass
+class Client:
+    """One concurrent client: a thread with its own random stream."""
+
+    name: str
+    history: History
+    nemesis: Nemesis
+    call: Caller
+    stop: threading.Event
+    keyed_patience: float = 25.0
+
+    def __post_init__(self) -> None:
+        self.rng = self.nemesis.rng(f"client/{self.name}")
+        self.count = 0
+        self.errors = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.count += 1
+        return f"{self.name}-{prefix}{self.count}-{self.rng.randrange(10**6)}"
+
+    def request(
+        self,
+        op: Op,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        key: str | None = None,
+    ) -> Op:
+        """Send; with a key, resend under it while the answer is unknown or still in progress."""
+        headers = {"Idempotency-Key": key} if key else None
+        deadline = time.monotonic() + self.keyed_patience
+        while True:
+            status, answer = self.call(method, path, body, headers)
+            op.attempts.append((status, answer))
+            kind = outcome(status)
+            in_progress = (
+                status == 409
+                and isinstance(answer, dict)
+                and answer.get("error") == "IDEMPOTENCY_IN_PROGRESS"
+            )
+            if key is None or not (kind == UNKNOWN or in_progress):
+                return self.history.complete(op, UNKNOWN if in_progress else kind, status, answer)
+            if time.monotonic() > deadline:
+                return self.history.complete(op, UNKNOWN, status, answer)
+            time.sleep(self.rng.uniform(0.2, 1.0))
+
+    def run(self, body: Callable[[], None]) -> None:
+        with self.nemesis.target(self.name):
+            while not self.stop.is_set():
+                try:
+                    body()
+                except Exception:  # a client bug must not end the run silently
+                    log.exception("chaos client %s failed; it carries on", self.name)
+                    self.errors += 1
+                    time.sleep(0.5)
+
+
+# -- shared fixtures each workload works on -----------------------------------------------------
+
+
+@dataclass
+class Setup:
+    """What the runner created before the clients start, and what the checkers need to know."""
+
+    run_id: str
+    products: list[tuple[str, int]] = field(default_factory=list)  # (productId, initial stock)
+    events: list[tuple[str, int]] = field(default_factory=list)
+    resources: list[str] = field(default_factory=list)
+    wallets: list[str] = field(default_factory=list)
+    skus: list[tuple[str, int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+PRODUCT_STOCK = 40
+SKU_UNITS = 30
+
+
+def next_product(setup: Setup, call: Caller, seen: int) -> int:
+    """Index of the product to buy now; a sold-out product ``seen`` moves everyone to a new one."""
+    with setup.lock:
+        if seen == len(setup.products) - 1:
+            product_id = f"chaos-{setup.run_id}-p{len(setup.products)}"
+            status, answer = call(
+                "POST", "/products", {"productId": product_id, "name": "x", "stock": PRODUCT_STOCK}
+            )
+            assert status == 201, answer
+            setup.products.append((product_id, PRODUCT_STOCK))
+        return len(setup.products) - 1
+
+
+def create_sku(setup: Setup, call: Caller) -> None:
+    """A new sku; waits until every unit exists (creation may finish in the background)."""
+    sku = f"chaos-{setup.run_id}-s{len(setup.skus)}"
+    status, answer = call("POST", "/inventory", {"sku": sku, "units": SKU_UNITS})
+    assert status in (201, 202), answer
+    deadline = time.monotonic() + 60
+    while True:
+        status, answer = call("GET", f"/inventory/{sku}/exact")
+        if (
+            status == 200
+            and answer.get("units") == SKU_UNITS
+            and answer.get("status") not in ("CREATING", "PENDING")
+        ):
+            counted = answer["available"] + answer["reserved"] + answer["sold"]
+            if counted == SKU_UNITS:
+                break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sku {sku} was not complete after 60 s: {answer}")
+        time.sleep(0.2)
+    setup.skus.append((sku, SKU_UNITS))
+
+
+# -- the workloads ---------------------------------------------------------------------------------
+
+
+def purchases(client: Client, setup: Setup, clean: Caller) -> Callable[[], None]:
+    current = [next_product(setup, clean, -1)]
+
+    def step() -> None:
+        index = max(current[0], len(setup.products) - 1)
+        product_id = setup.products[index][0]
+        quantity = client.rng.randint(1, 3)
+        strategy = client.rng.choice(["atomic", "versioned"])
+        key = client.fresh("k") if client.rng.random() < 0.5 else None
+        op = client.history.invoke(
+            "purchases",
+            client.name,
+            "purchase",
+            product=product_id,
+            quantity=quantity,
+            strategy=strategy,
+            key=key,
+        )
+        client.request(
+            op,
+            "POST",
+            f"/products/{product_id}/purchases",
+            {"quantity": quantity, "strategy": strategy},
+            key,
+        )
+        sold_out = (op.type == FAIL and (op.value or {}).get("available") == 0) or (
+            op.type == OK and (op.value or {}).get("remainingStock") == 0
+        )
+        if sold_out:
+            current[0] = next_product(setup, clean, index)
+        else:
+            current[0] = index
+
+    return step
+
+
+USERS = 24
+
+
+def registrations(client: Client, setup: Setup) -> Callable[[], None]:
+    def step() -> None:
+        event_id = client.rng.choice(setup.events)[0]
+        user = f"u{client.rng.randrange(USERS)}"
+        roll = client.rng.random()
+        if roll < 0.4:
+            key = client.fresh("k") if client.rng.random() < 0.5 else None
+            op = client.history.invoke(
+                "registrations", client.name, "register", event=event_id, user=user, key=key
+            )
+            client.request(op, "POST", f"/events/{event_id}/registrations", {"userId": user}, key)
+        elif roll < 0.65:
+            op = client.history.invoke(
+                "registrations", client.name, "cancel", event=event_id, user=user
+            )
+            client.request(op, "DELETE", f"/events/{event_id}/registrations/{user}")
+        else:
+            op = client.history.invoke(
+                "registrations", client.name, "request", event=event_id, user=user
+            )
+            client.request(
+                op, "POST", f"/events/{event_id}/registration-requests", {"userId": user}
+            )
+        time.sleep(client.rng.uniform(0, 0.05))
+
+    return step
+
+
+def leases(
+    client: Client, setup: Setup, fenced: lease.Leases, data_table: str
+) -> Callable[[], None]:
+    def step() -> None:
+        resource = client.rng.choice(setup.resources)
+        owner = client.fresh("o")
+        ttl = client.rng.choice([0.5, 1.0, 1.5])
+        client.nemesis.maybe_skew()
+        op = client.history.invoke("leases", client.name, "acquire", resource=resource, owner=owner)
+        client.request(op, "POST", f"/locks/{resource}", {"owner": owner, "ttlSeconds": ttl})
+        if op.type != OK:
+            time.sleep(client.rng.uniform(0.05, 0.3))
+            return
+        fence = int(op.value["fence"])
+        client.nemesis.maybe_pause(f"{resource} fence {fence}", ttl + 0.4)
+        write = client.history.invoke(
+            "leases", client.name, "write", resource=resource, owner=owner, fence=fence
+        )
+        held = lease.Lease(resource, owner, fence, expires_at=0, acquired_at=0)
+        item = {
+            "Update": {
+                "TableName": data_table,
+                "Key": {"resource": {"S": f"chaos-data/{resource}"}},
+                "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
+                "ExpressionAttributeNames": {"#log": "log"},
+                "ExpressionAttributeValues": {
+                    ":empty": {"L": []},
+                    ":f": {"L": [{"N": str(fence)}]},
+                },
+            }
+        }
+        with client.nemesis.invocation("fenced write"):
+            try:
+                fenced.transact(held, [item])
+                client.history.complete(write, OK, 200, {"fence": fence})
+            except lease.Lost as exc:
+                client.history.complete(write, FAIL, 409, {"current": exc.current})
+            except (
+                Crash,
+                retry.OutcomeUnknown,
+                retry.RetriesExhausted,
+                ClientError,
+                BotoCoreError,
+            ):
+                client.history.complete(write, UNKNOWN, None, "no answer")
+        if client.rng.random() < 0.7:
+            op = client.history.invoke(
+                "leases", client.name, "release", resource=resource, owner=owner, fence=fence
+            )
+            client.request(op, "DELETE", f"/locks/{resource}", {"owner": owner, "fence": fence})
+
+    return step
+
+
+def wallets(client: Client, setup: Setup) -> Callable[[], None]:
+    def step() -> None:
+        wallet = client.rng.choice(setup.wallets)
+        amount = client.rng.randint(1, 50)
+        key = client.fresh("k") if client.rng.random() < 0.5 else None
+        client.nemesis.maybe_skew()
+        op = client.history.invoke(
+            "wallets", client.name, "top-up", wallet=wallet, amount=amount, key=key
+        )
+        client.request(op, "POST", f"/wallets/{wallet}/top-ups", {"amount": amount}, key)
+        time.sleep(client.rng.uniform(0, 0.1))
+
+    return step
+
+
+def inventory(client: Client, setup: Setup, clean: Caller) -> Callable[[], None]:
+    refusals = [0]
+
+    def step() -> None:
+        sku = setup.skus[-1][0]
+        quantity = client.rng.randint(1, 3)
+        hold = client.rng.choice([0.5, 1.0, 2.0])
+        op = client.history.invoke(
+            "inventory", client.name, "reserve", sku=sku, quantity=quantity, hold=hold
+        )
+        client.request(
+            op,
+            "POST",
+            f"/inventory/{sku}/reservations",
+            {"quantity": quantity, "holdSeconds": hold},
+        )
+        if op.type != OK:
+            if op.type == FAIL and (op.value or {}).get("error") == "OUT_OF_STOCK":
+                refusals[0] += 1
+                if refusals[0] >= 5:
+                    refusals[0] = 0
+                    with setup.lock:
+                        if setup.skus[-1][0] == sku:
+                            create_sku(setup, clean)
+            time.sleep(client.rng.uniform(0.05, 0.2))
+            return
+        refusals[0] = 0
+        reservation = op.value["reservationId"]
+        roll = client.rng.random()
+        if roll < 0.25:
+            return  # let it lapse
+        time.sleep(client.rng.uniform(0, hold * 1.2))
+        if roll < 0.75:
+            confirm = client.history.invoke(
+                "inventory", client.name, "confirm", sku=sku, reservation=reservation
+            )
+            client.request(confirm, "POST", f"/inventory/{sku}/reservations/{reservation}/confirm")
+        else:
+            cancel = client.history.invoke(
+                "inventory", client.name, "cancel", sku=sku, reservation=reservation
+            )
+            client.request(cancel, "DELETE", f"/inventory/{sku}/reservations/{reservation}")
+
+    return step

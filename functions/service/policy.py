@@ -1,0 +1,152 @@
+"""Who may do what: the authorization rules of API.md v2 ("Identity and authorization"), in one
+place, as pure functions over the verified caller and what the request names.
+
+The caller comes only from ``requestContext.authorizer.claims`` (put there by API Gateway's
+Cognito authorizer, or by the local bridge after ``local.tokens`` verified the token): ``sub`` is
+the identity, membership of the group ``admins`` makes an administrator. A request that reaches a
+handler without claims is refused (``Unauthorized``, 401), so a route added later without the
+authorizer does not become anonymous. A verified caller who may not do something gets
+``Forbidden`` (403). Both are raised before anything is written.
+
+Rules (API.md v2):
+
+* catalogue writes (``CATALOGUE_WRITES``) are for administrators (``require_admin``);
+* a body ``userId`` / ``owner`` defaults to the caller; naming someone else needs an
+  administrator, acting on their behalf (``acting_for``, ``lease_owner``);
+* a path naming a user is the caller's own or an administrator's (``require_self_or_admin``);
+* registration requests, reservations and wallets belong to whoever made them (a wallet: its first
+  top-up, ``wallet_owner``); others get 403, administrators may read (``require_owner``);
+* a lease belongs to its owner: renewing or releasing with ``lease_owner(caller, None)`` uses the
+  caller's own ``sub``, so someone else's lease answers ``LOCK_LOST`` from the lease condition
+  itself, exactly as for a stale holder; a body ``owner`` not the caller's is 403;
+* an ``Idempotency-Key`` is scoped to its caller (``idempotency_scope``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from service.domain.errors import Forbidden, Unauthorized
+
+ADMINS_GROUP = "admins"
+
+# (method, resource path) of the routes that change the catalogue.
+CATALOGUE_WRITES = frozenset(
+    {
+        ("POST", "/products"),
+        ("PATCH", "/products/{productId}"),
+        ("POST", "/events"),
+        ("POST", "/inventory"),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A verified caller: the token's ``sub`` and its groups."""
+
+    sub: str
+    groups: frozenset[str] = frozenset()
+    username: str | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMINS_GROUP in self.groups
+
+
+def parse_groups(value: Any) -> frozenset[str]:
+    """``cognito:groups`` in any shape it arrives in: a JSON list (the token), a comma-separated
+    string (API Gateway REST claims), or ``"[a b]"`` (API Gateway HTTP API claims)."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [str(item) for item in value]
+    else:
+        text = str(value).strip()
+        if text.startswith("[") and text.endswith("]"):
+            items = text[1:-1].replace(",", " ").split()
+        else:
+            items = text.split(",")
+    return frozenset(item.strip() for item in items if item.strip())
+
+
+def caller_from_claims(claims: Mapping[str, Any] | None) -> Caller:
+    """The caller of verified claims; ``Unauthorized`` when there are none or no ``sub``."""
+    if not claims:
+        raise Unauthorized("this route needs a verified caller (an ID token)")
+    sub = claims.get("sub")
+    if not isinstance(sub, str) or not sub.strip():
+        raise Unauthorized("the token names no subject")
+    username = claims.get("cognito:username")
+    return Caller(
+        sub=sub,
+        groups=parse_groups(claims.get("cognito:groups")),
+        username=username if isinstance(username, str) else None,
+    )
+
+
+def caller_from_event(event: Mapping[str, Any]) -> Caller:
+    """The caller of an API Gateway REST proxy event (``requestContext.authorizer.claims``)."""
+    context = event.get("requestContext") or {}
+    authorizer = (context.get("authorizer") or {}) if isinstance(context, Mapping) else {}
+    claims = authorizer.get("claims") if isinstance(authorizer, Mapping) else None
+    return caller_from_claims(claims if isinstance(claims, Mapping) else None)
+
+
+def require_admin(caller: Caller, what: str) -> None:
+    if not caller.is_admin:
+        raise Forbidden(f"only administrators may {what}")
+
+
+def require_catalogue_writer(caller: Caller, method: str, path: str) -> None:
+    """Administrators only, for the routes in ``CATALOGUE_WRITES``; anything else passes."""
+    if (method.upper(), path) in CATALOGUE_WRITES:
+        require_admin(caller, f"{method.upper()} {path}")
+
+
+def acting_for(caller: Caller, named: str | None, field: str = "userId") -> str:
+    """The identity a request acts for: the body's ``field`` if given, else the caller. Naming
+    someone else is for administrators (on that user's behalf)."""
+    if named is None or named == "" or named == caller.sub:
+        return caller.sub
+    if caller.is_admin:
+        return named
+    raise Forbidden(f"{field} must be your own (the token's sub) unless you are an administrator")
+
+
+def lease_owner(caller: Caller, named: str | None) -> str:
+    """The lease owner for acquire, renew and release (see the module docstring)."""
+    return acting_for(caller, named, field="owner")
+
+
+def require_self_or_admin(caller: Caller, user_id: str) -> None:
+    """A path naming a user (``/users/{userId}/...``, ``.../registrations/{userId}``)."""
+    if user_id != caller.sub and not caller.is_admin:
+        raise Forbidden("this path names another user")
+
+
+def require_owner(caller: Caller, owner: str | None, *, write: bool, what: str) -> None:
+    """A registration request, reservation or wallet (``owner`` as recorded on the item; an item
+    without one, written before identities, is treated as nobody's: administrators may read it)."""
+    if owner is not None and owner == caller.sub:
+        return
+    if caller.is_admin and not write:
+        return
+    raise Forbidden(f"this {what} belongs to another user")
+
+
+def wallet_owner(caller: Caller, current_owner: str | None) -> str:
+    """The owner to record on a top-up: the wallet's, which must be the caller's; a wallet without
+    one yet becomes the caller's (its first top-up)."""
+    if current_owner is None:
+        return caller.sub
+    require_owner(caller, current_owner, write=True, what="wallet")
+    return current_owner
+
+
+def idempotency_scope(caller: Caller, key: str) -> str:
+    """The stored key of an ``Idempotency-Key``: the same key from two callers is two requests.
+    ``sub`` is a UUID (no ``#``), so the scoped keys of two callers never collide."""
+    return f"{caller.sub}#{key}"

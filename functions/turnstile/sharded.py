@@ -1,0 +1,413 @@
+"""A counter split over N shard items, so that one hot counter is not one hot partition key.
+
+One item takes at most 1000 write units per second on DynamoDB (a partition's limit). A counter
+that every sale decrements therefore caps every sale at that rate, refusals included. Splitting its
+value over N items with distinct partition keys (``<base>#0`` .. ``<base>#N-1``) gives N times the
+write rate, and each shard stays a plain conditional write on its own share, so the total can
+never go below zero: no oversell by construction, whatever the interleaving.
+
+Taking ``q`` units (:func:`take`)::
+
+    1. one shard at random:  UpdateItem  SET #count = #count - :q
+                             ConditionExpression: attribute_exists(#pk) AND #count >= :q
+                             ReturnValuesOnConditionCheckFailure: ALL_OLD
+       (throttled or refused: fail over, do not wait on the same hot key)
+    2. read every shard:     BatchGetItem, ConsistentRead (one call, N keys)
+       no shard and no sum of shards holds q: refuse (Exhausted)
+    3. the shards that hold q, in random order, each the write of step 1;
+       if only a sum of shards holds q: one TransactWriteItems taking from several shards,
+       each element  SET #count = #count - :take  ConditionExpression: #count >= :take
+    4. back to 2, at most ``rounds`` times; every throttled attempt waits under the backoff.
+
+A refusal is therefore exact up to races: it is raised only after a consistent read of every
+shard showed fewer than ``q`` units in total (with no concurrent restock, there was then a moment
+when the total was below ``q``), or after ``rounds`` reads that each showed enough but whose every
+write lost its race (reported as :class:`Exhausted` with ``raced=True`` and counted as
+``ShardRaceRefusal``). Sold out is cheap: a process remembers that a counter read empty and then
+goes straight to step 2, so a refusal costs one ``BatchGetItem`` and no write; and for
+``trust_seconds`` (100 ms) after such a read it refuses without any call (``SoldOutHint``), because
+a sold-out counter's refusals would otherwise all read every shard and be capped by one key's
+read rate. Bound: only a restock or ``PATCH`` makes an empty counter non-empty, so such a refusal
+is wrong only if it comes less than 100 ms after a restock made in another process (this
+process's own restocks clear the hint). Sales never depend on the hint: writes decide.
+
+Setting the total (:func:`set_total`) is one transaction over every shard, each conditioned on
+the value just read (``#count = :seen``), plus the caller's own elements (a version check):
+the total becomes exactly the value asked for, or nothing changes and it is read again. Adding
+(:func:`add`) is one transaction of ``ADD`` on every shard, needing no read.
+
+Contention is counted in :mod:`turnstile.metrics` under pattern ``sharded``: ``ShardFailover``
+(a shard could not serve), ``Throttle`` (a shard was throttled), ``SoldOutRead`` (a refusal
+decided by one read), ``ShardRaceRefusal``.
+
+How N could adapt (not built): a counter could grow by a transaction that moves part of each
+shard's share into new shard items and raises ``shards`` on the parent under its version; readers
+learn N from the parent. Shrinking is the reverse, and must drain a shard before dropping it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from turnstile import codec, metrics, retry, transact
+
+PATTERN = "sharded"
+MAX_SHARDS = 99  # one creating or restocking transaction holds every shard plus one item
+ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class Counter:
+    """Shard ``k`` of counter ``base``: ``{key_attr: f"{base}#{k}", **extra_key}`` in ``table``."""
+
+    table: str
+    key_attr: str
+    base: str
+    shards: int
+    count_attr: str
+    extra_key: tuple[tuple[str, Any], ...] = ()
+
+    def key(self, shard: int) -> dict[str, Any]:
+        return {self.key_attr: f"{self.base}#{shard}", **dict(self.extra_key)}
+
+    def wire_key(self, shard: int) -> dict[str, Any]:
+        return codec.encode_item(self.key(shard))
+
+
+class Exhausted(Exception):
+    """No shard could serve: ``total`` is the sum last read (``raced``: it covered the request)."""
+
+    def __init__(self, total: int, raced: bool = False) -> None:
+        super().__init__(f"{total} left")
+        self.total = total
+        self.raced = raced
+
+
+class Missing(Exception):
+    """The counter's shard items do not exist."""
+
+
+@dataclass(frozen=True)
+class Taken:
+    shards: tuple[int, ...]  # the shard(s) the units came from
+    remaining: int  # what those shards still held after the take (a lower bound of the total)
+    calls: int
+    item: dict[str, Any]  # the (first) shard's item after the take, or as last read
+
+
+def split(total: int, shards: int) -> list[int]:
+    """``total`` over ``shards`` as evenly as possible (the first ones get the remainder)."""
+    share, extra = divmod(total, shards)
+    return [share + (1 if k < extra else 0) for k in range(shards)]
+
+
+def shard_items(counter: Counter, total: int, **attributes: Any) -> list[dict[str, Any]]:
+    """The initial shard items (for the caller's creating transaction)."""
+    return [
+        {**counter.key(k), counter.count_attr: share, **attributes}
+        for k, share in enumerate(split(total, counter.shards))
+    ]
+
+
+@dataclass
+class SoldOutHints:
+    """Counters this process last read empty, and when (a monotonic clock; a hint, never a lock).
+
+    ``empty``: skip the first write and read at once. ``fresh``: the empty read is younger than
+    ``trust_seconds``, so a refusal may be answered from it without any call (see the module
+    docstring for the bound this puts on refusals)."""
+
+    trust_seconds: float = 0.1
+    clock: Callable[[], float] = time.monotonic
+    _empty: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def empty(self, counter: Counter) -> bool:
+        return counter.base in self._empty
+
+    def fresh(self, counter: Counter) -> bool:
+        seen = self._empty.get(counter.base)
+        return seen is not None and self.clock() - seen < self.trust_seconds
+
+    def mark(self, counter: Counter, empty: bool) -> None:
+        with self._lock:
+            if empty:
+                self._empty[counter.base] = self.clock()
+            else:
+                self._empty.pop(counter.base, None)
+
+
+hints = SoldOutHints()
+
+
+def read_items(client: Any, counter: Counter, backoff: retry.Backoff) -> list[dict[str, Any]]:
+    """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
+    ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
+    return read_with(client, counter, backoff)[0]
+
+
+def read_with(
+    client: Any,
+    counter: Counter,
+    backoff: retry.Backoff,
+    extra_keys: Sequence[dict[str, Any]] = (),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
+    (``None`` where absent): a membership check that costs no extra round trip."""
+    names = list(counter.key(0))
+    shard_keys = [counter.key(k) for k in range(counter.shards)]
+    wanted = [codec.encode_item(key) for key in [*shard_keys, *extra_keys]]
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    pending: dict[str, Any] = {counter.table: {"Keys": wanted, "ConsistentRead": True}}
+    while pending:
+        response = retry.call(
+            lambda request=pending: client.batch_get_item(RequestItems=request),  # type: ignore[misc]
+            backoff=backoff,
+            idempotent=True,
+        )
+        for raw in response["Responses"].get(counter.table, []):
+            item = codec.decode_item(raw) or {}
+            found[tuple(item.get(name) for name in names)] = item
+        pending = response.get("UnprocessedKeys") or {}
+
+    def at(key: dict[str, Any]) -> dict[str, Any] | None:
+        return found.get(tuple(key.get(name) for name in names))
+
+    shards = [at(key) for key in shard_keys]
+    if any(item is None for item in shards):
+        raise Missing(counter.base)
+    return [item for item in shards if item is not None], [at(key) for key in extra_keys]
+
+
+def read_all(client: Any, counter: Counter, backoff: retry.Backoff) -> list[int]:
+    """Every shard's count (see :func:`read_items`)."""
+    return [int(item.get(counter.count_attr, 0)) for item in read_items(client, counter, backoff)]
+
+
+def _decrement(client: Any, counter: Counter, shard: int, quantity: int) -> dict[str, Any]:
+    response = client.update_item(
+        TableName=counter.table,
+        Key=counter.wire_key(shard),
+        UpdateExpression="SET #count = #count - :q",
+        ConditionExpression="attribute_exists(#pk) AND #count >= :q",
+        ExpressionAttributeNames={"#pk": counter.key_attr, "#count": counter.count_attr},
+        ExpressionAttributeValues=codec.values(q=quantity),
+        ReturnValues="ALL_NEW",
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
+    return codec.decode_item(response["Attributes"]) or {}
+
+
+def _decrement_many(client: Any, counter: Counter, takes: dict[int, int]) -> None:
+    client.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": counter.table,
+                    "Key": counter.wire_key(shard),
+                    "UpdateExpression": "SET #count = #count - :take",
+                    "ConditionExpression": "#count >= :take",
+                    "ExpressionAttributeNames": {"#count": counter.count_attr},
+                    "ExpressionAttributeValues": codec.values(take=take),
+                }
+            }
+            for shard, take in takes.items()
+        ],
+        ClientRequestToken=transact.new_token(),
+    )
+
+
+def _spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[int, int]:
+    """Shards (largest first) whose counts add up to ``quantity``: how much to take from each."""
+    order = sorted(range(len(counts)), key=lambda k: (-counts[k], rand.random()))
+    takes: dict[int, int] = {}
+    left = quantity
+    for k in order:
+        if left == 0 or counts[k] == 0:
+            break
+        takes[k] = min(counts[k], left)
+        left -= takes[k]
+    return takes
+
+
+def take(
+    client: Any,
+    counter: Counter,
+    quantity: int,
+    *,
+    backoff: retry.Backoff,
+    rand: random.Random | None = None,
+    sold_out: SoldOutHints = hints,
+    rounds: int = ROUNDS,
+) -> Taken:
+    """Take ``quantity`` units from some shard(s) (see the module docstring), or raise
+    :class:`Exhausted` / :class:`Missing`; :class:`turnstile.retry.RetriesExhausted` when every
+    shard stayed throttled for the whole backoff."""
+    rand = rand or random.Random()
+    if sold_out.fresh(counter):
+        metrics.count("SoldOutHint", pattern=PATTERN)
+        raise Exhausted(0)
+    calls = 0
+    throttled_rounds = 0
+    candidates: list[int] = [] if sold_out.empty(counter) else [rand.randrange(counter.shards)]
+    saw_enough = False
+    for round_ in range(rounds + 1):
+        throttled = False
+        for shard in candidates:
+            calls += 1
+            try:
+                item = _decrement(client, counter, shard, quantity)
+                return Taken((shard,), int(item[counter.count_attr]), calls, item)
+            except retry.MAYBE_APPLIED_ERRORS as exc:
+                raise retry.OutcomeUnknown(str(exc)) from exc
+            except retry.NOT_SENT_ERRORS:
+                throttled = True
+                continue
+            except ClientError as exc:
+                if retry.is_throttle(exc):
+                    metrics.count("Throttle", pattern=PATTERN)
+                    throttled = True
+                elif not retry.condition_failed(exc):
+                    raise
+                elif codec.old_item(exc) is None:
+                    raise Missing(counter.base) from exc
+                metrics.count("ShardFailover", pattern=PATTERN)
+        if throttled:
+            throttled_rounds += 1
+            if throttled_rounds >= backoff.attempts:
+                raise retry.RetriesExhausted(throttled_rounds, RuntimeError("shards throttled"))
+            backoff.pause(throttled_rounds)
+        if round_ == rounds:
+            break
+        calls += 1
+        items = read_items(client, counter, backoff)
+        counts = [int(item.get(counter.count_attr, 0)) for item in items]
+        total = sum(counts)
+        sold_out.mark(counter, total == 0)
+        if total < quantity:
+            metrics.count("SoldOutRead", pattern=PATTERN)
+            raise Exhausted(total)
+        saw_enough = True
+        candidates = [k for k, count in enumerate(counts) if count >= quantity]
+        rand.shuffle(candidates)
+        if candidates:
+            continue
+        takes = _spread(counts, quantity, rand)
+        calls += 1
+        try:
+            _decrement_many(client, counter, takes)
+        except retry.MAYBE_APPLIED_ERRORS as exc:
+            raise retry.OutcomeUnknown(str(exc)) from exc
+        except ClientError as exc:
+            code = retry.error_code(exc)
+            if code != "TransactionCanceledException" and not retry.is_throttle(exc):
+                raise
+            metrics.count("ShardFailover", pattern=PATTERN)
+            continue
+        left = sum(counts[k] - t for k, t in takes.items())
+        return Taken(tuple(takes), left, calls, items[next(iter(takes))])
+    metrics.count("ShardRaceRefusal", pattern=PATTERN)
+    raise Exhausted(total if saw_enough else 0, raced=saw_enough)
+
+
+def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str, Any]]:
+    """Expression parts that set ``stamp``'s attributes: names, ", #s0 = :s0...", values."""
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    sets = ""
+    for i, (name, value) in enumerate((stamp or {}).items()):
+        names[f"#s{i}"] = name
+        values[f":s{i}"] = codec.encode(value)
+        sets += f", #s{i} = :s{i}"
+    return names, sets, values
+
+
+def set_total(
+    client: Any,
+    counter: Counter,
+    total: int,
+    *,
+    backoff: retry.Backoff,
+    also: Callable[[], Sequence[dict[str, Any]]] = lambda: (),
+    stamp: dict[str, Any] | None = None,
+    attempts: int = 8,
+) -> list[int]:
+    """Make the shards add up to exactly ``total`` (split evenly), atomically with ``also()``'s
+    elements. Each shard is conditioned on the count just read; a sale in between cancels the
+    transaction and it is read and tried again (at most ``attempts`` times, then
+    :class:`turnstile.retry.RetriesExhausted`). A failed ``also`` element raises
+    :class:`turnstile.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
+    attributes are set on every shard in the same transaction (a catalogue version, say)."""
+    target = split(total, counter.shards)
+    names, sets, stamped = _stamp(stamp)
+    for attempt in range(1, attempts + 1):
+        seen = read_all(client, counter, backoff)
+        elements = [*also()]
+        offset = len(elements)
+        for shard, (before, after) in enumerate(zip(seen, target, strict=True)):
+            elements.append(
+                {
+                    "Update": {
+                        "TableName": counter.table,
+                        "Key": counter.wire_key(shard),
+                        "UpdateExpression": "SET #count = :after" + sets,
+                        "ConditionExpression": "#count = :before",
+                        "ExpressionAttributeNames": {"#count": counter.count_attr, **names},
+                        "ExpressionAttributeValues": {
+                            **codec.values(before=before, after=after),
+                            **stamped,
+                        },
+                    }
+                }
+            )
+        try:
+            transact.transact_write(client, elements, backoff=backoff)
+            hints.mark(counter, total == 0)
+            return target
+        except transact.Cancelled as exc:
+            if any(exc.failed_at(i) for i in range(offset)):
+                raise
+            metrics.count("ShardConflict", pattern=PATTERN)
+            backoff.pause(attempt)
+    raise retry.RetriesExhausted(attempts, RuntimeError("sales kept changing the shards"))
+
+
+def add(
+    client: Any,
+    counter: Counter,
+    units: int,
+    *,
+    backoff: retry.Backoff,
+    also: Sequence[dict[str, Any]] = (),
+    stamp: dict[str, Any] | None = None,
+) -> None:
+    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
+    shard is written, so ``stamp`` reaches all of them."""
+    names, sets, stamped = _stamp(stamp)
+    elements = [*also]
+    for shard, share in enumerate(split(units, counter.shards)):
+        elements.append(
+            {
+                "Update": {
+                    "TableName": counter.table,
+                    "Key": counter.wire_key(shard),
+                    "UpdateExpression": "ADD #count :share" + (f" SET {sets[2:]}" if sets else ""),
+                    "ConditionExpression": "attribute_exists(#pk)",
+                    "ExpressionAttributeNames": {
+                        "#pk": counter.key_attr,
+                        "#count": counter.count_attr,
+                        **names,
+                    },
+                    "ExpressionAttributeValues": {**codec.values(share=share), **stamped},
+                }
+            }
+        )
+    transact.transact_write(client, elements, backoff=backoff)
+    hints.mark(counter, False)

@@ -1,0 +1,86 @@
+"""Print an ID token of the local identity provider for one person (``make token``).
+
+    python -m local.token alice [--admin] [--password PW] [--auth-file .local/auth.json]
+
+Needs ``make local`` running (it writes ``.local/auth.json``). The token is obtained the standard
+way (API.md v2): ``AdminCreateUser`` if the user is new, ``AdminSetUserPassword`` (permanent),
+``AdminAddUserToGroup admins`` with ``--admin`` (without it the user is taken out of ``admins``,
+so the token says what was asked), then ``AdminInitiateAuth`` with ``ADMIN_USER_PASSWORD_AUTH``.
+Without ``--password`` a fresh random password is set each time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "functions"))
+
+from local.identity import AUTH_FILE, AuthConfig, cognito_client  # noqa: E402
+from service.policy import ADMINS_GROUP  # noqa: E402
+
+
+def random_password() -> str:
+    """Meets the stack's policy (12+ characters, lower, upper, digit, symbol)."""
+    return "Aa1!" + secrets.token_urlsafe(18)
+
+
+def ensure_user(client: Any, pool_id: str, username: str, *, password: str, admin: bool) -> None:
+    with contextlib.suppress(client.exceptions.UsernameExistsException):
+        client.admin_create_user(UserPoolId=pool_id, Username=username, MessageAction="SUPPRESS")
+    client.admin_set_user_password(
+        UserPoolId=pool_id, Username=username, Password=password, Permanent=True
+    )
+    if admin:
+        client.admin_add_user_to_group(
+            UserPoolId=pool_id, Username=username, GroupName=ADMINS_GROUP
+        )
+    else:
+        client.admin_remove_user_from_group(
+            UserPoolId=pool_id, Username=username, GroupName=ADMINS_GROUP
+        )
+
+
+def id_token(
+    config: AuthConfig, username: str, *, admin: bool = False, password: str | None = None
+) -> str:
+    """Create or update ``username`` and return a fresh ID token for them."""
+    client = cognito_client(config.endpoint, config.region)
+    password = password or random_password()
+    ensure_user(client, config.user_pool_id, username, password=password, admin=admin)
+    result = client.admin_initiate_auth(
+        UserPoolId=config.user_pool_id,
+        ClientId=config.client_id,
+        AuthFlow="ADMIN_USER_PASSWORD_AUTH",
+        AuthParameters={"USERNAME": username, "PASSWORD": password},
+    )
+    return str(result["AuthenticationResult"]["IdToken"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("user")
+    parser.add_argument("--admin", action="store_true", help="member of the admins group")
+    parser.add_argument("--password", help="set this password (default: a random one)")
+    parser.add_argument("--auth-file", type=Path, default=AUTH_FILE)
+    args = parser.parse_args(argv)
+    if not args.auth_file.exists():
+        print(f"{args.auth_file} not found: start `make local` first", file=sys.stderr)
+        return 2
+    config = AuthConfig.load(args.auth_file)
+    try:
+        token = id_token(config, args.user, admin=args.admin, password=args.password)
+    except Exception as error:  # noqa: BLE001 - a CLI: one clear line instead of a traceback
+        print(f"cannot get a token from {config.endpoint}: {error}", file=sys.stderr)
+        return 1
+    print(token)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,422 @@
+"""The nemesis's checkers, fed hand-made histories: each violation they guard against must fail
+them, and a correct history of the same shape must pass (so neither side is vacuous)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos import checkers, linear
+from chaos.history import FAIL, OK, UNKNOWN, Op
+
+INF = float("inf")
+
+
+def op(
+    f: str,
+    start: float,
+    end: float,
+    outcome: str = OK,
+    value: Any = None,
+    *,
+    pattern: str = "p",
+    status: int | None = None,
+    attempts: list[tuple[int | None, Any]] | None = None,
+    **args: Any,
+) -> Op:
+    made = Op(0, pattern, "c", f, args, start, int(start * 1000))
+    made.type = outcome
+    made.completed = INF if outcome == UNKNOWN else end
+    made.completed_ms = int(end * 1000)
+    made.value = value
+    made.status = status if status is not None else (201 if outcome == OK else 409)
+    made.attempts = attempts if attempts is not None else [(made.status, value)]
+    return made
+
+
+def numbered(ops: list[Op]) -> list[Op]:
+    for index, one in enumerate(ops):
+        one.index = index
+    return ops
+
+
+def names(report: checkers.Report) -> set[str]:
+    return {v.check for v in report.violations}
+
+
+# -- the counter search ------------------------------------------------------------------------
+
+
+def test_linear_accepts_a_serial_order_that_needs_an_unknown_purchase() -> None:
+    ops = [
+        linear.CounterOp("buy", 1, 9, 0.0, 1.0),
+        linear.CounterOp("maybe", 2, None, 0.5, INF),
+        linear.CounterOp("buy", 1, 6, 2.0, 3.0),  # 9 - 2 (the unknown one) - 1
+    ]
+    assert linear.check(ops, 10, 6).ok
+
+
+def test_linear_refuses_remaining_values_that_break_real_time_order() -> None:
+    # The buy that finished first left 8, the one invoked after it left 9: impossible.
+    ops = [linear.CounterOp("buy", 1, 8, 0.0, 1.0), linear.CounterOp("buy", 1, 9, 2.0, 3.0)]
+    verdict = linear.check(ops, 10, 8)
+    assert not verdict.ok
+    assert verdict.stuck_at
+
+
+def test_linear_refuses_two_sales_reporting_the_same_remaining_stock() -> None:
+    ops = [linear.CounterOp("buy", 1, 9, 0.0, 1.0), linear.CounterOp("buy", 1, 9, 0.0, 1.0)]
+    assert not linear.check(ops, 10, 8).ok
+
+
+def test_linear_refuses_an_out_of_stock_while_stock_was_there() -> None:
+    ops = [
+        linear.CounterOp("buy", 1, 4, 0.0, 1.0),
+        linear.CounterOp("refuse", 2, 0, 2.0, 3.0),  # said 0 left, but 4 were
+    ]
+    assert not linear.check(ops, 5, 4).ok
+    fine = [linear.CounterOp("buy", 1, 4, 0.0, 1.0), linear.CounterOp("refuse", 5, 4, 2.0, 3.0)]
+    assert linear.check(fine, 5, 4).ok
+
+
+# -- purchases ---------------------------------------------------------------------------------
+
+
+def purchase(start: float, end: float, outcome: str, value: Any, q: int = 1, **extra: Any) -> Op:
+    return op(
+        "purchase",
+        start,
+        end,
+        outcome,
+        value,
+        pattern="purchases",
+        product="p",
+        quantity=q,
+        **extra,
+    )
+
+
+def test_purchases_pass_a_correct_history() -> None:
+    history = numbered(
+        [
+            purchase(0, 1, OK, {"purchaseId": "a", "remainingStock": 2}),
+            purchase(0.5, 1.5, UNKNOWN, None),
+            purchase(2, 3, OK, {"purchaseId": "b", "remainingStock": 0}),
+            purchase(4, 5, FAIL, {"error": "OUT_OF_STOCK", "available": 0}),
+        ]
+    )
+    report = checkers.purchases(history, [("p", 3)], {"p": 0})
+    assert report.violations == []
+    assert report.checks >= 4
+
+
+def test_purchases_catch_an_oversell() -> None:
+    history = numbered(
+        [
+            purchase(0, 1, OK, {"purchaseId": "a", "remainingStock": 0}),
+            purchase(0, 1, OK, {"purchaseId": "b", "remainingStock": 0}),
+        ]
+    )
+    report = checkers.purchases(history, [("p", 1)], {"p": 0})
+    assert {"no oversell", "linearizable counter"} <= names(report)
+
+
+def test_purchases_catch_stock_that_no_subset_of_unknown_purchases_explains() -> None:
+    history = numbered(
+        [
+            purchase(0, 1, OK, {"purchaseId": "a", "remainingStock": 9}),
+            purchase(2, 3, UNKNOWN, None, q=2),
+        ]
+    )
+    report = checkers.purchases(history, [("p", 10)], {"p": 8})  # a lost unit: 10 - 1 - {0, 2}
+    assert "stock accounting" in names(report)
+
+
+def test_purchases_catch_a_key_with_two_effects() -> None:
+    keyed = purchase(
+        0,
+        2,
+        OK,
+        {"purchaseId": "b", "remainingStock": 8},
+        key="k",
+        attempts=[(201, {"purchaseId": "a", "remainingStock": 9}), (201, {"purchaseId": "b"})],
+    )
+    report = checkers.purchases(numbered([keyed]), [("p", 10)], {"p": 8})
+    assert "one effect per key" in names(report)
+
+
+# -- registrations -----------------------------------------------------------------------------
+
+
+def reg(f: str, start: float, end: float, outcome: str, value: Any, user: str = "u1") -> Op:
+    return op(f, start, end, outcome, value, pattern="registrations", event="e", user=user)
+
+
+def state(
+    registered: int, users: set[str], requests: dict[str, str] | None = None
+) -> dict[str, checkers.EventState]:
+    return {"e": checkers.EventState(2, registered, users, requests or {})}
+
+
+def test_registrations_pass_a_correct_history() -> None:
+    history = numbered(
+        [
+            reg("register", 0, 1, OK, {"registeredAt": "t1"}),
+            reg("cancel", 2, 3, OK, None),
+            reg("register", 4, 5, OK, {"registeredAt": "t2"}),
+            reg("request", 0, 1, OK, {"requestId": "r1"}, user="u2"),
+            reg("request", 0, 1, OK, {"requestId": "r2"}, user="u3"),
+        ]
+    )
+    report = checkers.registrations(
+        history, state(2, {"u1", "u2"}, {"r1": "ACCEPTED"}), set(), {"r2"}
+    )
+    assert report.violations == []
+
+
+def test_registrations_catch_over_capacity_and_a_drifting_counter() -> None:
+    report = checkers.registrations([], state(3, {"a", "b"}), set(), set())
+    assert names(report) == {"capacity", "counter matches registrations"}
+
+
+def test_registrations_catch_a_second_seat_without_a_cancel() -> None:
+    history = numbered(
+        [
+            reg("register", 0, 1, OK, {"registeredAt": "t1"}),
+            reg("cancel", 2, 3, FAIL, {"error": "NOT_FOUND"}),  # definitely did nothing
+            reg("register", 4, 5, OK, {"registeredAt": "t2"}),
+        ]
+    )
+    report = checkers.registrations(history, state(1, {"u1"}), set(), set())
+    assert "nobody twice" in names(report)
+
+
+def test_registrations_catch_a_request_left_pending_or_lost() -> None:
+    history = numbered(
+        [
+            reg("request", 0, 1, OK, {"requestId": "r1"}),
+            reg("request", 0, 1, OK, {"requestId": "r2"}, user="u2"),
+        ]
+    )
+    report = checkers.registrations(history, state(0, set(), {"r1": "PENDING"}), set(), set())
+    assert [v.check for v in report.violations] == ["async request decided"] * 2
+    dead = checkers.registrations(history, state(0, set(), {"r1": "PENDING"}), {"r1", "r2"}, set())
+    assert dead.violations == []
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+
+def acquire(start: float, end: float, fence: int, owner: str) -> Op:
+    return op(
+        "acquire", start, end, OK, {"fence": fence}, pattern="leases", resource="r", owner=owner
+    )
+
+
+def write(start: float, end: float, fence: int, outcome: str = OK) -> Op:
+    return op("write", start, end, outcome, None, pattern="leases", resource="r", fence=fence)
+
+
+def test_leases_pass_a_correct_history() -> None:
+    history = numbered(
+        [
+            acquire(0, 1, 1, "a"),
+            write(1, 2, 1),
+            acquire(3, 4, 2, "b"),
+            write(1.5, 5, 1, FAIL),  # a paused holder, refused
+            write(4, 5, 2, UNKNOWN),
+        ]
+    )
+    assert checkers.leases(history, {"r": [1, 2]}).violations == []
+
+
+def test_leases_catch_two_holders_of_one_fence_and_a_fence_going_back() -> None:
+    history = numbered([acquire(0, 1, 2, "a"), acquire(2, 3, 2, "b"), acquire(4, 5, 1, "c")])
+    found = names(checkers.leases(history, {}))
+    assert {"one holder per fence", "fences increase"} <= found
+
+
+def test_leases_catch_a_stale_fenced_write() -> None:
+    history = numbered(
+        [acquire(0, 1, 1, "a"), acquire(2, 3, 2, "b"), write(3, 4, 2), write(5, 6, 1)]
+    )
+    report = checkers.leases(history, {"r": [2, 1]})
+    stale = [v for v in report.violations if v.check == "no stale fenced write"]
+    assert len(stale) == 2  # from the item's order, and from the history
+
+
+def test_leases_catch_a_lost_or_invented_fenced_write() -> None:
+    history = numbered([acquire(0, 1, 1, "a"), write(1, 2, 1)])
+    assert "fenced writes accounted" in names(checkers.leases(history, {"r": []}))
+    assert "fenced writes accounted" in names(checkers.leases(history, {"r": [1, 3]}))
+
+
+# -- wallets -----------------------------------------------------------------------------------
+
+
+def top_up(outcome: str, amount: int, value: Any = None, **extra: Any) -> Op:
+    return op("top-up", 0, 1, outcome, value, pattern="wallets", wallet="w", amount=amount, **extra)
+
+
+def charge(charge_id: str, amount: int, refunded: bool = False) -> checkers.Charge:
+    return checkers.Charge(charge_id, "w", amount, refunded)
+
+
+def test_wallets_pass_a_correct_history() -> None:
+    history = numbered(
+        [
+            top_up(OK, 5, {"topUpId": "t1", "chargeId": "c1"}),
+            top_up(UNKNOWN, 7),  # charged, then the write failed unseen: not refunded (README)
+            top_up(FAIL, 3, {"error": "LOCK_LOST"}),
+        ]
+    )
+    charges = [charge("c1", 5), charge("c2", 7), charge("c3", 3, refunded=True)]
+    assert checkers.wallets(history, {"w": (5, 1)}, charges).violations == []
+
+
+def test_wallets_catch_a_credit_applied_twice() -> None:
+    history = numbered([top_up(OK, 5, {"topUpId": "t1", "chargeId": "c1"})])
+    report = checkers.wallets(history, {"w": (10, 2)}, [charge("c1", 5)])
+    assert {"balance accounting", "one charge per credit"} <= names(report)
+
+
+def test_wallets_catch_a_refunded_charge_that_was_credited() -> None:
+    history = numbered([top_up(OK, 5, {"topUpId": "t1", "chargeId": "c1"})])
+    report = checkers.wallets(history, {"w": (5, 1)}, [charge("c1", 5, refunded=True)])
+    assert {"acknowledged charge stands", "one charge per credit"} <= names(report)
+
+
+def test_wallets_catch_a_second_charge_without_an_unknown_top_up() -> None:
+    history = numbered([top_up(OK, 5, {"topUpId": "t1", "chargeId": "c1"})])
+    report = checkers.wallets(history, {"w": (5, 1)}, [charge("c1", 5), charge("c2", 5)])
+    assert names(report) == {"one charge per credit"}
+
+
+# -- inventory ---------------------------------------------------------------------------------
+
+
+def reserve(
+    start: float, end: float, rid: str, units: list[str], expires: float, held: float | None = None
+) -> Op:
+    """A reservation the server decided at ``held`` (default: when it was invoked)."""
+    value = {"reservationId": rid, "units": units, "expiresAt": int(expires * 1000)}
+    hold = expires - (start if held is None else held)
+    return op(
+        "reserve",
+        start,
+        end,
+        OK,
+        value,
+        pattern="inventory",
+        sku="s",
+        quantity=len(units),
+        hold=hold,
+    )
+
+
+def after(f: str, start: float, end: float, rid: str, outcome: str = OK) -> Op:
+    return op(f, start, end, outcome, None, pattern="inventory", sku="s", reservation=rid)
+
+
+def sku(units: dict[str, str], summary: dict[str, int] | None = None) -> dict[str, Any]:
+    return {"s": checkers.SkuState(units, summary)}
+
+
+def test_inventory_passes_a_correct_history() -> None:
+    history = numbered(
+        [
+            reserve(0, 1, "r1", ["u1"], expires=3),
+            reserve(4, 5, "r2", ["u1"], expires=9),  # r1 lapsed first
+            after("confirm", 5, 6, "r2"),
+            reserve(0, 1, "r3", ["u2"], expires=30),
+            after("cancel", 1, 2, "r3"),
+            reserve(2.5, 3, "r4", ["u2"], expires=30),
+        ]
+    )
+    final = sku(
+        {"u1": "sold", "u2": "held", "u3": "free"}, {"available": 1, "reserved": 1, "sold": 1}
+    )
+    assert checkers.inventory(history, final).violations == []
+
+
+def test_inventory_orders_holds_by_when_the_server_took_them_not_by_when_replies_came() -> None:
+    # Seed 7: r1 took the unit (0.5 s hold) but answered late; r2 took the lapsed hold after it
+    # and answered first. Not a double hold.
+    history = numbered(
+        [
+            reserve(0.0, 1.0, "r1", ["u1"], expires=0.6, held=0.1),
+            reserve(0.5, 0.9, "r2", ["u1"], expires=2.7, held=0.7),
+        ]
+    )
+    assert checkers.inventory(history, sku({"u1": "held"})).violations == []
+
+
+def test_inventory_catches_a_unit_held_twice() -> None:
+    history = numbered(
+        [reserve(0, 1, "r1", ["u1"], expires=30), reserve(2, 3, "r2", ["u1"], expires=30)]
+    )
+    assert names(checkers.inventory(history, sku({"u1": "held"}))) == {"no unit held twice"}
+
+
+def test_inventory_catches_a_sold_unit_reserved_again_and_sold_twice() -> None:
+    history = numbered(
+        [
+            reserve(0, 1, "r1", ["u1"], expires=2),
+            after("confirm", 1, 1.5, "r1"),
+            reserve(3, 4, "r2", ["u1"], expires=9),
+            after("confirm", 4, 5, "r2"),
+        ]
+    )
+    found = names(checkers.inventory(history, sku({"u1": "sold"})))
+    assert {"no unit held twice", "sold once"} <= found
+
+
+def test_inventory_catches_unaccounted_sales_and_a_summary_that_did_not_converge() -> None:
+    history = numbered([reserve(0, 1, "r1", ["u1"], expires=9), after("confirm", 1, 2, "r1")])
+    final = sku({"u1": "free", "u2": "sold"}, {"available": 2, "reserved": 0, "sold": 0})
+    assert names(checkers.inventory(history, final)) == {
+        "sold units accounted",
+        "summary converges",
+    }
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def test_a_violation_prints_its_history_and_faults_and_the_last_line_counts_it() -> None:
+    import io
+
+    from chaos.history import History
+    from chaos.nemesis import Nemesis
+    from chaos.runner import Result
+
+    history = History()
+    first = history.invoke("leases", "c1", "acquire", resource="r", owner="a")
+    History.complete(first, OK, 201, {"fence": 2})
+    second = history.invoke("leases", "c2", "acquire", resource="r", owner="b")
+    History.complete(second, OK, 201, {"fence": 2})
+    lost = history.invoke("leases", "c3", "acquire", resource="r", owner="c")
+    History.complete(lost, UNKNOWN, None, "reply lost")
+    nemesis = Nemesis(42, start=history.start)
+    nemesis.log("lost_after", "c2 UpdateItem")
+    nemesis.log("throttle", "c9 GetItem")  # another client: not printed
+    report = checkers.leases(history.of("leases"), {})
+    out = io.StringIO()
+    Result(42, 1.0, history, nemesis, report).print(out)
+    text = out.getvalue()
+    assert "VIOLATION [leases] one holder per fence" in text
+    assert "* " in text and "acquire(resource=r, owner=b)" in text
+    assert "fault lost_after" in text and "c9 GetItem" not in text
+    assert text.rstrip().splitlines()[-1] == (
+        "chaos: 3 operations, 2 faults, 1 unknown, 2 violations, seed 42"  # and fences increase
+    )
+
+
+def test_a_500_is_a_violation_and_a_503_is_not() -> None:
+    history = numbered(
+        [
+            op("purchase", 0, 1, UNKNOWN, {"error": "THROTTLED"}, status=503),
+            op("purchase", 0, 1, UNKNOWN, {"error": "INTERNAL"}, status=500),
+        ]
+    )
+    report = checkers.no_bugs(history)
+    assert [(v.check, v.ops[0].index) for v in report.violations] == [("no 500", 1)]

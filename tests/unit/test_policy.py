@@ -1,0 +1,199 @@
+"""service.policy: every rule of API.md v2 with two users (alice, bob) and an administrator."""
+
+from __future__ import annotations
+
+import pytest
+
+from service import policy
+from service.domain.errors import Forbidden, Unauthorized
+from service.policy import Caller
+
+ALICE = Caller("sub-alice", frozenset(), "alice")
+BOB = Caller("sub-bob", frozenset({"readers"}), "bob")
+ADMIN = Caller("sub-admin", frozenset({"admins"}), "root")
+
+
+def claims(sub: str, groups: str | None = None) -> dict[str, str]:
+    shaped = {"sub": sub, "token_use": "id", "cognito:username": sub.removeprefix("sub-")}
+    if groups is not None:
+        shaped["cognito:groups"] = groups
+    return shaped
+
+
+# --- the caller comes from verified claims, and only from them ---------------------------------
+
+
+def test_caller_is_the_claims_sub_and_admins_are_the_admins_group():
+    assert policy.caller_from_claims(claims("sub-alice")) == ALICE
+    assert policy.caller_from_claims(claims("sub-admin", "admins")).is_admin
+    assert not policy.caller_from_claims(claims("sub-bob", "readers")).is_admin
+    assert not policy.caller_from_claims(claims("sub-bob", "administrators")).is_admin
+
+
+@pytest.mark.parametrize(
+    "groups",
+    ["admins", "readers,admins", "[readers admins]", ["readers", "admins"], " admins , x"],
+)
+def test_groups_are_read_in_every_shape_gateways_hand_them_over(groups):
+    assert policy.caller_from_claims({"sub": "s", "cognito:groups": groups}).is_admin
+
+
+@pytest.mark.parametrize("groups", ["admins2", "[xadmins]", "", None, []])
+def test_no_false_administrators(groups):
+    assert not policy.caller_from_claims({"sub": "s", "cognito:groups": groups}).is_admin
+
+
+@pytest.mark.parametrize("missing", [None, {}, {"sub": ""}, {"sub": "  "}, {"email": "a@b"}])
+def test_a_request_without_claims_or_sub_is_unauthorized(missing):
+    with pytest.raises(Unauthorized) as raised:
+        policy.caller_from_claims(missing)
+    assert raised.value.code == "UNAUTHORIZED"
+
+
+def test_caller_from_event_reads_request_context_authorizer_claims():
+    event = {"requestContext": {"authorizer": {"claims": claims("sub-bob")}}, "body": "{}"}
+    assert policy.caller_from_event(event).sub == "sub-bob"
+    for anonymous in ({}, {"requestContext": {}}, {"requestContext": {"authorizer": None}}):
+        with pytest.raises(Unauthorized):
+            policy.caller_from_event(anonymous)
+
+
+def test_a_body_cannot_make_a_caller():
+    # A body userId / owner is never the caller: only the claims are read.
+    event = {"body": '{"userId": "sub-admin", "sub": "sub-admin"}', "requestContext": {}}
+    with pytest.raises(Unauthorized):
+        policy.caller_from_event(event)
+
+
+# --- catalogue writes: administrators only ------------------------------------------------------
+
+
+@pytest.mark.parametrize("method, path", sorted(policy.CATALOGUE_WRITES))
+def test_catalogue_writes_are_for_administrators(method, path):
+    policy.require_catalogue_writer(ADMIN, method, path)
+    for user in (ALICE, BOB):
+        with pytest.raises(Forbidden) as raised:
+            policy.require_catalogue_writer(user, method, path)
+        assert raised.value.code == "FORBIDDEN"
+
+
+def test_catalogue_writes_are_exactly_the_contracts_four_routes():
+    assert {
+        ("POST", "/products"),
+        ("PATCH", "/products/{productId}"),
+        ("POST", "/events"),
+        ("POST", "/inventory"),
+    } == policy.CATALOGUE_WRITES
+    # reads and purchases stay open to every verified caller
+    for method, path in (("GET", "/products/{productId}"), ("POST", "/products/{id}/purchases")):
+        policy.require_catalogue_writer(ALICE, method, path)
+    policy.require_catalogue_writer(ALICE, "post", "/products/{productId}/purchases")
+    with pytest.raises(Forbidden):
+        policy.require_catalogue_writer(BOB, "post", "/products")
+
+
+# --- body userId / owner ------------------------------------------------------------------------
+
+
+def test_a_missing_body_user_defaults_to_the_caller():
+    assert policy.acting_for(ALICE, None) == "sub-alice"
+    assert policy.acting_for(BOB, "") == "sub-bob"
+    assert policy.acting_for(ADMIN, None) == "sub-admin"
+
+
+def test_a_body_user_that_is_the_callers_own_is_fine():
+    assert policy.acting_for(ALICE, "sub-alice") == "sub-alice"
+
+
+def test_naming_another_user_in_the_body_is_for_administrators_only():
+    with pytest.raises(Forbidden, match="userId"):
+        policy.acting_for(ALICE, "sub-bob")
+    with pytest.raises(Forbidden):
+        policy.acting_for(BOB, "sub-alice")
+    assert policy.acting_for(ADMIN, "sub-alice") == "sub-alice"  # on alice's behalf
+
+
+def test_a_body_lease_owner_not_the_callers_is_403():
+    with pytest.raises(Forbidden, match="owner"):
+        policy.lease_owner(BOB, "sub-alice")
+    assert policy.lease_owner(ALICE, None) == "sub-alice"
+    assert policy.lease_owner(ADMIN, "sub-alice") == "sub-alice"
+
+
+# --- paths naming a user ------------------------------------------------------------------------
+
+
+def test_a_path_naming_a_user_is_that_users_or_an_administrators():
+    policy.require_self_or_admin(ALICE, "sub-alice")
+    policy.require_self_or_admin(ADMIN, "sub-alice")
+    with pytest.raises(Forbidden):
+        policy.require_self_or_admin(BOB, "sub-alice")
+    with pytest.raises(Forbidden):
+        policy.require_self_or_admin(ALICE, "alice")  # the username is not the identity
+
+
+# --- owned things: registration requests, reservations, wallets ---------------------------------
+
+
+@pytest.mark.parametrize("what", ["registration request", "reservation", "wallet"])
+def test_owned_things_are_their_owners_and_administrators_may_only_read(what):
+    policy.require_owner(ALICE, "sub-alice", write=False, what=what)
+    policy.require_owner(ALICE, "sub-alice", write=True, what=what)
+    policy.require_owner(ADMIN, "sub-alice", write=False, what=what)
+    with pytest.raises(Forbidden, match=what):
+        policy.require_owner(ADMIN, "sub-alice", write=True, what=what)
+    for write in (False, True):
+        with pytest.raises(Forbidden):
+            policy.require_owner(BOB, "sub-alice", write=write, what=what)
+
+
+def test_an_item_without_owner_is_nobodys():
+    with pytest.raises(Forbidden):
+        policy.require_owner(ALICE, None, write=False, what="reservation")
+    policy.require_owner(ADMIN, None, write=False, what="reservation")
+
+
+def test_a_wallet_belongs_to_whoever_made_its_first_top_up():
+    assert policy.wallet_owner(BOB, None) == "sub-bob"  # first top-up: bob's from now on
+    assert policy.wallet_owner(BOB, "sub-bob") == "sub-bob"
+    with pytest.raises(Forbidden, match="wallet"):
+        policy.wallet_owner(ALICE, "sub-bob")
+    with pytest.raises(Forbidden):
+        policy.wallet_owner(ADMIN, "sub-bob")  # administrators read wallets, they do not pay in
+
+
+# --- idempotency keys ---------------------------------------------------------------------------
+
+
+def test_an_idempotency_key_is_scoped_to_its_caller():
+    keys = {policy.idempotency_scope(user, "key-1") for user in (ALICE, BOB, ADMIN)}
+    assert len(keys) == 3
+    assert policy.idempotency_scope(ALICE, "key-1") == policy.idempotency_scope(ALICE, "key-1")
+    assert policy.idempotency_scope(ALICE, "key-1") != policy.idempotency_scope(ALICE, "key-2")
+
+
+# --- leases: someone else's is LOCK_LOST, as for a stale holder --------------------------------
+
+
+def test_renewing_or_releasing_someone_elses_lease_is_lock_lost(moto_ddb, moto_tables):
+    from service.domain import locks as domain
+    from service.domain.errors import LockLost
+    from tests.unit.conftest import scan_all
+
+    locks = domain.Locks(domain.leases(moto_ddb, moto_tables["leases"]))
+    # Given alice holds r-policy (owner resolved from her token, no body owner)
+    held = locks.acquire("r-policy", policy.lease_owner(ALICE, None), 30)
+    before = scan_all(moto_ddb, moto_tables["leases"])
+    # When bob renews and releases it with alice's fence, his own identity as owner
+    with pytest.raises(LockLost):
+        locks.renew("r-policy", policy.lease_owner(BOB, None), held["fence"], 30)
+    with pytest.raises(LockLost):
+        locks.release("r-policy", policy.lease_owner(BOB, None), held["fence"])
+    # Then nothing changed, and naming alice in the body is 403 before the table is touched
+    assert scan_all(moto_ddb, moto_tables["leases"]) == before
+    with pytest.raises(Forbidden):
+        policy.lease_owner(BOB, "sub-alice")
+    # while alice herself still renews it
+    assert locks.renew("r-policy", policy.lease_owner(ALICE, None), held["fence"], 30)["owner"] == (
+        "sub-alice"
+    )
