@@ -194,10 +194,11 @@ def test_deploy_time_code_does_not_load_the_lambda_runtime():
         "runtime = ('boto3', 'botocore', 'aws_lambda_powertools', 'service.domain', "
         "'service.handlers');"
         "print(sorted({m.split('.')[0] if m.startswith(('b', 'a')) else m "
-        "for m in sys.modules if m.startswith(runtime)}))"
+        "for m in sys.modules if m.startswith(runtime) and m != 'service.domain.errors'}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    # Then none of the Lambda runtime's modules were imported
-    assert out.stdout.strip() == "[]"
+    # Then none of the Lambda runtime's modules were imported (service.domain.errors, plain
+    # exception classes, is read by service.policy for the stack's admin group)
+    assert out.stdout.strip() in ("[]", "['service.domain']")
