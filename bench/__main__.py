@@ -116,8 +116,14 @@ def main(argv: list[str] | None = None) -> int:
                 "Seed 002 workload, 1000 attempts, 100 threads, 100 units: one conditional counter "
                 "vs one item per unit claimed SKIP LOCKED style, quantity 1 and 3, one run. "
                 "Ceiling = raw unconditional decrement of the q=1 round (the q=3 rows use the "
-                "q=3 round's own raw run). WCU per unit sold counts failed conditional writes.",
+                "q=3 round's own raw run). WCU per unit sold counts failed conditional writes "
+                "(1 each) and every item of a cancelled transaction (1 each: the prepare phase).",
             )
+            creation = inventory.creation_row(client, db.streams_client(), names)
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            (RESULTS / "inventory_creation.json").write_text(json.dumps(creation, indent=2))
+            print("\n## inventory creation\n")
+            print(markdown([creation], list(creation)))
         if not only or "signup" in only:
             run_signup(client, db, meter, names)
         if not only or "leases" in only:

@@ -7,7 +7,10 @@ write capacity per unit of useful work.
 
 Consumed capacity: writes ask for ``ReturnConsumedCapacity=TOTAL``. A write refused by its
 condition is charged on AWS too (1 WCU per KB) but its error carries no figure, so the meter adds
-1 WCU per ``ConditionalCheckFailedException`` and per cancelled transaction item that failed.
+1 WCU per ``ConditionalCheckFailedException``. A transaction does two underlying writes per item,
+one to prepare and one to commit (AWS, "Capacity management for transactions", see the README); a
+cancelled one stops after the prepare, so the meter adds 1 WCU for EVERY item of a cancelled
+transaction, not only for the items whose condition failed.
 """
 
 from __future__ import annotations
@@ -68,9 +71,7 @@ class Meter:
         if code == "ConditionalCheckFailedException":
             units += 1.0
         elif code == "TransactionCanceledException":
-            units += sum(
-                1.0 for r in parsed.get("CancellationReasons", []) if r.get("Code") != "None"
-            )
+            units += float(len(parsed.get("CancellationReasons", [])))
         with self._lock:
             self.wcu += units
             if code == "ConditionalCheckFailedException":

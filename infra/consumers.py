@@ -77,5 +77,7 @@ class StreamConsumers(Construct):
                     # would run batches of the same shard concurrently and reorder them.
                     parallelization_factor=1,
                     on_failure=sources.SqsDlq(self.dead_letters),
+                    filters=[lambda_.FilterCriteria.filter(pattern) for pattern in spec.filters]
+                    or None,
                 )
             )

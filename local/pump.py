@@ -9,14 +9,19 @@ batch; as with ``BisectBatchOnFunctionError``, the batch is then halved until th
 it is alone, and only then do retries count against it. One batch per shard at a time, shards
 in parent-before-child order: records of one key arrive in the order they were written.
 
-Its settings (batch size, retries) come from the template's ``AWS::Lambda::EventSourceMapping``
-resources, so the pump behaves as the deployed mapping is configured. A record given up on counts as
-``DeadLettered`` (pattern ``streams``) in ``turnstile.metrics``; on AWS the queue depth says it.
+Its settings (batch size, retries, event filters) come from the template's
+``AWS::Lambda::EventSourceMapping`` resources, so the pump behaves as the deployed mapping is
+configured. Filters: like Lambda, records that match no pattern are dropped before any invocation
+and the batch size counts matching records only; the pump reads up to 1000 records a call then.
+Only the pattern forms turnstile uses are understood (nested objects, lists of exact values).
+A record given up on counts as ``DeadLettered`` (pattern ``streams``) in ``turnstile.metrics``;
+on AWS the queue depth says it.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import threading
 import time
@@ -43,6 +48,7 @@ class MappingSpec:
     table: str
     batch_size: int
     retry_attempts: int
+    filters: tuple[dict[str, Any], ...] = ()
 
     def load_handler(self) -> Handler:
         module, _, name = self.handler.rpartition(".")
@@ -67,9 +73,24 @@ def mapping_specs(template: dict[str, Any], table_names: dict[str, str]) -> list
                 table=table_names[source],
                 batch_size=int(properties.get("BatchSize", 100)),
                 retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),
+                filters=tuple(
+                    json.loads(each["Pattern"])
+                    for each in (properties.get("FilterCriteria") or {}).get("Filters", [])
+                ),
             )
         )
     return specs
+
+
+def matches(pattern: Any, value: Any) -> bool:
+    """An event filter pattern against a record: objects nest, a list names the allowed values."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(
+            key in value and matches(inner, value[key]) for key, inner in pattern.items()
+        )
+    if isinstance(pattern, list):
+        return any(value == allowed for allowed in pattern)
+    return bool(value == pattern)
 
 
 @dataclass
@@ -123,8 +144,10 @@ class StreamPump:
         batch_size: int = 100,
         retry_attempts: int = 5,
         function_name: str = "consumer",
+        filters: tuple[dict[str, Any], ...] = (),
     ) -> None:
         self.streams = streams
+        self.filters = filters
         self.handler = handler
         self.batch_size = batch_size
         self.retry_attempts = retry_attempts
@@ -187,10 +210,9 @@ class StreamPump:
             if shard.iterator is None:
                 shard.done = True
                 return 0
+        limit = shard.limit or (1000 if self.filters else self.batch_size)
         try:
-            response = self.streams.get_records(
-                ShardIterator=shard.iterator, Limit=shard.limit or self.batch_size
-            )
+            response = self.streams.get_records(ShardIterator=shard.iterator, Limit=limit)
         except ClientError as exc:
             # DynamoDB Local sometimes refuses an iterator it handed out from an empty read that
             # raced a write ("read past the oldest stream record"); iterators also expire. Like
@@ -210,6 +232,12 @@ class StreamPump:
             shard.iterator = following
             shard.done = following is None
             return 0
+        if self.filters:
+            records, cut = self._window(records)
+            if cut:  # the batch ends before the page does: continue right after it
+                following = self._iterator(
+                    shard, "AFTER_SEQUENCE_NUMBER", records[-1]["dynamodb"]["SequenceNumber"]
+                )
         failed, crashed = self._invoke(records)
         self.delivered += len(records)
         if failed is None:
@@ -236,9 +264,30 @@ class StreamPump:
             shard.iterator = self._iterator(shard, "AT_SEQUENCE_NUMBER", sequence)
         return len(records)
 
+    def _wanted(self, record: dict[str, Any]) -> bool:
+        shaped = lambda_record(record, self.stream_arn, self.region)
+        return not self.filters or any(matches(pattern, shaped) for pattern in self.filters)
+
+    def _window(self, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+        """The records up to the ``batch_size``-th one that passes the filters; and whether
+        that cut the page short."""
+        wanted = 0
+        for index, record in enumerate(records):
+            if self._wanted(record):
+                wanted += 1
+                if wanted == self.batch_size and index + 1 < len(records):
+                    return records[: index + 1], True
+        return records, False
+
     def _invoke(self, records: list[dict[str, Any]]) -> tuple[int | None, bool]:
-        """Run the handler: (index of the first failed record or None, whether it raised)."""
-        event = {"Records": [lambda_record(r, self.stream_arn, self.region) for r in records]}
+        """Run the handler: (index of the first failed record or None, whether it raised).
+        Records the filters drop count as done without an invocation."""
+        shaped = [
+            lambda_record(r, self.stream_arn, self.region) for r in records if self._wanted(r)
+        ]
+        if not shaped:
+            return None, False
+        event = {"Records": shaped}
         try:
             result = self.handler(event, self.context) or {}
         except Exception:  # a crashed invocation fails the whole batch

@@ -78,6 +78,7 @@ def start_pumps(
             batch_size=spec.batch_size,
             retry_attempts=spec.retry_attempts,
             function_name=spec.function_name,
+            filters=spec.filters,
         )
         thread = threading.Thread(
             target=stream_pump.run, args=(stop,), name=f"pump-{spec.table}", daemon=True

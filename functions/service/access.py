@@ -42,15 +42,20 @@ ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         config.IDEMPOTENCY: IDEMPOTENCY_ACTIONS,
     },
     "inventory": {
-        # header put, units batch-written, reads, index and unit queries, claims, records
-        config.INVENTORY: (GET, PUT, UPDATE, DELETE, QUERY, BATCH_WRITE),
-        config.INVENTORY_SUMMARY: (GET, PUT),  # starting counts, the eventual summary
+        # header put, small skus' units (transactional puts), header/lead reads, index and unit
+        # queries, claims / confirm / cancel (updates, also in transactions), creation progress
+        config.INVENTORY: (GET, PUT, UPDATE, QUERY),
+        config.INVENTORY_SUMMARY: (GET, UPDATE),  # the eventual summary; a chunk's counts
     },
     "events": {
         # create, read, join (Update + Put), leave (Update + Delete), byUser index
         config.EVENTS: (GET, PUT, UPDATE, DELETE, QUERY),
         config.REGISTRATION_REQUESTS: (GET, PUT),  # submit, read
         config.IDEMPOTENCY: IDEMPOTENCY_ACTIONS,
+    },
+    "inventorycreator": {
+        config.INVENTORY: (GET, PUT, UPDATE),  # header read, units put, progress update
+        config.INVENTORY_SUMMARY: (UPDATE,),  # a chunk's units added to the counts
     },
     "inventorysummary": {
         config.INVENTORY_SUMMARY: (UPDATE,),  # the seq marker and the counts, in a transaction

@@ -11,6 +11,7 @@ runtime module (boto3, Powertools, domains): only ``service.config`` and the rou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from service import config
 from service.api import routes as declared
@@ -58,8 +59,7 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         module="service.handlers.inventory",
         tables=(config.INVENTORY, config.INVENTORY_SUMMARY),
         description="Inventory units reserved SKIP LOCKED style, with expiring holds (seed 002)",
-        timeout_seconds=29,  # creating 100 000 units takes 4000 batch writes
-        memory_mb=1024,
+        timeout_seconds=29,  # creates skus of up to 1000 units inline; larger ones: the worker
     ),
     FunctionSpec(
         name="events",
@@ -76,6 +76,7 @@ class ConsumerSpec(FunctionSpec):
     with partial batch responses; ``module.handler`` returns ``{"batchItemFailures": [...]}``."""
 
     source: str = ""
+    filters: tuple[dict[str, Any], ...] = ()  # event filter patterns: only matching records
     batch_size: int = config.STREAM_BATCH_SIZE
     retry_attempts: int = config.STREAM_RETRY_ATTEMPTS
     max_record_age_seconds: int = config.STREAM_MAX_RECORD_AGE_SECONDS
@@ -88,6 +89,17 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
         tables=(config.INVENTORY_SUMMARY,),
         source=config.INVENTORY,
         description="Per-sku inventory counts from the inventory table's stream (seed 002)",
+    ),
+    ConsumerSpec(
+        name="inventorycreator",
+        module="service.handlers.inventory_creator",
+        tables=(config.INVENTORY, config.INVENTORY_SUMMARY),
+        source=config.INVENTORY,
+        filters=(config.INVENTORY_CREATION_FILTER,),
+        batch_size=1,  # one chunk of units per invocation: bounded time, retried alone
+        description="Creates large skus' units in resumable chunks (seed 002)",
+        timeout_seconds=120,
+        memory_mb=1024,
     ),
     ConsumerSpec(
         name="decider",

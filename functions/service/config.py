@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # botocore stays out of deploy-time imports (infra reads this module)
     from turnstile import retry
@@ -58,6 +58,16 @@ MAX_STOCK_SHARDS = 64
 MAX_PURCHASE_QUANTITY = 1000
 
 # Inventory (seed 002): units claimed one item at a time through a sparse index of claimable units.
+# A sku's header item (sk "sku") is CREATING until its units exist; the creation worker's event
+# filter (the stack's mapping, the local pump) lets only those headers through.
+INVENTORY_HEADER_SK = "sku"
+INVENTORY_CREATING = "CREATING"
+INVENTORY_CREATION_FILTER: dict[str, Any] = {
+    "dynamodb": {
+        "Keys": {"sk": {"S": [INVENTORY_HEADER_SK]}},
+        "NewImage": {"status": {"S": [INVENTORY_CREATING]}},
+    }
+}
 INVENTORY_CLAIMABLE_INDEX = "claimable"
 INVENTORY_MAX_UNITS = 100_000
 INVENTORY_POOL_UNITS = 10_000  # units per index partition key: 1000 WCU/s each on AWS
@@ -65,7 +75,10 @@ INVENTORY_MAX_QUANTITY = 100  # one confirm transaction holds at most 100 items
 INVENTORY_HOLD_SECONDS = 600
 INVENTORY_MIN_HOLD_SECONDS = 0.1
 INVENTORY_MAX_HOLD_SECONDS = 86_400
-INVENTORY_KEEP_RECORD_SECONDS = 7 * 24 * 3600  # unconfirmed reservation records, then TTL
+INVENTORY_CHUNK_UNITS = 10_000  # units the creation worker writes per step (one stream record)
+INVENTORY_INLINE_UNITS = 1_000  # skus this small are created before POST /inventory answers
+INVENTORY_CREATE_WRITERS = 16  # parallel 100-unit transactions while creating units
+INVENTORY_RESERVE_ROUNDS = 6  # cancelled reservation transactions before OUT_OF_STOCK
 
 # Throttling and transient errors on any single call.
 CALL_ATTEMPTS = 6

@@ -12,29 +12,33 @@ units that are, or will become, claimable. Sold units drop the ticket and leave 
   ``claimableAt <= :now`` range as the free ones, so a lapsed hold is found like a free unit.
 
 Finding candidates never scans: :func:`reserve` queries the index with
-``#pool = :pool AND #ticket BETWEEN :lo AND :hi``, first from a random pivot up to now, then the
-tickets below the pivot, one pool after another from a random pool. The index is only a hint (it
-is eventually consistent on AWS): the conditional write on the unit itself decides.
+``#pool = :pool AND #ticket BETWEEN 0 AND :now``, one range per pool from a random end, one pool
+after another from a random pool. The index is only a hint (it is eventually consistent on AWS):
+the conditional write on the unit itself decides.
 
 Before the first write, :func:`reserve` reads until it has seen ``quantity`` candidates; when the
 index cannot show that many, the answer is :class:`NotEnough` without a single write (the usual
-answer once a sku has sold out). Each page of candidates is tried in random order.
+answer once a sku has sold out: one keys-only Query). Each page of candidates is shuffled.
 
-Claim, one ``UpdateItem`` per candidate::
+Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``UpdateItem`` when
+``quantity`` is 1, which is all or nothing by itself)::
 
     SET #status = :held, #holder = :holder, #until = :until, #ticket = :until,
-        #seq = if_not_exists(#seq, :zero) + :one
+        #seq = if_not_exists(#seq, :zero) + :one [, #members = :keys on the lead unit]
     ConditionExpression: #status = :free OR (#status = :held AND #until <= :now)
 
-A failed condition (or a ``TransactionConflict`` from a transaction holding the unit) means
-another request got there first: the unit is skipped and the next candidate tried, without waiting
-and without retrying it. If fewer than ``quantity`` units can be claimed, every unit this call took
-is given back (:func:`release`) and :class:`NotEnough` is raised: all or nothing.
+The first (*lead*) unit also carries the list of the reservation's units, so the reservation's
+record is written in the same transaction as its claims: there is no moment at which units are
+held by a reservation nobody can find, and nothing to give back when the transaction fails. A
+cancelled transaction's ``CancellationReasons`` (``ConditionalCheckFailed`` or
+``TransactionConflict``) name the units someone else took meanwhile; just those are replaced
+from the candidates already read and the transaction is sent again (new token), a bounded number
+of times. A lost reply is resent under the same ``ClientRequestToken`` and applied once.
 
-Release (give back, or cancel a reservation)::
+Free (cancel a reservation), one ``TransactWriteItems`` over its units (:func:`free`)::
 
     SET #status = :free, #ticket = :ticket, #seq = if_not_exists(#seq, :zero) + :one
-    REMOVE #holder, #until
+    REMOVE #holder, #until, #members
     ConditionExpression: #status = :held AND #holder = :holder
 
 Sell (confirm), one ``TransactWriteItems`` over all the units of a holder::
@@ -60,7 +64,6 @@ record it has already applied (see ``service.domain.inventory``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -95,6 +98,7 @@ class UnitTable:
     holder_attr: str = "holder"
     until_attr: str = "holdUntil"
     seq_attr: str = "seq"
+    members_attr: str = "members"  # on a reservation's lead unit: the keys of all its units
 
     def names(self) -> dict[str, str]:
         return {
@@ -139,8 +143,10 @@ class Claimed:
     """What :func:`reserve` took, and what it cost (for tests and benchmarks)."""
 
     keys: list[Key] = field(default_factory=list)
-    lost: int = 0  # candidates someone else claimed first (skipped)
+    holder: str = ""
+    lost: int = 0  # candidates someone else claimed first (replaced)
     queries: int = 0
+    transactions: int = 0
 
 
 class Lost(Exception):
@@ -293,46 +299,88 @@ def _candidates(
     claimed: Claimed,
 ) -> Iterator[Key]:
     """Unit keys from the index, claimable at ``now_ms``: every pool once, from a random pool,
-    each pool from a random ticket upwards and then wrapping round below it."""
+    each read in one range ``[0, now]`` from a random end (lowest or highest ticket first).
+
+    One range per pool, not two halves around a random pivot: a refusal must be able to see the
+    whole pool in a single keys-only Query. The spread that the random pivot gave comes from the
+    random end, the random order within each page (a page holds many more candidates than a
+    request needs), and the tickets themselves, which are random and re-drawn on every release.
+    """
     first = int(rand() * len(pools))
-    pivot = new_ticket(rand)
+    forward = rand() < 0.5
     for offset in range(len(pools)):
         pool = pools[(first + offset) % len(pools)]
-        for low, high in ((pivot, now_ms), (0, pivot - 1)):
-            if high < low:
-                continue
-            start: Key | None = None
-            while True:
-                request: dict[str, Any] = {
-                    "TableName": units.table,
-                    "IndexName": units.index,
-                    "KeyConditionExpression": "#pool = :pool AND #ticket BETWEEN :low AND :high",
-                    "ExpressionAttributeNames": {
-                        "#pool": units.pool_attr,
-                        "#ticket": units.ticket_attr,
-                    },
-                    "ExpressionAttributeValues": codec.values(pool=pool, low=low, high=high),
-                    "Limit": page_size,
-                }
-                if start is not None:
-                    request["ExclusiveStartKey"] = start
-                response = retry.call(
-                    lambda request=request: client.query(**request),  # type: ignore[misc]
-                    backoff=backoff,
-                    idempotent=True,
-                    pattern=PATTERN,
-                )
-                claimed.queries += 1
-                page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
-                # Walking a page in order would line every loser up behind the next unit another
-                # request is also about to take (a convoy); a random order spreads them out.
-                for index in range(len(page) - 1, 0, -1):
-                    other = int(rand() * (index + 1))
-                    page[index], page[other] = page[other], page[index]
-                yield from page
-                start = response.get("LastEvaluatedKey")
-                if not start:
-                    break
+        start: Key | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": units.table,
+                "IndexName": units.index,
+                "KeyConditionExpression": "#pool = :pool AND #ticket BETWEEN :low AND :high",
+                "ExpressionAttributeNames": {
+                    "#pool": units.pool_attr,
+                    "#ticket": units.ticket_attr,
+                },
+                "ExpressionAttributeValues": codec.values(pool=pool, low=0, high=now_ms),
+                "ScanIndexForward": forward,
+                "Limit": page_size,
+            }
+            if start is not None:
+                request["ExclusiveStartKey"] = start
+            response = retry.call(
+                lambda request=request: client.query(**request),  # type: ignore[misc]
+                backoff=backoff,
+                idempotent=True,
+                pattern=PATTERN,
+            )
+            claimed.queries += 1
+            page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
+            # Walking a page in order would line every loser up behind the next unit another
+            # request is also about to take (a convoy); a random order spreads them out.
+            for index in range(len(page) - 1, 0, -1):
+                other = int(rand() * (index + 1))
+                page[index], page[other] = page[other], page[index]
+            yield from page
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+
+
+def _claim_item(
+    units: UnitTable,
+    key: Mapping[str, Any],
+    *,
+    holder: str,
+    now_ms: int,
+    until_ms: int,
+    members: Sequence[Key] | None,
+) -> dict[str, Any]:
+    """One unit's conditional claim inside the reservation's transaction. The lead unit (the first)
+    also records which units the reservation holds (``members``); every other unit drops whatever
+    list a lapsed reservation left on it."""
+    names = {k: v for k, v in units.names().items() if k != "#pool"}
+    names["#members"] = units.members_attr
+    values = codec.values(
+        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1
+    )
+    update = (
+        "SET #status = :held, #holder = :holder, #until = :until, #ticket = :until, "
+        "#seq = if_not_exists(#seq, :zero) + :one"
+    )
+    if members is None:
+        update += " REMOVE #members"
+    else:
+        update += ", #members = :members"
+        values.update(codec.values(members=[dict(m) for m in members]))
+    return {
+        "Update": {
+            "TableName": units.table,
+            "Key": codec.encode_item(key),
+            "UpdateExpression": update,
+            "ConditionExpression": "#status = :free OR (#status = :held AND #until <= :now)",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
 
 
 def reserve(
@@ -341,29 +389,37 @@ def reserve(
     *,
     pools: Sequence[str],
     quantity: int,
-    holder: str,
+    holder: Callable[[Key], str],
     now_ms: int,
     until_ms: int,
     backoff: retry.Backoff,
     rand: Callable[[], float] = random.random,
     page_size: int | None = None,
+    rounds: int = 6,
 ) -> Claimed:
-    """Claim ``quantity`` units for ``holder`` until ``until_ms``, skipping units others hold.
+    """Claim ``quantity`` units until ``until_ms`` in ONE ``TransactWriteItems``, skipping units
+    others hold; ``holder(lead)`` names the reservation after its lead unit (the first).
 
-    All or nothing: raises :class:`NotEnough` (after giving back what it took) when the index runs
-    out of candidates first. A write whose outcome is unknown (:class:`retry.OutcomeUnknown`) also
-    gives back what was taken, including, conditionally, the unit in doubt, and re-raises.
+    All or nothing with nothing to give back: when a unit was taken meanwhile, the transaction is
+    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are replaced
+    from the candidates already read (reading on when they run out). After ``rounds`` cancelled
+    transactions, or when the index has no more candidates, :class:`NotEnough`. A lost reply is
+    resent under the same ``ClientRequestToken`` (:func:`transact.transact_write`), so a
+    reservation that was applied is not applied twice; if every resend fails the outcome is
+    unknown and the error propagates (the units, if taken, are held by a reservation whose lead
+    unit lists them, and come free when the hold lapses).
     """
+    if not 1 <= quantity <= 100:
+        raise ValueError("a reservation holds 1 to 100 units (one transaction)")
     claimed = Claimed()
     seen: set[tuple[Any, ...]] = set()
-    doubtful: list[Key] = []
     candidates = _distinct(
         _candidates(
             client,
             units,
             pools,
             now_ms=now_ms,
-            page_size=page_size or max(2 * quantity, 10),
+            page_size=page_size or max(4 * quantity, 64),
             backoff=backoff,
             rand=rand,
             claimed=claimed,
@@ -371,41 +427,154 @@ def reserve(
         units,
         seen,
     )
-    # Look before taking anything: when the index cannot even show ``quantity`` candidates, say
+    # Look before writing anything: when the index cannot even show ``quantity`` candidates, say
     # so without a single write (the common answer once a sku sells out).
-    first = list(itertools.islice(candidates, quantity))
-    if len(first) < quantity:
+    chosen = list(itertools.islice(candidates, quantity))
+    if len(chosen) < quantity:
+        metrics.count("ClaimRefused", pattern=PATTERN)
         raise NotEnough(quantity, 0)
-    try:
-        for key in itertools.chain(first, candidates):
-            try:
-                won = claim(
-                    client,
-                    units,
-                    key,
-                    holder=holder,
-                    now_ms=now_ms,
-                    until_ms=until_ms,
-                    backoff=backoff,
-                )
-            except retry.OutcomeUnknown:
-                doubtful.append(key)
-                raise
-            if not won:
-                claimed.lost += 1
-                continue
-            claimed.keys.append(key)
-            if len(claimed.keys) == quantity:
-                return claimed
-    except BaseException:
-        # Best effort: whatever cannot be given back now comes free when its hold lapses.
-        with contextlib.suppress(Exception):
-            give_back(
-                client, units, [*claimed.keys, *doubtful], holder=holder, backoff=backoff, rand=rand
+    for _ in range(rounds):
+        name = holder(chosen[0])
+        items = [
+            _claim_item(
+                units,
+                key,
+                holder=name,
+                now_ms=now_ms,
+                until_ms=until_ms,
+                members=chosen if index == 0 else None,
             )
-        raise
-    give_back(client, units, claimed.keys, holder=holder, backoff=backoff, rand=rand)
-    raise NotEnough(quantity, len(claimed.keys))
+            for index, key in enumerate(chosen)
+        ]
+        claimed.transactions += 1
+        try:
+            if quantity == 1:
+                _claim_one(client, items[0]["Update"], name, units.holder_attr, backoff=backoff)
+            else:
+                transact.transact_write(
+                    client, items, backoff=backoff, retry_conflicts=False, pattern=PATTERN
+                )
+        except transact.Cancelled as exc:
+            taken = [i for i, reason in enumerate(exc.reasons) if reason.code in _TAKEN]
+            if not taken or len(taken) != sum(r.failed for r in exc.reasons):
+                raise  # a failure that is not "someone else has the unit"
+            claimed.lost += len(taken)
+            metrics.count("ClaimLost", pattern=PATTERN, value=len(taken))
+            spares = list(itertools.islice(candidates, len(taken)))
+            if len(spares) < len(taken):
+                raise NotEnough(quantity, quantity - len(taken)) from exc
+            for index, spare in zip(taken, spares, strict=True):
+                chosen[index] = spare
+            metrics.count("ClaimRetry", pattern=PATTERN)
+            continue
+        claimed.keys = list(chosen)
+        claimed.holder = name
+        return claimed
+    metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
+    raise NotEnough(quantity, 0)
+
+
+_TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+
+
+def _claim_one(
+    client: Any, update: dict[str, Any], holder: str, holder_attr: str, *, backoff: retry.Backoff
+) -> None:
+    """A reservation of one unit needs no transaction: one conditional ``UpdateItem`` is all or
+    nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
+    applied, the resend fails its condition on a unit that names ``holder``, which is a success.
+    Someone else's unit raises :class:`transact.Cancelled` shaped like the transaction's."""
+    try:
+        retry.call(
+            lambda: client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD"),
+            backoff=backoff,
+            idempotent=True,  # see above: a resend cannot take the unit twice
+            pattern=PATTERN,
+        )
+    except ClientError as exc:
+        if retry.condition_failed(exc):
+            current = codec.old_item(exc) or {}
+            if current.get(holder_attr) == holder:
+                metrics.count("ClaimReplayed", pattern=PATTERN)
+                return
+            code = "ConditionalCheckFailed"
+        elif retry.error_code(exc) == "TransactionConflictException":
+            code = "TransactionConflict"
+        else:
+            raise
+        raise transact.Cancelled([transact.Reason(code, str(exc), codec.old_item(exc))]) from exc
+
+
+def holders_units(
+    client: Any, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
+) -> dict[str, Any] | None:
+    """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
+    response = retry.call(
+        lambda: client.get_item(
+            TableName=units.table, Key=codec.encode_item(lead), ConsistentRead=True
+        ),
+        backoff=backoff,
+        idempotent=True,
+        pattern=PATTERN,
+    )
+    return codec.decode_item(response.get("Item"))
+
+
+def free(
+    client: Any,
+    units: UnitTable,
+    keys: Sequence[Mapping[str, Any]],
+    *,
+    holder: str,
+    backoff: retry.Backoff,
+    rand: Callable[[], float] = random.random,
+    rounds: int = 3,
+) -> list[dict[str, Any]]:
+    """Give back every unit of ``keys`` that ``holder`` still holds, in one transaction.
+
+    Returns the units it no longer held (as they are now: sold by its own confirm, or reclaimed by
+    another reservation after the hold lapsed); those are left alone and the rest freed in one more
+    transaction (bounded by ``rounds``)."""
+    names = {k: v for k, v in units.names().items() if k != "#pool"}
+    names["#members"] = units.members_attr
+    pending = [dict(key) for key in keys]
+    kept: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        if not pending:
+            return kept
+        items = [
+            {
+                "Update": {
+                    "TableName": units.table,
+                    "Key": codec.encode_item(key),
+                    "UpdateExpression": (
+                        "SET #status = :free, #ticket = :ticket, "
+                        "#seq = if_not_exists(#seq, :zero) + :one REMOVE #holder, #until, #members"
+                    ),
+                    "ConditionExpression": "#status = :held AND #holder = :holder",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": codec.values(
+                        free=FREE,
+                        held=HELD,
+                        holder=holder,
+                        ticket=new_ticket(rand),
+                        zero=0,
+                        one=1,
+                    ),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+            for key in pending
+        ]
+        try:
+            transact.transact_write(client, items, backoff=backoff, pattern=PATTERN)
+            return kept
+        except transact.Cancelled as exc:
+            failed = [i for i, reason in enumerate(exc.reasons) if reason.failed]
+            kept += [exc.reasons[i].item or {} for i in failed]
+            metrics.count("ReleaseLost", pattern=PATTERN, value=len(failed))
+            pending = [key for i, key in enumerate(pending) if i not in set(failed)]
+    raise retry.RetriesExhausted(rounds, RuntimeError("units kept changing during the release"))
 
 
 def _distinct(keys: Iterator[Key], units: UnitTable, seen: set[tuple[Any, ...]]) -> Iterator[Key]:
@@ -415,24 +584,3 @@ def _distinct(keys: Iterator[Key], units: UnitTable, seen: set[tuple[Any, ...]])
         if identity not in seen:
             seen.add(identity)
             yield key
-
-
-def give_back(
-    client: Any,
-    units: UnitTable,
-    keys: Sequence[Key],
-    *,
-    holder: str,
-    backoff: retry.Backoff,
-    rand: Callable[[], float] = random.random,
-) -> list[dict[str, Any]]:
-    """Release every unit of ``keys`` that ``holder`` still holds; returns the ones it did not
-    (as they are now). A failure to release is left to the hold's expiry."""
-    kept = []
-    for key in keys:
-        current = release(
-            client, units, key, holder=holder, ticket=new_ticket(rand), backoff=backoff
-        )
-        if current is not None:
-            kept.append(current)
-    return kept

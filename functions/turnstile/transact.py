@@ -64,21 +64,24 @@ def reasons_of(exc: ClientError) -> list[Reason]:
     ]
 
 
-def _is_conflict(exc: BaseException) -> bool:
+_THROTTLED = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+def _is_conflict(exc: BaseException, *, conflicts: bool = True) -> bool:
     if retry.error_code(exc) == "TransactionConflictException":
-        return True
+        return conflicts
     if retry.error_code(exc) == "InternalServerError":
-        # A 500 is retryable on AWS, and the ClientRequestToken makes the resend idempotent.
-        # DynamoDB Local answers transactions that wait too long on its item locks this way.
-        metrics.count("InternalServerError", pattern="transact")
+        # A 500 is retryable, and a resend under the same token is applied at most once.
+        # (DynamoDB Local also answers it when a transaction waits too long for an item lock,
+        # where DynamoDB would cancel with TransactionConflict or simply succeed.)
+        metrics.count("TransactionRetry", pattern="transact")
         return True
     if retry.error_code(exc) != "TransactionCanceledException":
         return False
     codes = {reason.code for reason in reasons_of(exc)}  # type: ignore[arg-type]
     # Retry only when nothing failed for a reason that a resend would not change.
-    return "ConditionalCheckFailed" not in codes and bool(
-        codes & {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
-    )
+    retryable = _THROTTLED | ({"TransactionConflict"} if conflicts else set())
+    return codes <= retryable | {"None"} and bool(codes & retryable)
 
 
 def new_token() -> str:
@@ -92,12 +95,15 @@ def transact_write(
     backoff: retry.Backoff,
     token: str | None = None,
     pattern: str = "transact",
+    retry_conflicts: bool = True,
 ) -> None:
     """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
 
     Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
     ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
-    not applied twice. Retries count under ``pattern`` (``turnstile.metrics``).
+    not applied twice. Retries count under ``pattern`` (``turnstile.metrics``). With
+    ``retry_conflicts=False`` a ``TransactionConflict`` is final too (:class:`Cancelled`): for
+    callers that would rather pick another item than wait for this one.
     """
     request_token = token or new_token()
 
@@ -105,7 +111,13 @@ def transact_write(
         client.transact_write_items(TransactItems=list(items), ClientRequestToken=request_token)
 
     try:
-        retry.call(send, backoff=backoff, idempotent=True, retry_on=_is_conflict, pattern=pattern)
+        retry.call(
+            send,
+            backoff=backoff,
+            idempotent=True,
+            retry_on=lambda exc: _is_conflict(exc, conflicts=retry_conflicts),
+            pattern=pattern,
+        )
     except ClientError as exc:
         if retry.error_code(exc) == "TransactionCanceledException":
             raise Cancelled(reasons_of(exc)) from exc

@@ -3,6 +3,7 @@ consumer, with properties asserted rather than counted."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from infra.tables import construct_id
@@ -92,3 +93,29 @@ def test_every_inventory_route_is_an_api_method(template):
         ("POST", "confirm"),
         ("DELETE", "release"),
     } <= methods
+
+
+def test_creation_worker_is_a_filtered_stream_consumer_one_chunk_per_invocation(template):
+    functions = cfn.resources(template, "AWS::Lambda::Function")
+    (mapping,) = [
+        m
+        for m in cfn.resources(template, "AWS::Lambda::EventSourceMapping").values()
+        if functions[m["Properties"]["FunctionName"]["Ref"]]["Properties"]["Handler"]
+        == "service.handlers.inventory_creator.handler"
+    ]
+    properties = mapping["Properties"]
+    assert properties["EventSourceArn"]["Fn::GetAtt"][0].startswith("TablesInventoryTable")
+    assert properties["BatchSize"] == 1
+    assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert properties["ParallelizationFactor"] == 1
+    assert "OnFailure" in properties["DestinationConfig"]
+    (only,) = properties["FilterCriteria"]["Filters"]
+    assert json.loads(only["Pattern"]) == {
+        "dynamodb": {"Keys": {"sk": {"S": ["sku"]}}, "NewImage": {"status": {"S": ["CREATING"]}}}
+    }
+    worker = functions[mapping["Properties"]["FunctionName"]["Ref"]]["Properties"]
+    assert worker["Timeout"] == 120
+    assert {k for k in worker["Environment"]["Variables"] if k.endswith("_TABLE")} == {
+        "INVENTORY_TABLE",
+        "INVENTORY_SUMMARY_TABLE",
+    }

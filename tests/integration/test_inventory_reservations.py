@@ -9,13 +9,36 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 import pytest
 
+from local.dynamodb_local import CREDENTIALS
 from service.domain.errors import AlreadyConfirmed, Expired, NotFound, OutOfStock
 from service.domain.inventory import UNIT, Inventory
-from turnstile import codec
+from turnstile import codec, retry
 
 pytestmark = pytest.mark.integration
+
+
+_PATIENT: dict[str, Any] = {}
+
+
+def patient(client: Any) -> Any:
+    """The same DynamoDB Local, with a client that waits long for answers: DynamoDB Local makes a
+    transaction wait for item locks, and on a loaded shared machine that wait can pass the usual
+    5 s read timeout."""
+    endpoint = client.meta.endpoint_url
+    if endpoint in _PATIENT:
+        return _PATIENT[endpoint]
+    _PATIENT[endpoint] = boto3.session.Session().client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name=client.meta.region_name,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        config=retry.client_config(read_timeout=60),
+    )
+    return _PATIENT[endpoint]
 
 
 @dataclass
@@ -39,7 +62,10 @@ class History:
 def inventory(ddb: Any, tables: Any, clock: Any = None) -> Inventory:
     extra = {"clock": clock} if clock is not None else {}
     return Inventory(
-        client=ddb, table=tables["inventory"], summary_table=tables["inventory_summary"], **extra
+        client=patient(ddb),
+        table=tables["inventory"],
+        summary_table=tables["inventory_summary"],
+        **extra,
     )
 
 

@@ -16,6 +16,7 @@ from service.domain.errors import OutOfStock
 from service.domain.inventory import Inventory
 from service.domain.inventory_summary import Summaries
 from service.handlers import inventory_summary
+from tests.integration.test_inventory_reservations import patient
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def test_summary_converges_to_exact_counts_and_ignores_redelivery(
 ):
     # Given 120 units, then 30 threads reserving, confirming every third and releasing every fifth
     service = Inventory(
-        client=ddb, table=tables["inventory"], summary_table=tables["inventory_summary"]
+        client=patient(ddb), table=tables["inventory"], summary_table=tables["inventory_summary"]
     )
     service.create(unique, 120)
     barrier = threading.Barrier(30)
@@ -95,7 +96,7 @@ def test_summary_converges_to_exact_counts_and_ignores_redelivery(
 def test_a_record_that_fails_is_retried_and_counted_once(ddb, streams, tables, unique, consumer):
     # Given a consumer whose first call after the reservation fails the whole batch (a crash)
     service = Inventory(
-        client=ddb, table=tables["inventory"], summary_table=tables["inventory_summary"]
+        client=patient(ddb), table=tables["inventory"], summary_table=tables["inventory_summary"]
     )
     service.create(unique, 4)
     StreamPump(dynamodb=ddb, streams=streams, table=tables["inventory"], handler=consumer).drain()

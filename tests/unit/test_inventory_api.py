@@ -36,7 +36,8 @@ def test_create_reserve_confirm_through_the_handler(moto_ddb, moto_tables):
     # Given a sku of four units
     created = call("POST", "/inventory", "/inventory", {"sku": "s1", "units": 4})
     assert created["statusCode"] == 201
-    assert created["json"] == {"sku": "s1", "units": 4}
+    assert created["json"] == {"sku": "s1", "units": 4, "status": "READY", "unitsCreated": 4}
+    assert created["headers"]["Location"] == "/inventory/s1"
     # When two are reserved and the reservation confirmed
     reserved = call("POST", RESERVATIONS, "/inventory/s1/reservations", {"quantity": 2}, sku="s1")
     # Then the answers have the contract's shapes

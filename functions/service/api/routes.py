@@ -153,7 +153,8 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         "/inventory",
         "create_inventory",
-        "Create a sku with units free units (one item each)",
+        "Create a sku: 201 at once with status CREATING (READY for up to 1000 units) and "
+        "Location; the units are created in resumable chunks, progress on GET /inventory/{sku}",
         body=models.NewInventory,
         status=201,
         errors=("ALREADY_EXISTS",),

@@ -2,13 +2,16 @@
 
 Table ``inventory`` (partition key ``sku``, sort key ``sk``), streamed with old and new images:
 
-* ``sk = "sku"``: the header, written once: ``units`` (how many), ``pools`` (index partitions).
+* ``sk = "sku"``: the header: ``units`` (how many), ``pools`` (index partitions), and the
+  creation's progress: ``status`` CREATING | READY, ``chunks``, ``chunkUnits``, ``chunksDone``.
 * ``sk = "unit#000042"``: a unit: ``status`` free | held | sold, ``holder`` (a reservation id),
   ``holdUntil`` (epoch ms), ``claimableAt`` and ``pool`` (the sparse ``claimable`` index, see
   :mod:`turnstile.claims`), ``seq`` (+1 per change).
-* ``sk = "res#<id>"``: a reservation: its ``units``, ``holdUntil``, ``status`` held | confirmed.
-  Units are the truth; this record only remembers which units a reservation id took.
-  ``expiresAt`` (TTL) removes unconfirmed records long after their hold; it decides nothing.
+
+A reservation has no item of its own: its record is its *lead* unit (the first it took), which
+lists all its units (``members``) and is written in the same transaction as the claims. The
+reservation id is ``<lead unit id>-<hold expiry ms>-<random>``: where the record is, and when the
+hold lapses (so a confirm whose lapsed lead unit was reclaimed still answers EXPIRED, not 404).
 
 Table ``inventory_summary`` (same keys), written by the stream consumer
 (:class:`service.domain.inventory_summary.Summaries`):
@@ -20,12 +23,19 @@ A unit is free when created; a reservation claims units (held, until ``holdUntil
 them, but only while the hold is valid and still this reservation's; DELETE frees them. A lapsed
 hold is claimable by anyone, so units of abandoned reservations come back without a sweeper.
 
-Seq 0 is a unit's creation: creation writes the summary's starting counts itself (one write
-instead of one per unit through the stream), and the consumer skips seq-0 records.
+Creation is asynchronous above ``INVENTORY_INLINE_UNITS``: POST writes the header (CREATING) and
+answers; the creation worker (a filtered stream consumer, ``handlers.inventory_creator``) writes
+one chunk per header change with :meth:`Inventory.advance`. Units are reservable as soon as they
+exist: creation never writes over a unit (``attribute_not_exists``), so a unit claimed while its
+chunk is still being written, or rewritten after a crash, is never reset to free.
+
+Seq 0 is a unit's creation: each chunk adds its units to the summary's counts in the transaction
+that records the chunk (one write instead of one per unit), and the consumer skips seq-0 records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import threading
@@ -46,16 +56,20 @@ from service.domain.errors import (
     NotFound,
     OutOfStock,
 )
-from turnstile import claims, codec, retry, versioned
+from turnstile import claims, codec, metrics, retry, transact, versioned
 
-HEADER = "sku"
+HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
 UNIT = "unit#"
-RESERVATION = "res#"
 UNIT_DIGITS = 6
 
-HELD = "held"
 CONFIRMED = "confirmed"
+CREATING = config.INVENTORY_CREATING
+READY = "READY"
+CLOCK_SKEW_MS = 1000  # how far apart two processes' clocks may be when telling EXPIRED from 404
+
+# The creation worker's event filter (config: the stack and the local pump read it too).
+CREATION_FILTER: dict[str, Any] = config.INVENTORY_CREATION_FILTER
 
 
 def unit_sk(number: int) -> str:
@@ -64,6 +78,19 @@ def unit_sk(number: int) -> str:
 
 def unit_id(sk: str) -> str:
     return sk.removeprefix(UNIT)
+
+
+def reservation_id(lead: str, until_ms: int, token: str) -> str:
+    """``<lead unit id>-<hold expiry, epoch ms>-<random>``: where the reservation's record is,
+    and when it lapses (so a confirm after a lapsed hold was reclaimed can still say EXPIRED)."""
+    return f"{lead}-{until_ms}-{token}"
+
+
+def parse_reservation_id(reservation: str) -> tuple[str, int] | None:
+    parts = reservation.split("-")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return parts[0], int(parts[1])
 
 
 def pool_names(sku: str, pools: int) -> list[str]:
@@ -82,7 +109,9 @@ class Inventory:
     backoff: retry.Backoff = field(default_factory=config.call_backoff)
     clock: Callable[[], float] = time.time
     rand: Callable[[], float] = random.random
-    writers: int = 16  # parallel BatchWriteItem calls when creating units
+    writers: int = config.INVENTORY_CREATE_WRITERS
+    chunk_units: int = config.INVENTORY_CHUNK_UNITS
+    inline_units: int = config.INVENTORY_INLINE_UNITS
     _headers: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -98,82 +127,211 @@ class Inventory:
     # -- creating ------------------------------------------------------------------------------
 
     def create(self, sku: str, units: int) -> dict[str, Any]:
-        """The header (only once per sku), the summary's starting counts, then the units."""
-        pools = pools_for(units)
-        header = {"sku": sku, "sk": HEADER, "units": units, "pools": pools}
+        """Write the header (CREATING) and answer; the units follow in chunks (:meth:`advance`,
+        run by the creation worker from the header's stream records). A sku of at most
+        ``inline_units`` units is built before answering, by the same code.
+
+        The same creation again (same ``units``) is idempotent: it answers the current progress
+        and, while still CREATING, touches the header so that a stalled creation resumes. Another
+        ``units`` for an existing sku is :class:`AlreadyExists`.
+        """
+        chunks = max(1, math.ceil(units / self.chunk_units))
+        header = {
+            "sku": sku,
+            "sk": HEADER,
+            "units": units,
+            "pools": pools_for(units),
+            "chunkUnits": self.chunk_units,
+            "chunks": chunks,
+            "chunksDone": 0,
+            "status": CREATING,
+        }
         try:
             retry.call(
                 lambda: self.client.put_item(
                     TableName=self.table,
                     Item=codec.encode_item(header),
                     ConditionExpression="attribute_not_exists(sk)",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
                 backoff=self.backoff,
-                idempotent=False,
+                # A resend after a lost reply fails its condition and is then recognised below
+                # as the same creation.
+                idempotent=True,
             )
         except ClientError as exc:
-            if retry.condition_failed(exc):
-                raise AlreadyExists(f"sku {sku!r} already exists") from exc
-            raise
-        summary = {"sku": sku, "sk": SUMMARY, "available": units, "reserved": 0, "sold": 0}
-        retry.call(
-            lambda: self.client.put_item(
-                TableName=self.summary_table, Item=codec.encode_item(summary)
-            ),
-            backoff=self.backoff,
-            idempotent=True,
-        )
-        names = pool_names(sku, pools)
+            if not retry.condition_failed(exc):
+                raise
+            existing = codec.old_item(exc) or {}
+            if int(existing.get("units", -1)) != units:
+                raise AlreadyExists(f"sku {sku!r} already exists with other units") from exc
+            metrics.count("CreationReplayed", pattern="inventory")
+            if existing.get("status") == CREATING:
+                self._nudge(sku)
+            return self.progress(self._read_header(sku))
+        if units <= self.inline_units:
+            while self.advance(sku):
+                pass
+        return self.progress(self._read_header(sku))
+
+    def create_now(self, sku: str, units: int) -> dict[str, Any]:
+        """:meth:`create`, then every chunk in this thread (tests and benchmarks, which have no
+        stream worker running)."""
+        self.create(sku, units)
+        while self.advance(sku):
+            pass
+        return self.progress(self._read_header(sku))
+
+    def _nudge(self, sku: str) -> None:
+        """A header change the worker sees again: resumes a creation whose chain of stream
+        records stopped (its record went to the dead-letter queue)."""
+        with contextlib.suppress(ClientError):
+            retry.call(
+                lambda: self.client.update_item(
+                    TableName=self.table,
+                    Key=codec.encode_item({"sku": sku, "sk": HEADER}),
+                    UpdateExpression="ADD #nudges :one",
+                    ConditionExpression="#status = :creating",
+                    ExpressionAttributeNames={"#nudges": "nudges", "#status": "status"},
+                    ExpressionAttributeValues=codec.values(one=1, creating=CREATING),
+                ),
+                backoff=self.backoff,
+                idempotent=True,  # one nudge more or less changes nothing
+            )
+
+    def advance(self, sku: str) -> bool:
+        """Create the next chunk of the sku's units and record it; True while chunks remain.
+
+        Idempotent and resumable: the units have deterministic ids and are written with
+        ``attribute_not_exists`` (never over a unit that exists, which may already be held), and
+        the progress pointer ``chunksDone`` moves from c to c + 1 in one transaction with the
+        summary's ``available += n``, conditionally on still being c. A crash anywhere repeats at
+        most the current chunk, which then writes only the units still missing.
+        """
+        header = self._read_header(sku)
+        done, chunks = int(header["chunksDone"]), int(header["chunks"])
+        if header["status"] != CREATING or done >= chunks:
+            return False
+        size, total = int(header["chunkUnits"]), int(header["units"])
+        numbers = range(done * size, min((done + 1) * size, total))
+        names = pool_names(sku, int(header["pools"]))
         items = [
             claims.free_unit(
                 self.units,
                 {"sku": sku, "sk": unit_sk(n)},
-                names[n % pools],
+                names[n % len(names)],
                 claims.new_ticket(self.rand),
             )
-            for n in range(units)
+            for n in numbers
         ]
-        batches = [items[i : i + 25] for i in range(0, len(items), 25)]
+        batches = [items[i : i + 100] for i in range(0, len(items), 100)]
         with ThreadPoolExecutor(max_workers=max(1, min(self.writers, len(batches)))) as pool:
-            list(pool.map(self._write_batch, batches))
-        return {"sku": sku, "units": units}
-
-    def _write_batch(self, items: list[dict[str, Any]]) -> None:
-        """BatchWriteItem, resending only what DynamoDB left unprocessed. Not resent after a
-        timeout: a unit claimed meanwhile would be overwritten as free."""
-        pending = [{"PutRequest": {"Item": codec.encode_item(item)}} for item in items]
-        attempt = 0
-        while pending:
-            attempt += 1
-            response = retry.call(
-                lambda pending=pending: self.client.batch_write_item(  # type: ignore[misc]
-                    RequestItems={self.table: pending}
-                ),
+            list(pool.map(self._put_new, batches))
+        last = done + 1 == chunks
+        update = "SET #done = :next" + (", #status = :ready" if last else "")
+        values: dict[str, Any] = {"done": done, "next": done + 1}
+        if last:
+            values["ready"] = READY
+        try:
+            transact.transact_write(
+                self.client,
+                [
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": codec.encode_item({"sku": sku, "sk": HEADER}),
+                            "UpdateExpression": update,
+                            "ConditionExpression": "#done = :done",
+                            "ExpressionAttributeNames": {"#done": "chunksDone"}
+                            | ({"#status": "status"} if last else {}),
+                            "ExpressionAttributeValues": codec.values(**values),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.summary_table,
+                            "Key": codec.encode_item({"sku": sku, "sk": SUMMARY}),
+                            "UpdateExpression": "ADD #available :n, #reserved :zero, #sold :zero",
+                            "ExpressionAttributeNames": {
+                                "#available": "available",
+                                "#reserved": "reserved",
+                                "#sold": "sold",
+                            },
+                            "ExpressionAttributeValues": codec.values(n=len(numbers), zero=0),
+                        }
+                    },
+                ],
                 backoff=self.backoff,
-                idempotent=False,
             )
-            pending = (response.get("UnprocessedItems") or {}).get(self.table, [])
-            if pending:
-                if attempt >= self.backoff.attempts:
-                    raise retry.RetriesExhausted(attempt, RuntimeError("unprocessed items"))
-                self.backoff.pause(attempt)
+        except transact.Cancelled as exc:
+            if not exc.failed_at(0):
+                raise
+            metrics.count("ChunkAlreadyRecorded", pattern="inventory")  # a concurrent worker
+        with self._lock:
+            self._headers.pop(sku, None)
+        return not last
+
+    def _put_new(self, items: list[dict[str, Any]]) -> None:
+        """Put the units of ``items`` that do not exist yet, in one transaction per attempt; the
+        ones that exist (a repeated chunk) are named by the cancellation and left out."""
+        pending = items
+        for _ in range(self.backoff.attempts):
+            try:
+                transact.transact_write(
+                    self.client,
+                    [
+                        {
+                            "Put": {
+                                "TableName": self.table,
+                                "Item": codec.encode_item(item),
+                                "ConditionExpression": "attribute_not_exists(sk)",
+                            }
+                        }
+                        for item in pending
+                    ],
+                    backoff=self.backoff,
+                )
+                return
+            except transact.Cancelled as exc:
+                exists = {i for i, reason in enumerate(exc.reasons) if reason.failed}
+                metrics.count("UnitAlreadyCreated", pattern="inventory", value=len(exists))
+                pending = [item for i, item in enumerate(pending) if i not in exists]
+                if not pending:
+                    return
+        raise retry.RetriesExhausted(self.backoff.attempts, RuntimeError("units kept changing"))
 
     # -- reading -------------------------------------------------------------------------------
 
-    def header(self, sku: str) -> dict[str, Any]:
-        """The sku's header; it never changes once written, so it is cached per process."""
-        cached = self._headers.get(sku)
-        if cached is not None:
-            return cached
+    def _read_header(self, sku: str) -> dict[str, Any]:
         item = versioned.read(self.client, self.table, {"sku": sku, "sk": HEADER}, self.backoff)
         if item is None:
             raise NotFound(f"no sku {sku!r}")
-        with self._lock:
-            self._headers[sku] = item
+        if item.get("status", READY) == READY:
+            with self._lock:
+                self._headers[sku] = item
         return item
 
+    def header(self, sku: str) -> dict[str, Any]:
+        """The sku's header. Its ``units`` and ``pools`` never change; once READY nothing in it
+        does, so it is cached per process from then on."""
+        cached = self._headers.get(sku)
+        if cached is not None:
+            return cached
+        return self._read_header(sku)
+
+    @staticmethod
+    def progress(header: Mapping[str, Any]) -> dict[str, Any]:
+        total = int(header["units"])
+        status = str(header.get("status", READY))
+        if status == READY:
+            created = total
+        else:
+            created = min(total, int(header["chunksDone"]) * int(header["chunkUnits"]))
+        return {"sku": header["sku"], "units": total, "status": status, "unitsCreated": created}
+
     def summary(self, sku: str) -> dict[str, Any]:
-        """Counts kept by the stream consumer: eventually consistent, no scan, one read."""
+        """Counts kept by the stream consumer: eventually consistent, no scan; with the
+        creation's progress (``status``, ``unitsCreated``)."""
         header = self.header(sku)
         response = retry.call(
             lambda: self.client.get_item(
@@ -185,8 +343,7 @@ class Inventory:
         )
         counts = codec.decode_item(response.get("Item")) or {}
         return {
-            "sku": sku,
-            "units": header["units"],
+            **self.progress(header),
             "available": int(counts.get("available", 0)),
             "reserved": int(counts.get("reserved", 0)),
             "sold": int(counts.get("sold", 0)),
@@ -235,8 +392,14 @@ class Inventory:
     def reserve(
         self, sku: str, quantity: int, hold_seconds: float = config.INVENTORY_HOLD_SECONDS
     ) -> dict[str, Any]:
+        """Hold ``quantity`` units in one transaction (see :func:`turnstile.claims.reserve`).
+
+        The reservation's record is its lead unit: the reservation id names it, and it lists the
+        units, so the record is written in the same transaction as the claims (a separate record
+        item would make 101 items at quantity 100, over the limit of 100 per transaction).
+        """
         header = self.header(sku)
-        reservation_id = uuid.uuid4().hex
+        token = uuid.uuid4().hex[:16]
         now_ms = self._now_ms()
         until_ms = now_ms + max(1, int(hold_seconds * 1000))
         try:
@@ -245,130 +408,103 @@ class Inventory:
                 self.units,
                 pools=pool_names(sku, int(header["pools"])),
                 quantity=quantity,
-                holder=reservation_id,
+                holder=lambda lead: reservation_id(unit_id(lead["sk"]), until_ms, token),
                 now_ms=now_ms,
                 until_ms=until_ms,
                 backoff=self.backoff,
                 rand=self.rand,
+                rounds=config.INVENTORY_RESERVE_ROUNDS,
             )
         except claims.NotEnough as exc:
             raise OutOfStock(
                 f"fewer than {quantity} units of {sku!r} are available", requested=quantity
             ) from exc
-        unit_ids = [unit_id(key["sk"]) for key in taken.keys]
-        record = {
-            "sku": sku,
-            "sk": RESERVATION + reservation_id,
-            "reservationId": reservation_id,
-            "units": unit_ids,
-            "status": HELD,
-            "holdUntil": until_ms,
-            config.TTL_ATTRIBUTE: until_ms // 1000 + config.INVENTORY_KEEP_RECORD_SECONDS,
-        }
-        try:
-            retry.call(
-                lambda: self.client.put_item(TableName=self.table, Item=codec.encode_item(record)),
-                backoff=self.backoff,
-                idempotent=True,  # a fresh id: writing it twice is writing it once
-            )
-        except Exception:
-            # Without its record nobody could confirm or cancel this reservation: give the units
-            # back now rather than at the hold's expiry.
-            claims.give_back(
-                self.client, self.units, taken.keys, holder=reservation_id, backoff=self.backoff
-            )
-            raise
         return {
-            "reservationId": reservation_id,
+            "reservationId": taken.holder,
             "sku": sku,
-            "units": unit_ids,
+            "units": [unit_id(key["sk"]) for key in taken.keys],
             "expiresAt": until_ms,
         }
 
-    def _record(self, sku: str, reservation_id: str) -> dict[str, Any]:
-        key = {"sku": sku, "sk": RESERVATION + reservation_id}
-        record = versioned.read(self.client, self.table, key, self.backoff)
-        if record is None:
-            raise NotFound(f"no reservation {reservation_id!r} for sku {sku!r}")
-        return record
+    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, int, bool]:
+        """The reservation's lead unit if it still names this reservation, its expiry, and
+        whether another reservation holds (or bought) the lead unit now."""
+        parsed = parse_reservation_id(reservation)
+        if parsed is None:
+            raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
+        lead, until_ms = parsed
+        unit = claims.holders_units(
+            self.client, self.units, {"sku": sku, "sk": UNIT + lead}, backoff=self.backoff
+        )
+        if unit is None or unit.get("holder") != reservation:
+            taken = unit is not None and unit.get("holder") not in (None, reservation)
+            return None, until_ms, taken
+        return unit, until_ms, False
 
-    def _unit_keys(self, sku: str, record: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [{"sku": sku, "sk": UNIT + unit} for unit in record["units"]]
+    def _unit_keys(self, sku: str, lead: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [{"sku": sku, "sk": str(member["sk"])} for member in lead.get("members", [])]
 
-    def confirm(self, sku: str, reservation_id: str) -> dict[str, Any]:
-        """Sell the reservation's units, all of them or none, while the hold is valid and ours.
+    def confirm(self, sku: str, reservation: str) -> dict[str, Any]:
+        """Sell the reservation's units, all of them or none, while the hold is valid and ours:
+        one consistent read of the lead unit, one transaction.
 
         Repeating a confirm that succeeded answers the same (the units are already ours, sold).
         """
-        record = self._record(sku, reservation_id)
+        self.header(sku)
+        lead, until_ms, taken = self._lead(sku, reservation)
+        if lead is None:
+            # Lapsed (by this clock), or its lead unit is another reservation's within a clock
+            # skew of the expiry: it lapsed by the reclaimer's clock. A lead unit taken well
+            # before the expiry was released first: the reservation is gone (404).
+            now_ms = self._now_ms()
+            if until_ms <= now_ms or (taken and until_ms <= now_ms + CLOCK_SKEW_MS):
+                raise Expired(f"reservation {reservation!r} expired and its units were taken")
+            raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
+        keys = self._unit_keys(sku, lead)
         answer = {
-            "reservationId": reservation_id,
+            "reservationId": reservation,
             "sku": sku,
-            "units": record["units"],
+            "units": [unit_id(key["sk"]) for key in keys],
             "status": CONFIRMED,
         }
-        if record["status"] == CONFIRMED:
+        if lead.get("status") == claims.SOLD:
             return answer
         try:
             claims.sell(
                 self.client,
                 self.units,
-                self._unit_keys(sku, record),
-                holder=reservation_id,
+                keys,
+                holder=reservation,
                 now_ms=self._now_ms(),
                 backoff=self.backoff,
             )
         except claims.Lost as exc:
+            metrics.count("ConfirmLost", pattern="claims")
             raise Expired(
-                f"reservation {reservation_id!r} expired: its hold lapsed or its units were "
+                f"reservation {reservation!r} expired: its hold lapsed or its units were "
                 "released or taken by another reservation",
                 units=[unit_id(key["sk"]) for key in exc.keys],
             ) from exc
-        retry.call(
-            lambda: self.client.update_item(
-                TableName=self.table,
-                Key=codec.encode_item({"sku": sku, "sk": RESERVATION + reservation_id}),
-                UpdateExpression="SET #status = :confirmed REMOVE #ttl",
-                ExpressionAttributeNames={"#status": "status", "#ttl": config.TTL_ATTRIBUTE},
-                ExpressionAttributeValues=codec.values(confirmed=CONFIRMED),
-            ),
-            backoff=self.backoff,
-            idempotent=True,
-        )
         return answer
 
-    def release(self, sku: str, reservation_id: str) -> None:
-        """Free the units this reservation still holds, then forget the reservation."""
-        record = self._record(sku, reservation_id)
-        if record["status"] == CONFIRMED:
-            raise AlreadyConfirmed(f"reservation {reservation_id!r} is confirmed (sold)")
-        kept = claims.give_back(
+    def release(self, sku: str, reservation: str) -> None:
+        """Free the units this reservation still holds, in one transaction."""
+        self.header(sku)
+        lead, _, _ = self._lead(sku, reservation)
+        if lead is None:
+            raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
+        if lead.get("status") == claims.SOLD:
+            raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")
+        kept = claims.free(
             self.client,
             self.units,
-            self._unit_keys(sku, record),
-            holder=reservation_id,
+            self._unit_keys(sku, lead),
+            holder=reservation,
             backoff=self.backoff,
             rand=self.rand,
         )
         if any(
-            unit.get("status") == claims.SOLD and unit.get("holder") == reservation_id
-            for unit in kept
+            unit.get("status") == claims.SOLD and unit.get("holder") == reservation for unit in kept
         ):
-            # A confirm won the race: the units are sold, and the record must stay.
-            raise AlreadyConfirmed(f"reservation {reservation_id!r} is confirmed (sold)")
-        try:
-            retry.call(
-                lambda: self.client.delete_item(
-                    TableName=self.table,
-                    Key=codec.encode_item({"sku": sku, "sk": RESERVATION + reservation_id}),
-                    ConditionExpression="#status = :held",
-                    ExpressionAttributeNames={"#status": "status"},
-                    ExpressionAttributeValues=codec.values(held=HELD),
-                ),
-                backoff=self.backoff,
-                idempotent=True,
-            )
-        except ClientError as exc:
-            if not retry.condition_failed(exc):
-                raise
-            # Deleted by a concurrent DELETE meanwhile, which is the same outcome.
+            # A confirm won the race: the units are sold.
+            raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")
