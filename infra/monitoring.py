@@ -36,6 +36,7 @@ from constructs import Construct
 
 from service import observability
 
+MAX_ALARM_METRICS = 10  # CloudWatch's limit for one alarm's metric math
 PERIOD = Duration.minutes(1)
 EVALUATION_PERIODS = 5
 DATAPOINTS_TO_ALARM = 3
@@ -85,17 +86,22 @@ class Monitoring(Construct):
             for index, pattern in enumerate(sorted(observability.CATALOG))
             if "Throttle" in observability.CATALOG[pattern]
         }
-        self._alarm(
-            "DynamoDbThrottles",
-            "DynamoDB throttles turnstile's calls (retried; 503 THROTTLED once retries run out)",
-            cloudwatch.MathExpression(
-                expression=f"SUM([{', '.join(throttled)}])",
-                using_metrics=dict(throttled),
-                label="DynamoDB throttles (all patterns)",
-                period=PERIOD,
-            ),
-            THROTTLES_PER_MINUTE,
-        )
+        # An alarm's math may use at most 10 metrics: one alarm per 10 patterns.
+        names = sorted(throttled, key=lambda query_id: int(query_id[1:]))
+        for part, start in enumerate(range(0, len(names), MAX_ALARM_METRICS)):
+            chunk = {q: throttled[q] for q in names[start : start + MAX_ALARM_METRICS]}
+            self._alarm(
+                "DynamoDbThrottles" + (str(part + 1) if part else ""),
+                "DynamoDB throttles turnstile's calls (retried; 503 THROTTLED once retries run "
+                "out)",
+                cloudwatch.MathExpression(
+                    expression=f"SUM([{', '.join(chunk)}])",
+                    using_metrics=chunk,
+                    label="DynamoDB throttles" + (f" (part {part + 1})" if part else ""),
+                    period=PERIOD,
+                ),
+                THROTTLES_PER_MINUTE,
+            )
         conflicts = turnstile_metric(observability.API_PATTERN, "ConflictAnswer")
         self._alarm(
             "ConflictRate",
