@@ -1,8 +1,9 @@
-"""The REST API, built from the route declarations in ``service.catalog``.
+"""The REST API, built from the route declarations in ``service.api.routes``.
 
-Each route becomes a method with a Lambda proxy integration; a route with a body schema gets a
-request model and a validator, so API Gateway refuses a malformed body before a Lambda runs. The
-gateway's own error answers are rewritten to the contract's ``{"error", "message"}`` shape.
+Each route becomes a method with a Lambda proxy integration; a route with a body gets a request
+model (its pydantic model's JSON Schema, as draft 4) and a validator, so API Gateway refuses a
+malformed body before a Lambda runs. The gateway's own error answers are rewritten to the
+contract's ``{"error", "message"}`` shape.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from constructs import Construct
 from infra.functions import Functions
 from infra.nag import acknowledge
 from service import config
-from service.api.http import Route
+from service.api.routes import Route
 from service.catalog import FunctionSpec
 
 _SCHEMA_KEYS = {
@@ -30,12 +31,16 @@ _SCHEMA_KEYS = {
     "enum": "enum",
     "required": "required",
 }
+_DOCUMENTATION_ONLY = {"title", "default", "description", "examples"}
 
 
 def json_schema(schema: dict[str, Any], *, top: bool = True) -> apigw.JsonSchema:
-    """Our plain draft-4 dictionaries as CDK's typed JsonSchema."""
+    """A pydantic model's JSON Schema (flat models: no $defs, no anyOf) as CDK's draft-4
+    JsonSchema; titles and defaults only document, so they are left out."""
     kwargs: dict[str, Any] = {"schema": apigw.JsonSchemaVersion.DRAFT4} if top else {}
     for key, value in schema.items():
+        if key in _DOCUMENTATION_ONLY:
+            continue
         if key == "type":
             kwargs["type"] = apigw.JsonSchemaType(value.upper())
         elif key == "properties":
@@ -139,15 +144,15 @@ class RestApi(Construct):
         # Headers are declared but not required here: a missing If-Match must reach the
         # function, which answers 428 as the contract says (the gateway would say 400).
         options: dict[str, Any] = {
-            "operation_name": route.action.__name__,
+            "operation_name": route.operation,
             "request_parameters": {f"method.request.header.{name}": False for name in route.headers}
             or None,
         }
         if route.body is not None:
             model = self.api.add_model(
-                f"{route.action.__name__.title().replace('_', '')}Body",
+                f"{route.operation.title().replace('_', '')}Body",
                 content_type="application/json",
-                schema=json_schema(route.body),
+                schema=json_schema(route.body.model_json_schema()),
             )
             options["request_models"] = {"application/json": model}
             options["request_validator"] = self.validator

@@ -17,7 +17,7 @@ from infra.nag import acknowledge
 from infra.tables import Tables
 from service import access, config, observability
 from service.catalog import FunctionSpec
-from turnstile import idempotency
+from turnstile import record_keys as idempotency
 
 # arm64 (Graviton): about 20% cheaper per GB-second than x86_64 at equal or better speed, and
 # all of turnstile is pure Python, so nothing needs a native build for it.

@@ -1,8 +1,11 @@
 """HTTP request -> API Gateway REST proxy event -> the very handler Lambda runs -> HTTP response.
 
 A WSGI application served by Werkzeug's threaded server (HTTP/1.1 keep-alive, one thread per
-connection), so many clients can call at once, as they would call API Gateway. Unknown routes get
-404 NOT_FOUND, as the deployed gateway gives them (its gateway responses are set up that way).
+connection), so many clients can call at once, as they would call API Gateway. Which function
+answers which path comes from the route declarations (``service.api.routes``), as in the deployed
+API. Unknown routes get 404 NOT_FOUND, as the deployed gateway gives them (its gateway responses
+are set up that way). ``GET /openapi.json`` and ``GET /swagger`` document every route
+(``local.docs``).
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request as WsgiRequest
 from werkzeug.wrappers import Response as WsgiResponse
 
+from local import docs
 from service import catalog
-from service.api import openapi
 
 MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused before reading
 
@@ -67,7 +70,7 @@ class Bridge:
         self.targets: list[_Target] = []
         for spec in specs:
             handler = importlib.import_module(spec.module).handler
-            for route in spec.routes():
+            for route in spec.routes():  # declared, so the same as API Gateway's methods
                 self.targets.append(
                     _Target(spec, route.path, route.method, _compile(route.path), handler)
                 )
@@ -129,8 +132,10 @@ class Bridge:
 
     def _respond(self, request: WsgiRequest) -> tuple[WsgiResponse, str]:
         if request.method == "GET" and request.path == "/openapi.json":
-            document = openapi.document(request.host_url.rstrip("/"))
-            return _json(200, document), "-"
+            return _json(200, docs.document(request.host_url.rstrip("/"))), "-"
+        if request.method == "GET" and request.path == "/swagger":
+            page = docs.swagger_page(request.host_url.rstrip("/"))
+            return WsgiResponse(page, status=200, content_type="text/html; charset=utf-8"), "-"
         found = self.match(request.method, request.path)
         if found is None:
             return _json(

@@ -190,7 +190,12 @@ def main(argv: list[str] | None = None) -> int:
             AUTH_FILE.relative_to(ROOT),
             json.dumps(stack.auth.to_json()),
         )
-        log.info("API             %s   (OpenAPI: %s/openapi.json)", stack.url, stack.url)
+        log.info(
+            "API             %s   (OpenAPI: %s/openapi.json, Swagger UI: %s/swagger)",
+            stack.url,
+            stack.url,
+            stack.url,
+        )
         log.info("Ctrl-C stops everything")
         threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
         stop.wait()

@@ -1,19 +1,21 @@
 """Which Lambda functions exist, what serves each, and which tables each may touch.
 
-Read by the CDK stack (one function, its grants and its environment per entry; API methods per
-route) and by the local runner (which module answers which route). Importing a handler module does
-no work, so reading ``ROUTES`` here is cheap.
+The one place that says which function uses which table: the CDK stack grants exactly these and
+sets one environment variable per table (``infra``), and each function reads its table names with
+:func:`tables` from the same entry. Routes are declared in ``service.api.routes``.
+
+Read by the CDK stack and the local runner at deploy or start time, so it imports no Lambda
+runtime module (boto3, Powertools, domains): only ``service.config`` and the route declarations.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from service import config
-from service.api.http import Route
-from service.domain.inventory import CREATION_FILTER
+from service.api import routes as declared
+from service.api.routes import Route
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,8 @@ class FunctionSpec:
     def handler(self) -> str:
         return f"{self.module}.handler"
 
-    def routes(self) -> list[Route]:
-        return list(getattr(importlib.import_module(self.module), "ROUTES", []))
+    def routes(self) -> tuple[Route, ...]:
+        return declared.of(self.name)
 
 
 API_FUNCTIONS: tuple[FunctionSpec, ...] = (
@@ -93,7 +95,7 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
         module="service.handlers.inventory_creator",
         tables=(config.INVENTORY, config.INVENTORY_SUMMARY),
         source=config.INVENTORY,
-        filters=(CREATION_FILTER,),
+        filters=(config.INVENTORY_CREATION_FILTER,),
         batch_size=1,  # one chunk of units per invocation: bounded time, retried alone
         description="Creates large skus' units in resumable chunks (seed 002)",
         timeout_seconds=120,
@@ -112,3 +114,13 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
 
 def api_routes() -> list[tuple[FunctionSpec, Route]]:
     return [(spec, route) for spec in API_FUNCTIONS for route in spec.routes()]
+
+
+def spec(name: str) -> FunctionSpec:
+    (found,) = [spec for spec in API_FUNCTIONS + STREAM_CONSUMERS if spec.name == name]
+    return found
+
+
+def tables(name: str) -> config.Tables:
+    """Function ``name``'s physical table names, from the variables the stack sets for it."""
+    return config.Tables.from_env(*spec(name).tables)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from turnstile import retry
+if TYPE_CHECKING:  # botocore stays out of deploy-time imports (infra reads this module)
+    from turnstile import retry
 
 # Logical table names. The CDK construct id is the capitalised name + "Table".
 PRODUCTS = "products"
@@ -56,6 +58,16 @@ MAX_STOCK_SHARDS = 64
 MAX_PURCHASE_QUANTITY = 1000
 
 # Inventory (seed 002): units claimed one item at a time through a sparse index of claimable units.
+# A sku's header item (sk "sku") is CREATING until its units exist; the creation worker's event
+# filter (the stack's mapping, the local pump) lets only those headers through.
+INVENTORY_HEADER_SK = "sku"
+INVENTORY_CREATING = "CREATING"
+INVENTORY_CREATION_FILTER: dict[str, Any] = {
+    "dynamodb": {
+        "Keys": {"sk": {"S": [INVENTORY_HEADER_SK]}},
+        "NewImage": {"status": {"S": [INVENTORY_CREATING]}},
+    }
+}
 INVENTORY_CLAIMABLE_INDEX = "claimable"
 INVENTORY_MAX_UNITS = 100_000
 INVENTORY_POOL_UNITS = 10_000  # units per index partition key: 1000 WCU/s each on AWS
@@ -90,10 +102,14 @@ def table_env(name: str) -> str:
 
 
 def call_backoff() -> retry.Backoff:
+    from turnstile import retry
+
     return retry.Backoff(attempts=CALL_ATTEMPTS, base=CALL_BASE_SECONDS, cap=CALL_CAP_SECONDS)
 
 
 def registration_backoff() -> retry.Backoff:
+    from turnstile import retry
+
     return retry.Backoff(
         attempts=REGISTRATION_ATTEMPTS,
         base=REGISTRATION_BASE_SECONDS,

@@ -56,6 +56,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from turnstile import codec, metrics, retry
+from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
+from turnstile.record_keys import record_id as record_id
 
 PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, IdempotencyKeyReused
 IN_PROGRESS = "IN_PROGRESS"
@@ -74,19 +76,6 @@ _NAMES = {
 
 # Response headers that are part of an answer: a replay repeats them (issue 8, section 2).
 REPLAYED_HEADERS = ("Location", "ETag")
-
-
-def record_id(partition: str, scope: str) -> str:
-    """The record's key: ``<partition>#<scope>``; IAM grants a function ``<partition>#*``."""
-    return f"{partition}#{scope}"
-
-
-def partition_of(path: str) -> str:
-    """The partition of a request path: its first segment (``/wallets/w1/top-ups`` -> wallets).
-
-    Every route under one first segment is served by one function, so this names the function
-    without the library knowing any; the stack grants each function exactly its partitions."""
-    return path.strip("/").split("/", 1)[0]
 
 
 class KeyReused(Exception):

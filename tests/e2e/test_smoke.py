@@ -15,3 +15,9 @@ def test_unknown_route_is_404_in_contract_shape(api_url):
     response = requests.get(f"{api_url}/nowhere", timeout=10)
     assert response.status_code == 404
     assert response.json()["error"] == "NOT_FOUND"
+
+
+def test_swagger_ui_is_served_locally_with_the_document_inline(api_url):
+    page = requests.get(f"{api_url}/swagger", timeout=30)
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert "SwaggerUIBundle" in page.text and "/products/{productId}/purchases" in page.text

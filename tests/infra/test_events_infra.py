@@ -8,6 +8,7 @@ import pytest
 
 from local import template as cfn
 from service import config
+from tests.infra.test_stack import api_methods
 
 
 def one(template: dict[str, Any], kind: str, contains: str) -> tuple[str, dict[str, Any]]:
@@ -100,5 +101,6 @@ def test_events_api_routes_exist_with_their_methods(template):
     parts = {resource["Properties"]["PathPart"] for resource in resources.values()}
     assert {"events", "{eventId}", "registrations", "registration-requests", "{requestId}"} <= parts
     assert {"users", "{userId}"} <= parts
-    methods = cfn.resources(template, "AWS::ApiGateway::Method").values()
-    assert sum(1 for method in methods if method["Properties"]["HttpMethod"] == "DELETE") >= 1
+    methods = api_methods(template)
+    assert ("DELETE", "/events/{eventId}/registrations/{userId}") in methods
+    assert ("POST", "/events/{eventId}/registration-requests") in methods

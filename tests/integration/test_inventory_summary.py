@@ -13,7 +13,8 @@ import pytest
 from local.pump import StreamPump
 from service import runtime
 from service.domain.errors import OutOfStock
-from service.domain.inventory import Inventory, Summaries
+from service.domain.inventory import Inventory
+from service.domain.inventory_summary import Summaries
 from service.handlers import inventory_summary
 from tests.integration.test_inventory_reservations import patient
 

@@ -1,14 +1,12 @@
-"""Every domain error code maps to a 4xx in the one place that maps codes (service.api.http)."""
+"""Every domain error code maps to a 4xx in the one place that maps codes (service.api.errors)."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-import pytest
-
 import service.domain
-from service.api.http import STATUS
+from service.api.errors import STATUS
 from service.domain.errors import DomainError
 
 
@@ -19,12 +17,6 @@ def all_subclasses(cls: type) -> set[type]:
     return found
 
 
-# Issue 9's identity errors exist (service.domain.errors, used by service.policy) before the
-# status map learns them: that map is being rewritten with the Powertools resolver (issue 8).
-# The strict xfail below fails loudly once they are mapped: then delete it and this exemption.
-PENDING_IDENTITY_CODES = {"UNAUTHORIZED": 401, "FORBIDDEN": 403}
-
-
 def domain_codes() -> set[str]:
     for module in pkgutil.iter_modules(service.domain.__path__):
         importlib.import_module(f"service.domain.{module.name}")
@@ -32,7 +24,7 @@ def domain_codes() -> set[str]:
 
 
 def test_every_domain_error_has_a_client_status():
-    codes = domain_codes() - set(PENDING_IDENTITY_CODES)
+    codes = domain_codes()
     assert codes, "no domain errors found"
     missing = sorted(code for code in codes if code not in STATUS)
     assert missing == []
@@ -41,7 +33,28 @@ def test_every_domain_error_has_a_client_status():
     assert all(400 <= STATUS[code] < 500 or STATUS[code] == 502 for code in codes)
 
 
-@pytest.mark.xfail(strict=True, reason="401/403 join the status map with the resolver (issue 8)")
 def test_identity_errors_map_to_401_and_403():
-    assert set(PENDING_IDENTITY_CODES) <= domain_codes()
-    assert {code: STATUS.get(code) for code in PENDING_IDENTITY_CODES} == PENDING_IDENTITY_CODES
+    assert {"UNAUTHORIZED", "FORBIDDEN"} <= domain_codes()
+    assert (STATUS["UNAUTHORIZED"], STATUS["FORBIDDEN"]) == (401, 403)
+
+
+def test_every_code_the_http_layer_raises_has_a_status():
+    # Every HttpError("CODE", ...) and refusal("CODE", ...) written in the API layer and the
+    # handlers: a code missing from STATUS would answer 400 with an error log, never its status.
+    import ast
+    from pathlib import Path
+
+    root = Path(service.domain.__path__[0]).parent
+    codes = set()
+    for path in [*root.glob("api/*.py"), *root.glob("handlers/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None))
+                in ("HttpError", "refusal")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                codes.add(node.args[0].value)
+    assert {"BAD_REQUEST", "PRECONDITION_REQUIRED", "THROTTLED", "INTERNAL"} <= codes
+    assert sorted(codes - set(STATUS)) == []

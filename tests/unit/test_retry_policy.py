@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
+from tests.integration.conftest import Faults
 from turnstile import retry
 
 
@@ -85,8 +87,27 @@ def test_a_time_budget_ends_retries_before_the_attempt_budget():
     assert backoff.spent(2, started=0.0)
 
 
-def test_botocore_retries_are_off_in_turnstile_clients():
-    assert retry.client_config().retries == {"mode": "standard", "total_max_attempts": 1}
+def test_a_turnstile_client_sends_a_throttled_request_once():
+    # botocore would resend a throttled call (and a call whose reply was lost: a second
+    # decrement); turnstile's clients leave every resend to turnstile.retry.
+    client = boto3.session.Session().client(
+        "dynamodb",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",  # never reached: the hook answers first
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=retry.client_config(),
+    )
+    faults = Faults(client)
+    faults.throttle("UpdateItem", times=5)
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        client.update_item(
+            TableName="t",
+            Key={"id": {"S": "1"}},
+            UpdateExpression="SET v = :v",
+            ExpressionAttributeValues={":v": {"N": "1"}},
+        )
+    assert faults.sent == {"UpdateItem": 1}
 
 
 def test_call_stops_at_the_time_budget_before_the_attempt_budget():

@@ -1,4 +1,4 @@
-"""Domain errors carry a stable code; ``service.api.http`` maps codes to HTTP statuses once."""
+"""Domain errors carry a stable code; ``service.api.errors`` maps codes to HTTP statuses once."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ lists all its units (``members``) and is written in the same transaction as the 
 reservation id is ``<lead unit id>-<hold expiry ms>-<random>``: where the record is, and when the
 hold lapses (so a confirm whose lapsed lead unit was reclaimed still answers EXPIRED, not 404).
 
-Table ``inventory_summary`` (same keys), written by the stream consumer (:class:`Summaries`):
+Table ``inventory_summary`` (same keys), written by the stream consumer
+(:class:`service.domain.inventory_summary.Summaries`):
 ``sk = "summary"`` holds ``available`` / ``reserved`` / ``sold`` per sku; ``sk = "unit#..."``
 holds the last ``seq`` applied for that unit. A separate table, so the consumer's own writes do not
 come back to it through the stream it reads.
@@ -57,24 +58,18 @@ from service.domain.errors import (
 )
 from turnstile import claims, codec, metrics, retry, transact, versioned
 
-HEADER = "sku"
+HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
 UNIT = "unit#"
 UNIT_DIGITS = 6
 
 CONFIRMED = "confirmed"
-CREATING = "CREATING"
+CREATING = config.INVENTORY_CREATING
 READY = "READY"
 CLOCK_SKEW_MS = 1000  # how far apart two processes' clocks may be when telling EXPIRED from 404
 
-# The creation worker's event filter: only sku headers still being created reach it (the units'
-# own stream records, 100 000 for a large sku, are dropped by the mapping before any invocation).
-CREATION_FILTER: dict[str, Any] = {
-    "dynamodb": {
-        "Keys": {"sk": {"S": [HEADER]}},
-        "NewImage": {"status": {"S": [CREATING]}},
-    }
-}
+# The creation worker's event filter (config: the stack and the local pump read it too).
+CREATION_FILTER: dict[str, Any] = config.INVENTORY_CREATION_FILTER
 
 
 def unit_sk(number: int) -> str:
@@ -513,77 +508,3 @@ class Inventory:
         ):
             # A confirm won the race: the units are sold.
             raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")
-
-
-@dataclass
-class Summaries:
-    """The stream consumer's side: per-sku counts from the units' status changes.
-
-    Each MODIFY record of a unit moves one count: ``-1`` for its old status, ``+1`` for its new
-    one. A record is applied at most once per unit change, in one transaction::
-
-        Update marker (sku, "unit#...") in inventory_summary:
-            SET #seq = :seq
-            ConditionExpression: attribute_not_exists(#seq) OR #seq < :seq
-        Update summary (sku, "summary"):
-            ADD #old :minus_one, #new :one
-
-    A redelivered record (Lambda retries a batch, bisects it, or a crash after the write) finds
-    its ``seq`` already recorded and is skipped. Records of one unit arrive in order (one batch
-    per shard at a time), so ``seq < :seq`` is exactly "not yet applied".
-    """
-
-    client: Any
-    table: str
-    backoff: retry.Backoff = field(default_factory=config.call_backoff)
-
-    def apply(self, record: Mapping[str, Any]) -> bool:
-        """Apply one stream record (Lambda's shape); False when it changes nothing or is a
-        duplicate."""
-        change = record.get("dynamodb") or {}
-        keys = codec.decode_item(change.get("Keys")) or {}
-        if not str(keys.get("sk", "")).startswith(UNIT):
-            return False  # headers, reservations, TTL removals: not counted
-        old = codec.decode_item(change.get("OldImage"))
-        new = codec.decode_item(change.get("NewImage"))
-        if old is None or new is None:
-            return False  # creation is counted by create(); units are never deleted
-        before, after = old.get("status"), new.get("status")
-        if before == after:
-            return False  # a lapsed hold taken over by another reservation: still held
-        seq = int(new["seq"])
-        sku = keys["sku"]
-        items = [
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": codec.encode_item({"sku": sku, "sk": keys["sk"]}),
-                    "UpdateExpression": "SET #seq = :seq",
-                    "ConditionExpression": "attribute_not_exists(#seq) OR #seq < :seq",
-                    "ExpressionAttributeNames": {"#seq": "seq"},
-                    "ExpressionAttributeValues": codec.values(seq=seq),
-                }
-            },
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": codec.encode_item({"sku": sku, "sk": SUMMARY}),
-                    "UpdateExpression": "ADD #old :minus_one, #new :one",
-                    "ExpressionAttributeNames": {
-                        "#old": _COUNTER[str(before)],
-                        "#new": _COUNTER[str(after)],
-                    },
-                    "ExpressionAttributeValues": codec.values(minus_one=-1, one=1),
-                }
-            },
-        ]
-        try:
-            transact.transact_write(self.client, items, backoff=self.backoff)
-        except transact.Cancelled as exc:
-            if exc.failed_at(0):
-                return False  # already applied: a redelivery
-            raise
-        return True
-
-
-_COUNTER = {claims.FREE: "available", claims.HELD: "reserved", claims.SOLD: "sold"}

@@ -14,21 +14,23 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from service import config, runtime
+from service import catalog, config, runtime
 from service.domain.inventory import CREATING, HEADER, Inventory
 from service.observability import observed
 from service.streams import process_in_order
 from turnstile import codec
 
-TABLES = (config.INVENTORY, config.INVENTORY_SUMMARY)
 
-inventory: runtime.Lazy[Inventory] = runtime.Lazy(
-    lambda: Inventory(
+def _inventory() -> Inventory:
+    tables = catalog.tables("inventorycreator")
+    return Inventory(
         client=runtime.dynamodb.get(),
-        table=config.Tables.from_env(*TABLES)[config.INVENTORY],
-        summary_table=config.Tables.from_env(*TABLES)[config.INVENTORY_SUMMARY],
+        table=tables[config.INVENTORY],
+        summary_table=tables[config.INVENTORY_SUMMARY],
     )
-)
+
+
+inventory: runtime.Lazy[Inventory] = runtime.Lazy(_inventory)
 
 
 def record_handler(record: DynamoDBRecord) -> None:

@@ -2,7 +2,7 @@
 
 Records are processed strictly in stream order (``service.streams``): a unit's changes must be
 applied in the order they happened, since each is guarded by the unit's change number ``seq`` (see
-:class:`service.domain.inventory.Summaries`), which also makes redelivered records harmless.
+:class:`service.domain.inventory_summary.Summaries`), which also makes redelivered records harmless.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from service import config, runtime
-from service.domain.inventory import Summaries
+from service import catalog, config, runtime
+from service.domain.inventory_summary import Summaries
 from service.observability import observed
 from service.streams import process_in_order
 from turnstile import metrics
@@ -22,7 +22,7 @@ PATTERN = "summary"  # metrics: SummaryApplied, SummarySkipped, StreamLag
 summaries: runtime.Lazy[Summaries] = runtime.Lazy(
     lambda: Summaries(
         client=runtime.dynamodb.get(),
-        table=config.Tables.from_env(config.INVENTORY_SUMMARY)[config.INVENTORY_SUMMARY],
+        table=catalog.tables("inventorysummary")[config.INVENTORY_SUMMARY],
     )
 )
 

@@ -2,34 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from service import config, runtime
-from service.api import schema
-from service.api.http import Api, HttpError, Request, Response, Route, created, ok
-from service.domain.products import STRATEGIES, Products
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Header
+
+from service import catalog, runtime
+from service.api import models
+from service.api.errors import HttpError
+from service.api.resolver import Id, Resolver, created, ok
+from service.domain.products import Products
 from service.observability import observed
 
-TABLES = (config.PRODUCTS, config.IDEMPOTENCY)
-
+app = Resolver("products")
 
 products: runtime.Lazy[Products] = runtime.Lazy(
     lambda: Products(
         client=runtime.dynamodb.get(),
-        table=config.Tables.from_env(*TABLES)[config.PRODUCTS],
+        table=catalog.tables("products")["products"],
         idempotency=runtime.idempotency.get(),
     )
 )
 
 
-def expected_version(request: Request) -> int | None:
+def expected_version(if_match: str | None) -> int | None:
     """The version named by ``If-Match`` (``None`` for ``*``); 428 when the header is missing."""
-    value = request.header("If-Match")
-    if value is None:
+    if if_match is None:
         raise HttpError(
             "PRECONDITION_REQUIRED", 'send If-Match: "<version>" from the ETag you read'
         )
-    value = value.strip()
+    value = if_match.strip()
     if value == "*":
         return None
     tag = value[2:] if value.startswith("W/") else value
@@ -39,105 +41,47 @@ def expected_version(request: Request) -> int | None:
     return int(digits)
 
 
-def create_product(request: Request) -> Response:
-    body = request.body
-    product = products.get().create(
-        body["productId"], body["name"], body["stock"], body.get("shards", 1)
-    )
+@app.declared
+def create_product(body: models.NewProduct) -> Response[Any]:
+    product = products.get().create(body.productId, body.name, body.stock, body.shards)
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
 
-def get_product(request: Request) -> Response:
-    product = products.get().get(request.params["productId"])
+@app.declared
+def get_product(productId: Id) -> Response[Any]:
+    product = products.get().get(productId)
     return ok(product, etag=product["version"])
 
 
-def update_product(request: Request) -> Response:
-    version = expected_version(request)
-    product = products.get().update(request.params["productId"], version, dict(request.body))
+@app.declared
+def update_product(
+    productId: Id,
+    body: models.ProductChanges,
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+) -> Response[Any]:
+    version = expected_version(if_match)
+    product = products.get().update(productId, version, body.changes())
     return ok(product, etag=product["version"])
 
 
-def restock(request: Request) -> Response:
-    product = products.get().restock(request.params["productId"], request.body["units"])
+@app.declared
+def restock(productId: Id, body: models.Restock) -> Response[Any]:
+    product = products.get().restock(productId, body.units)
     return ok(product, etag=product["version"])
 
 
-def purchase(request: Request) -> Response:
-    body: dict[str, Any] = request.body
-
-    def answer(receipt: dict[str, Any]) -> Response:
+@app.declared
+def purchase(productId: Id, body: models.Purchase) -> Response[Any]:
+    def answer(receipt: dict[str, Any]) -> Response[Any]:
         return created(receipt, etag=receipt["version"])
 
-    if request.claim is not None:  # the answer commits with the purchase: so do its headers
-        request.claim.headers_for = lambda receipt: answer(receipt).headers
-    receipt = products.get().purchase(
-        request.params["productId"],
-        body["quantity"],
-        body.get("strategy", "atomic"),
-        claim=request.claim,
-    )
+    claim = app.claim()
+    if claim is not None:  # the answer commits with the purchase: so do its headers
+        claim.headers_for = lambda receipt: answer(receipt).headers
+    receipt = products.get().purchase(productId, body.quantity, body.strategy, claim=claim)
     return answer(receipt)
-
-
-PRODUCT_FIELDS = {"name": schema.string(1, 200), "stock": schema.integer(0, 1_000_000_000)}
-
-ROUTES = [
-    Route(
-        "POST",
-        "/products",
-        create_product,
-        "Create a product at version 1",
-        body=schema.obj(
-            {"productId": schema.identifier(), **PRODUCT_FIELDS},
-            {"shards": schema.integer(1, config.MAX_STOCK_SHARDS)},
-        ),
-        success=201,
-        errors=("ALREADY_EXISTS",),
-        idempotent=True,
-    ),
-    Route(
-        "GET",
-        "/products/{productId}",
-        get_product,
-        "Read a product (strongly consistent); ETag carries its version",
-        errors=("NOT_FOUND",),
-    ),
-    Route(
-        "PATCH",
-        "/products/{productId}",
-        update_product,
-        "Change name and/or stock if the product is still at the If-Match version",
-        body=schema.obj({}, PRODUCT_FIELDS, minProperties=1),
-        errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
-        headers=("If-Match",),
-    ),
-    Route(
-        "POST",
-        "/products/{productId}/restocks",
-        restock,
-        "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
-        body=schema.obj({"units": schema.integer(1, 1_000_000_000)}),
-        errors=("NOT_FOUND", "CONFLICT"),
-    ),
-    Route(
-        "POST",
-        "/products/{productId}/purchases",
-        purchase,
-        "Buy quantity units; strategy atomic (one conditional write) or versioned (seed 000)",
-        body=schema.obj(
-            {"quantity": schema.integer(1, config.MAX_PURCHASE_QUANTITY)},
-            {"strategy": schema.enum(*STRATEGIES)},
-        ),
-        success=201,
-        errors=("NOT_FOUND", "OUT_OF_STOCK", "CONFLICT"),
-        idempotent=True,
-    ),
-]
-
-api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
 
 
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return api.get()(event, context)
+    return app.resolve(event, context)

@@ -18,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from service import config, runtime
+from service import catalog, config, runtime
 from service.domain.events import Events
 from service.domain.registration_requests import PENDING, RegistrationRequests
 from service.observability import observed
@@ -28,11 +28,9 @@ from turnstile import metrics
 logger = Logger()  # service: POWERTOOLS_SERVICE_NAME, set per function by the stack
 PATTERN = "decider"  # metrics: RequestAccepted, RequestRejected, AlreadyDecided, PendingAge
 
-TABLES = (config.EVENTS, config.REGISTRATION_REQUESTS)
-
 
 def _requests() -> RegistrationRequests:
-    tables = config.Tables.from_env(*TABLES)
+    tables = catalog.tables("decider")
     client = runtime.dynamodb.get()
     return RegistrationRequests(
         client=client,

@@ -2,89 +2,61 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
-from service import config, runtime
-from service.api import schema
-from service.api.http import Api, Request, Response, Route, created, ok
+from aws_lambda_powertools.event_handler import Response
+
+from service import catalog, runtime
+from service.api import models
+from service.api.resolver import Id, Resolver, created, ok
 from service.domain import locks
 from service.domain.payments import FakeProvider, PaymentProvider
 from service.domain.wallets import Wallets
 from service.observability import observed
 
-TABLES = (config.LEASES, config.WALLETS, config.IDEMPOTENCY)
+app = Resolver("wallets")
 
 provider: runtime.Lazy[PaymentProvider] = runtime.Lazy(FakeProvider)
-wallets: runtime.Lazy[Wallets] = runtime.Lazy(lambda: _wallets(config.Tables.from_env(*TABLES)))
 
 
-def _wallets(tables: config.Tables) -> Wallets:
+def _wallets() -> Wallets:
+    tables = catalog.tables("wallets")
     client = runtime.dynamodb.get()
     return Wallets(
         client=client,
-        table=tables[config.WALLETS],
-        leases=locks.leases(client, tables[config.LEASES]),
+        table=tables["wallets"],
+        leases=locks.leases(client, tables["leases"]),
         provider=provider.get(),
         idempotency=runtime.idempotency.get(),
     )
 
 
-# The Lambda context of the invocation this thread serves: a lease must not outlive it.
-_invocation = threading.local()
+wallets: runtime.Lazy[Wallets] = runtime.Lazy(_wallets)
 
 
-def _remaining_ms() -> Callable[[], int] | None:
-    context = getattr(_invocation, "context", None)
-    return getattr(context, "get_remaining_time_in_millis", None)
+@app.declared
+def top_up_wallet(walletId: Id, body: models.TopUp) -> Response[Any]:
+    def answer(receipt: dict[str, Any]) -> Response[Any]:
+        return created(receipt, f"/wallets/{walletId}")
 
-
-def top_up_wallet(request: Request) -> Response:
-    wallet_id = request.params["walletId"]
-
-    def answer(receipt: dict[str, Any]) -> Response:
-        return created(receipt, f"/wallets/{wallet_id}")
-
-    if request.claim is not None:  # the answer commits with the credit: so do its headers
-        request.claim.headers_for = lambda receipt: answer(receipt).headers
+    claim = app.claim()
+    if claim is not None:  # the answer commits with the credit: so do its headers
+        claim.headers_for = lambda receipt: answer(receipt).headers
+    # A lease taken here must not outlive this invocation: Lambda's context says how long it has.
     receipt = wallets.get().top_up(
-        wallet_id, request.body["amount"], remaining_ms=_remaining_ms(), claim=request.claim
+        walletId,
+        body.amount,
+        remaining_ms=getattr(app.lambda_context, "get_remaining_time_in_millis", None),
+        claim=claim,
     )
     return answer(receipt)
 
 
-def get_wallet(request: Request) -> Response:
-    return ok(wallets.get().get(request.params["walletId"]))
-
-
-ROUTES = [
-    Route(
-        "POST",
-        "/wallets/{walletId}/top-ups",
-        top_up_wallet,
-        "Charge the payment provider and credit the wallet, under the wallet's lease",
-        body=schema.obj({"amount": schema.integer(1, config.MAX_TOP_UP)}),
-        success=201,
-        errors=("LOCKED", "LOCK_LOST", "PAYMENT_FAILED"),
-        idempotent=True,
-    ),
-    Route(
-        "GET",
-        "/wallets/{walletId}",
-        get_wallet,
-        "Read a wallet's balance (strongly consistent)",
-        errors=("NOT_FOUND",),
-    ),
-]
-
-api: runtime.Lazy[Api] = runtime.Lazy(lambda: Api(ROUTES, runtime.idempotency.get))
+@app.declared
+def get_wallet(walletId: Id) -> Response[Any]:
+    return ok(wallets.get().get(walletId))
 
 
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    _invocation.context = context
-    try:
-        return api.get()(event, context)
-    finally:
-        _invocation.context = None
+    return app.resolve(event, context)

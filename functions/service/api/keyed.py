@@ -1,0 +1,147 @@
+"""``Idempotency-Key``: the first request with a key runs, every retry of it gets the first answer.
+
+A middleware of every route (after validation: a refused body never claims a key); a key sent
+to a route not declared ``idempotent`` is refused (400), never silently ignored. The store and
+its guarantees are ``turnstile.idempotency``; this module is only the HTTP side: the key's
+syntax, its scope (method, path, key) inside its function's partition of the store, the
+fingerprint of the request, the claim handed to the route (``app.context["claim"]``, for routes
+that commit their answer in their own transaction), and which answers are stored.
+
+Powertools' own idempotency utility is not used: it cannot commit the stored answer inside the
+route's own DynamoDB transaction (exactly-once purchases and top-ups need that), and it would make
+a second store next to ``turnstile.idempotency``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver
+
+from service.api.errors import HttpError
+from service.api.routes import Route
+from turnstile import idempotency, metrics, retry
+
+logger = Logger()
+
+KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")  # used with fullmatch
+CLAIM = "claim"
+
+# 5xx answers that promise nothing was applied: the Idempotency-Key's claim is given back.
+RELEASED_OUTAGES = frozenset({"THROTTLED", "PAYMENT_FAILED"})
+
+Next = Callable[[APIGatewayRestResolver], Response]
+
+
+def middleware(
+    route: Route,
+    store: Callable[[], idempotency.IdempotencyStore],
+    answer: Callable[[Exception], Response | None],
+) -> Callable[[APIGatewayRestResolver, Next], Response]:
+    """``answer`` turns an exception into its response (``service.api.resolver.answer``), so
+    refusals and outages can be stored and replayed like any other answer."""
+
+    def guarded(app: APIGatewayRestResolver, next_middleware: Next) -> Response:
+        try:
+            return next_middleware(app)
+        except Exception as exc:
+            response = answer(exc)
+            if response is None:
+                raise
+            return response
+
+    def keyed(app: APIGatewayRestResolver, next_middleware: Next) -> Response:
+        event = app.current_event
+        key = event.headers.get("idempotency-key")
+        if key is None:
+            return next_middleware(app)
+        # issue 13.6: a key on a route that cannot honour it is refused, never silently ignored
+        # (two keyed reservations used to hold twice the units).
+        if not route.idempotent:
+            raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
+        if not KEY_PATTERN.fullmatch(key):
+            raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")
+        # issue 13 (IAM): records are partitioned per function (the path's first segment), and
+        # each function's role may only touch the records of its own partitions.
+        scope = idempotency.record_id(
+            idempotency.partition_of(route.path), f"{event.http_method} {event.path}#{key}"
+        )
+        fingerprint = idempotency.fingerprint(event.http_method, event.path, event.json_body)
+        try:
+            records = store()
+            try:
+                begun = records.begin(scope, fingerprint)
+            except idempotency.KeyReused as exc:
+                raise HttpError(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    "this Idempotency-Key was used for a different request",
+                ) from exc
+            except idempotency.StillRunning as exc:
+                raise HttpError(
+                    "IDEMPOTENCY_IN_PROGRESS",
+                    "the first request with this Idempotency-Key is still running; retry shortly",
+                ) from exc
+            if isinstance(begun, idempotency.Replay):
+                return _replay(begun)
+            app.append_context(**{CLAIM: begun})
+            response = guarded(app, next_middleware)
+            _settle(records, begun, response)
+            return response
+        except (retry.OutcomeUnknown, retry.RetriesExhausted) as exc:
+            # the idempotency store itself is unavailable: an outage, not a bug
+            outage = answer(exc)
+            if outage is None:  # pragma: no cover - answer() maps every outage
+                raise
+            return outage
+
+    return keyed
+
+
+def claim_of(app: APIGatewayRestResolver) -> idempotency.Claim | None:
+    """The claim of this request's key, if it came with one."""
+    found: Any = app.context.get(CLAIM)
+    return found
+
+
+def _replay(replay: idempotency.Replay) -> Response:
+    # issue 8.2: the first answer's status, body and its Location / ETag headers
+    return Response(
+        status_code=replay.status_code,
+        content_type=content_types.APPLICATION_JSON,
+        body=replay.body,
+        headers={**replay.headers, "Idempotent-Replayed": "true"},
+    )
+
+
+def _settle(
+    records: idempotency.IdempotencyStore, begun: idempotency.Claim, response: Response
+) -> None:
+    body = response.body
+    code = body.get("error") if isinstance(body, dict) else None
+    if response.status_code < 400:
+        try:
+            headers = {k: v for k, v in response.headers.items() if isinstance(v, str)}
+            records.complete(begun, response.status_code, body, headers)
+        except (retry.OutcomeUnknown, retry.RetriesExhausted):
+            # The action's answer stands: it happened. Only its replay is not stored; the
+            # claim lapses and a retry meets the domain's own conditions (already exists...).
+            logger.warning("could not store the answer for an Idempotency-Key")
+    elif response.status_code < 500 or code in RELEASED_OUTAGES:
+        # issue 13.4/13.5: a refusal or a throttle changed nothing, so nothing is stored: the
+        # claim is given back and a retry with the key runs again (LOCKED, CONFLICT... are
+        # temporary; a stored 404 would outlive the product created a moment later).
+        try:
+            records.release(begun)
+        except (retry.OutcomeUnknown, retry.RetriesExhausted):
+            # issue 8.2: the release is down too. Still the action's answer, never a 500;
+            # the claim lapses at lockedUntil, so tell the client when a retry can run.
+            metrics.count("ClaimReleaseFailed", pattern="idempotency")
+            logger.warning("could not release an Idempotency-Key after a refusal")
+            wait_ms = begun.locked_until - int(records.clock() * 1000)
+            response.headers["Retry-After"] = str(max(1, math.ceil(wait_ms / 1000)))
+    # OUTCOME_UNKNOWN (and a 500) keep the claim until it lapses: the write may have landed.

@@ -1,0 +1,309 @@
+"""Each API function's Powertools ``APIGatewayRestResolver``, its routes taken from the declarations
+(``service.api.routes``), and the one place where exceptions become HTTP answers.
+
+A handler module builds ``app = Resolver("products")``, decorates each route function with
+``@app.declared`` (the function's name picks its declaration: rule, method, summary, responses,
+middlewares) and serves ``app.resolve(event, context)``. Validation is Powertools' own, against the
+strict models of ``service.api.models``; :func:`answer` and the exception handlers registered in
+:class:`Resolver` map domain errors, the HTTP layer's own refusals, validation errors and outages
+to the contract's ``{"error", "message"}`` bodies. A client error never becomes a 5xx; a 5xx
+means an outage (503, ``Retry-After`` where a retry helps) or a bug (500).
+
+Hand-written here, and why: Powertools keeps the request being served in class attributes
+(``BaseRouter.current_event``, ``lambda_context``) and one context dict per resolver. That is right
+in Lambda, which runs one request per process at a time, and wrong for the local bridge and the
+concurrency tests, which serve many requests at once from threads. :class:`Resolver` keeps that
+state per thread (``resolve`` below, 10 lines), and builds every route's middleware stack once,
+under a lock, before the first request (Powertools builds it lazily, racing under threads).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from service import runtime
+from service.api import envelope, keyed, models, routes
+from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
+from service.domain.errors import DomainError
+from turnstile import retry, transact
+
+logger = Logger()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# A path segment that names an item: the same pattern as ids in bodies.
+Id = Annotated[str, Path(min_length=1, max_length=128, pattern=models.ID_PATTERN)]
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def refusal(code: str, message: str, details: Mapping[str, Any] | None = None) -> Response:
+    status = STATUS.get(code)
+    if status is None:
+        logger.error("error code without an HTTP status", extra={"code": code})
+        status = UNMAPPED_STATUS
+    headers: dict[str, str] = {}
+    retry_after = (details or {}).get("retryAfterSeconds")
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(float(retry_after))))
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=error_body(code, message, **(details or {})),
+        headers=headers,
+    )
+
+
+def answer(exc: Exception) -> Response | None:
+    """The response for an exception a route may raise; None for a bug (500)."""
+    if isinstance(exc, DomainError | HttpError):
+        return refusal(exc.code, exc.message, exc.details)
+    if isinstance(exc, retry.OutcomeUnknown):
+        return refusal(
+            "OUTCOME_UNKNOWN",
+            "the database did not confirm the write; it may or may not have been applied. "
+            "Read the resource before retrying, or retry with an Idempotency-Key.",
+        )
+    if isinstance(exc, retry.RetriesExhausted):
+        return refusal("THROTTLED", "the database is busy; retry shortly", {"retryAfterSeconds": 1})
+    if isinstance(exc, transact.Cancelled):
+        logger.warning("transaction cancelled", extra={"reasons": str(exc)})
+        return refusal("CONFLICT", "a concurrent request changed the same data; retry")
+    return None
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', error.get('type', 'invalid'))}")
+    return "; ".join(parts) or "the request is not valid"
+
+
+# -- success -----------------------------------------------------------------------------------
+
+
+def _json(status: int, body: Any, headers: dict[str, str]) -> Response:
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers
+    )
+
+
+def _etag(etag: int | None) -> dict[str, str]:
+    return {"ETag": f'"{etag}"'} if etag is not None else {}
+
+
+def ok(body: Any, etag: int | None = None) -> Response:
+    return _json(200, body, _etag(etag))
+
+
+def created(body: Any, location: str | None = None, etag: int | None = None) -> Response:
+    headers = _etag(etag)
+    if location:
+        headers["Location"] = location
+    return _json(201, body, headers)
+
+
+def accepted(body: Any, location: str) -> Response:
+    return _json(202, body, {"Location": location})
+
+
+def no_content() -> Response:
+    return Response(status_code=204, content_type=None, body="")
+
+
+# -- OpenAPI -----------------------------------------------------------------------------------
+
+
+def _codes(route: routes.Route) -> list[str]:
+    """Every error code ``route`` can answer."""
+    codes = ["VALIDATION_ERROR", "NOT_FOUND", *route.errors, "INTERNAL", "THROTTLED"]
+    if route.body is not None:
+        codes += ["BAD_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"]
+    else:
+        codes += ["BAD_REQUEST"]  # a body sent to a route that takes none
+    if route.method != "GET":
+        codes += ["OUTCOME_UNKNOWN", "CONFLICT"]
+    if route.idempotent:
+        codes += ["BAD_REQUEST", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_IN_PROGRESS"]
+    return list(dict.fromkeys(codes))
+
+
+def responses(route: routes.Route) -> dict[int, Any]:
+    """The OpenAPI responses of ``route``: its success and every status it can answer."""
+    by_status: dict[int, list[str]] = {}
+    for code in _codes(route):
+        by_status.setdefault(STATUS[code], []).append(code)
+    documented: dict[int, Any] = {route.status: {"description": "success"}}
+    for status, codes in sorted(by_status.items()):
+        documented[status] = {
+            "description": " or ".join(codes),
+            "content": {
+                content_types.APPLICATION_JSON: {
+                    "model": models.ErrorBody,
+                    "examples": {
+                        code: {"value": {"error": code, **EXAMPLES[code]}} for code in codes
+                    },
+                }
+            },
+        }
+    return documented
+
+
+def _single_valued(result: dict[str, Any]) -> dict[str, Any]:
+    """Powertools answers REST events with ``multiValueHeaders``; turnstile sets no header twice
+    (no cookies), and clients, tests and the bridge read plain ``headers``, as before."""
+    multi = result.pop("multiValueHeaders", None) or {}
+    result["headers"] = {**{name: ", ".join(values) for name, values in multi.items()}}
+    return result
+
+
+# -- the resolver ------------------------------------------------------------------------------
+
+
+class Resolver(APIGatewayRestResolver):
+    """One API function's routes, validation, middlewares and exception handlers."""
+
+    _state = threading.local()  # the request each thread is serving
+
+    def __init__(
+        self,
+        function: str,
+        idempotency_store: Callable[[], Any] = lambda: runtime.idempotency.get(),
+    ) -> None:
+        super().__init__(enable_validation=True, json_body_deserializer=envelope.parse_json)
+        self.function = function
+        self.declarations = {route.operation: route for route in routes.of(function)}
+        self._by_resource = {(r.method, r.path): r for r in self.declarations.values()}
+        self._idempotency_store = idempotency_store
+        self._ready = False
+        self._ready_lock = threading.Lock()
+        self.exception_handler([DomainError, HttpError, retry.OutcomeUnknown])(self._answer)
+        self.exception_handler([retry.RetriesExhausted, transact.Cancelled])(self._answer)
+        self.exception_handler(
+            [RequestValidationError, RequestUnsupportedContentType, UnicodeDecodeError]
+        )(self._invalid)
+        self.not_found(self._not_found)
+        self.exception_handler(Exception)(self._bug)
+
+    # Per-thread request state (see the module docstring).
+    @property
+    def current_event(self) -> Any:
+        return self._state.event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._state.event = value
+
+    @property
+    def lambda_context(self) -> LambdaContext:
+        return getattr(self._state, "lambda_context", None)  # type: ignore[return-value]
+
+    @lambda_context.setter
+    def lambda_context(self, value: LambdaContext) -> None:
+        self._state.lambda_context = value
+
+    @property
+    def context(self) -> dict[str, Any]:
+        if not hasattr(self._state, "context"):
+            self._state.context = {}
+        found: dict[str, Any] = self._state.context
+        return found
+
+    @context.setter
+    def context(self, value: dict[str, Any]) -> None:
+        self._state.context = value
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        self._build_stacks()
+        self.current_event = self._to_proxy_event(dict(event))
+        self.lambda_context = context
+        self.context = {}
+        try:
+            return _single_valued(self._build_response(self._resolve()))
+        finally:
+            self.context = {}
+            self.lambda_context = None  # type: ignore[assignment]
+
+    def _build_stacks(self) -> None:
+        if self._ready:
+            return
+        with self._ready_lock:
+            if not self._ready:
+                for route in self._static_routes + self._dynamic_routes:
+                    if not route._middleware_stack_built:
+                        route._build_middleware_stack(self._router_middlewares, self)
+                self._ready = True
+
+    # Routes.
+    def declared(self, func: F) -> F:
+        """Register ``func`` as the route declared under its name for this function."""
+        route = self.declarations[func.__name__]
+        annotations = {
+            name: param.annotation
+            for name, param in inspect.signature(func, eval_str=True).parameters.items()
+        }
+        if route.body is not None and route.body not in annotations.values():
+            raise TypeError(f"{func.__name__} must take a {route.body.__name__} body")
+        missing = [name for name in route.params if name not in annotations]
+        if missing:
+            raise TypeError(f"{func.__name__} must take the path parameters {missing}")
+        middlewares = [
+            envelope.middleware(route),
+            keyed.middleware(route, self._idempotency_store, answer),
+        ]
+        return self.route(
+            route.rule,
+            route.method,
+            summary=route.summary,
+            operation_id=route.operation,
+            tags=[self.function],
+            responses=responses(route),
+            middlewares=middlewares,
+        )(func)
+
+    def claim(self) -> Any:
+        """The claim of this request's Idempotency-Key, for routes that commit it themselves."""
+        return keyed.claim_of(self)
+
+    # Exception handlers: every answer goes through ``refusal``.
+    def _answer(self, exc: Exception) -> Response:
+        found = answer(exc)
+        return found if found is not None else self._bug(exc)
+
+    def _invalid(self, exc: Exception) -> Response:
+        event = self.current_event
+        route = self._by_resource.get((event.http_method.upper(), event.resource))
+        problem = envelope.problem(event, route)
+        if problem is not None:
+            return refusal(problem.code, problem.message)
+        if isinstance(exc, RequestUnsupportedContentType):
+            return refusal("UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
+        if isinstance(exc, UnicodeDecodeError):
+            return refusal("BAD_JSON", "the body is not UTF-8")
+        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+        if any(error.get("type") == "json_invalid" for error in errors):
+            return refusal("BAD_JSON", "the body is not valid JSON")
+        return refusal("VALIDATION_ERROR", _validation_message(list(errors)))
+
+    def _not_found(self, exc: Exception) -> Response:
+        event = self.current_event
+        return refusal("NOT_FOUND", f"no route for {event.http_method} {event.path}")
+
+    def _bug(self, exc: Exception) -> Response:
+        logger.exception("unhandled error", extra={"path": self.current_event.path})
+        return refusal("INTERNAL", "internal error")

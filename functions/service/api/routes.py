@@ -1,0 +1,276 @@
+"""Every HTTP route, declared once.
+
+A declaration names the function that serves the route, its method and path template, the model of
+its body, its success status, the error codes its domain can answer, whether it honours
+``Idempotency-Key``, and the headers it reads. From these:
+
+* each function's Powertools resolver registers its routes (``service.api.resolver.declared``)
+  and documents them in its OpenAPI document;
+* the CDK stack builds the API Gateway resources, methods and request models (``infra.api``);
+* the local bridge knows which function answers which path (``local.bridge``).
+
+Only pydantic and ``service.config`` are imported here: deploy-time code reads the routes without
+loading boto3, Powertools or the domains.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from service.api import models
+
+
+@dataclass(frozen=True)
+class Route:
+    function: str  # the catalog's function name
+    method: str
+    path: str  # API Gateway's template: /products/{productId}
+    operation: str  # operationId, and the name of the Python function that serves the route
+    summary: str
+    body: type[BaseModel] | None = None
+    status: int = 200
+    errors: tuple[str, ...] = ()
+    idempotent: bool = False
+    headers: tuple[str, ...] = ()
+
+    @property
+    def params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.path)
+
+    @property
+    def rule(self) -> str:
+        """The path in Powertools' syntax: /products/<productId>."""
+        return re.sub(r"{(\w+)}", r"<\1>", self.path)
+
+
+ROUTES: tuple[Route, ...] = (
+    # Products (seed 000)
+    Route(
+        "products",
+        "POST",
+        "/products",
+        "create_product",
+        "Create a product at version 1",
+        body=models.NewProduct,
+        status=201,
+        errors=("ALREADY_EXISTS",),
+        idempotent=True,
+    ),
+    Route(
+        "products",
+        "GET",
+        "/products/{productId}",
+        "get_product",
+        "Read a product (strongly consistent); ETag carries its version",
+        errors=("NOT_FOUND",),
+    ),
+    Route(
+        "products",
+        "PATCH",
+        "/products/{productId}",
+        "update_product",
+        "Change name and/or stock if the product is still at the If-Match version",
+        body=models.ProductChanges,
+        errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
+        headers=("If-Match",),
+    ),
+    Route(
+        "products",
+        "POST",
+        "/products/{productId}/restocks",
+        "restock",
+        "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
+        body=models.Restock,
+        errors=("NOT_FOUND", "CONFLICT"),
+    ),
+    Route(
+        "products",
+        "POST",
+        "/products/{productId}/purchases",
+        "purchase",
+        "Buy quantity units; strategy atomic (one conditional write) or versioned (seed 000)",
+        body=models.Purchase,
+        status=201,
+        errors=("NOT_FOUND", "OUT_OF_STOCK", "CONFLICT"),
+        idempotent=True,
+    ),
+    # Locks (seed 003)
+    Route(
+        "locks",
+        "POST",
+        "/locks/{resource}",
+        "acquire_lock",
+        "Acquire a lease; the fence grows with every acquisition and fences protected writes",
+        body=models.Acquire,
+        status=201,
+        errors=("LOCKED",),
+    ),
+    Route(
+        "locks",
+        "PUT",
+        "/locks/{resource}",
+        "renew_lock",
+        "Renew the lease held by owner with fence",
+        body=models.Renew,
+        errors=("LOCK_LOST",),
+    ),
+    Route(
+        "locks",
+        "DELETE",
+        "/locks/{resource}",
+        "release_lock",
+        "Release the lease held by owner with fence (the fence keeps counting)",
+        body=models.Release,
+        status=204,
+        errors=("LOCK_LOST",),
+    ),
+    # Wallets (seed 004)
+    Route(
+        "wallets",
+        "POST",
+        "/wallets/{walletId}/top-ups",
+        "top_up_wallet",
+        "Charge the payment provider and credit the wallet, under the wallet's lease",
+        body=models.TopUp,
+        status=201,
+        errors=("LOCKED", "LOCK_LOST", "PAYMENT_FAILED"),
+        idempotent=True,
+    ),
+    Route(
+        "wallets",
+        "GET",
+        "/wallets/{walletId}",
+        "get_wallet",
+        "Read a wallet's balance (strongly consistent)",
+        errors=("NOT_FOUND",),
+    ),
+    # Inventory (seed 002)
+    Route(
+        "inventory",
+        "POST",
+        "/inventory",
+        "create_inventory",
+        "Create a sku: 201 at once with status CREATING (READY for up to 1000 units) and "
+        "Location; the units are created in resumable chunks, progress on GET /inventory/{sku}",
+        body=models.NewInventory,
+        status=201,
+        errors=("ALREADY_EXISTS",),
+    ),
+    Route(
+        "inventory",
+        "GET",
+        "/inventory/{sku}",
+        "get_inventory",
+        "Counts kept from the table's stream (consistency: eventual; holds that lapsed unclaimed "
+        "still count as reserved)",
+        errors=("NOT_FOUND",),
+    ),
+    Route(
+        "inventory",
+        "GET",
+        "/inventory/{sku}/exact",
+        "count_inventory",
+        "Exact counts from the units themselves (a Query of the sku, never a scan)",
+        errors=("NOT_FOUND",),
+    ),
+    Route(
+        "inventory",
+        "POST",
+        "/inventory/{sku}/reservations",
+        "reserve",
+        "Hold quantity units, all or none, skipping units others hold (SKIP LOCKED)",
+        body=models.Reservation,
+        status=201,
+        errors=("NOT_FOUND", "OUT_OF_STOCK"),
+    ),
+    Route(
+        "inventory",
+        "POST",
+        "/inventory/{sku}/reservations/{reservationId}/confirm",
+        "confirm",
+        "Turn the hold into a sale, only while it is valid and still this reservation's",
+        errors=("NOT_FOUND", "EXPIRED"),
+    ),
+    Route(
+        "inventory",
+        "DELETE",
+        "/inventory/{sku}/reservations/{reservationId}",
+        "release",
+        "Release the reservation's units (free again)",
+        status=204,
+        errors=("NOT_FOUND", "ALREADY_CONFIRMED"),
+    ),
+    # Events (seed 001)
+    Route(
+        "events",
+        "POST",
+        "/events",
+        "create_event",
+        "Create an event with a capacity; nobody registered yet",
+        body=models.NewEvent,
+        status=201,
+        errors=("ALREADY_EXISTS",),
+        idempotent=True,
+    ),
+    Route(
+        "events",
+        "GET",
+        "/events/{eventId}",
+        "get_event",
+        "Read an event (strongly consistent): capacity, registered, version",
+        errors=("NOT_FOUND",),
+    ),
+    Route(
+        "events",
+        "POST",
+        "/events/{eventId}/registrations",
+        "register",
+        "Register a user: one transaction on the event counter and the registration",
+        body=models.Registration,
+        status=201,
+        errors=("NOT_FOUND", "EVENT_FULL", "ALREADY_REGISTERED", "CONFLICT"),
+        idempotent=True,
+    ),
+    Route(
+        "events",
+        "DELETE",
+        "/events/{eventId}/registrations/{userId}",
+        "unregister",
+        "Cancel a registration; the seat is free again",
+        status=204,
+        errors=("NOT_FOUND",),
+    ),
+    Route(
+        "events",
+        "GET",
+        "/users/{userId}/registrations",
+        "user_registrations",
+        "A user's registrations (from a GSI: eventually consistent)",
+    ),
+    Route(
+        "events",
+        "POST",
+        "/events/{eventId}/registration-requests",
+        "request_registration",
+        "Ask for a seat; decided asynchronously, in order, by the stream consumer",
+        body=models.Registration,
+        status=202,
+        errors=("NOT_FOUND",),
+        idempotent=True,
+    ),
+    Route(
+        "events",
+        "GET",
+        "/events/{eventId}/registration-requests/{requestId}",
+        "get_registration_request",
+        "Read a registration request: PENDING, ACCEPTED or REJECTED (with reason)",
+        errors=("NOT_FOUND",),
+    ),
+)
+
+
+def of(function: str) -> tuple[Route, ...]:
+    return tuple(route for route in ROUTES if route.function == function)

@@ -1,0 +1,61 @@
+"""The local API's documentation: one OpenAPI document merged from every function's resolver
+(Powertools' ``OpenAPIMerge``), and Swagger UI on it (Powertools' page and bundled assets, so it
+works offline).
+
+Each function's document comes from its own resolver (``app.get_openapi_schema()``), generated
+from the route declarations. Powertools documents a 422 "Validation Error" on every validated
+route; turnstile answers validation errors with 400 (the contract), and 422 only for a reused
+``Idempotency-Key``, so that default entry and its schemas are dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_lambda_powertools.event_handler as event_handler
+from aws_lambda_powertools.event_handler.openapi.merge import OpenAPIMerge
+from aws_lambda_powertools.event_handler.openapi.models import Server
+from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
+
+from service import catalog
+
+TITLE = "turnstile"
+VERSION = "1.0.0"
+_POWERTOOLS_422 = "Validation Error"
+_POWERTOOLS_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def document(server_url: str = "/") -> dict[str, Any]:
+    merge = OpenAPIMerge(
+        title=TITLE, version=VERSION, servers=[Server(url=server_url)], on_conflict="error"
+    )
+    for spec in catalog.API_FUNCTIONS:
+        app = importlib.import_module(spec.module).app
+        merge.add_schema(app.get_openapi_schema(title=TITLE, version=VERSION))
+    merged: dict[str, Any] = json.loads(merge.get_openapi_json_schema())
+    for item in merged.get("paths", {}).values():
+        for operation in item.values():
+            responses = operation.get("responses", {})
+            for status in ("422", 422):
+                if responses.get(status, {}).get("description") == _POWERTOOLS_422:
+                    del responses[status]
+    if not any(name in json.dumps(merged["paths"]) for name in _POWERTOOLS_SCHEMAS):
+        schemas = merged.get("components", {}).get("schemas", {})
+        for name in _POWERTOOLS_SCHEMAS:
+            schemas.pop(name, None)
+    return merged
+
+
+def swagger_page(server_url: str) -> str:
+    assets = Path(event_handler.__file__).parent / "openapi" / "swagger_ui"
+    spec = json.dumps(document(server_url)).replace("</", "<\\/")
+    return generate_swagger_html(
+        spec,
+        (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
+        (assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
+        "",
+        None,
+    )
