@@ -23,7 +23,7 @@ from service.domain.errors import AlreadyExists, OutOfStock
 from service.domain.inventory import CREATION_FILTER, SUMMARY, Inventory, unit_id
 from service.handlers import inventory_creator
 from tests.integration.conftest import Faults, _Raw
-from tests.integration.test_inventory_reservations import History, units_in_table
+from tests.integration.test_inventory_reservations import storm, units_in_table
 from turnstile import codec, metrics, retry
 
 pytestmark = pytest.mark.integration
@@ -65,33 +65,6 @@ def check_table(client: Any, tables: Any, sku: str, quantity: int) -> dict[str, 
     return holders
 
 
-def storm(inventory: Inventory, sku: str, quantity: int, attempts: int, workers: int) -> History:
-    history = History()
-    barrier = threading.Barrier(workers)
-
-    def worker(count: int) -> None:
-        barrier.wait()
-        for _ in range(count):
-            try:
-                reservation = inventory.reserve(sku, quantity, hold_seconds=600)
-            except OutOfStock:
-                with history.lock:
-                    history.out_of_stock += 1
-            except Exception as exc:  # noqa: BLE001 - recorded, then asserted empty
-                with history.lock:
-                    history.errors.append(exc)
-            else:
-                with history.lock:
-                    history.succeeded.append(reservation)
-
-    threads = [threading.Thread(target=worker, args=(attempts // workers,)) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return history
-
-
 @pytest.mark.parametrize(
     ("quantity", "units", "attempts", "workers"),
     [(1, 40, 120, 12), (3, 40, 60, 12), (100, 250, 12, 6)],
@@ -103,7 +76,7 @@ def test_contended_reservations_hold_exactly_quantity_units_each_and_none_twice(
     inventory = service(patient, tables)
     inventory.create_now(unique, units)
     # When threads reserve `quantity` units at once, all together
-    history = storm(inventory, unique, quantity, attempts, workers)
+    history = storm(inventory, unique, quantity=quantity, attempts=attempts, workers=workers)
     # Then nothing failed, and every success holds `quantity` distinct units nobody else holds
     assert history.errors == []
     taken = [u for r in history.succeeded for u in r["units"]]
