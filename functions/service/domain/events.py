@@ -73,6 +73,10 @@ def user_bucket(user_id: str, shards: int) -> int:
     return zlib.crc32(user_id.encode()) % shards
 
 
+def already_registered(event_id: str, user_id: str) -> AlreadyRegistered:
+    return AlreadyRegistered(f"user {user_id!r} is already registered for event {event_id!r}")
+
+
 @dataclass
 class Events:
     client: Any
@@ -227,9 +231,7 @@ class Events:
                 also=also,
             )
         except capacity.AlreadyMember as exc:
-            raise AlreadyRegistered(
-                f"user {user_id!r} is already registered for event {event_id!r}"
-            ) from exc
+            raise already_registered(event_id, user_id) from exc
         except capacity.NoCounter as exc:
             raise NotFound(f"no event {event_id!r}") from exc
         except capacity.Full as exc:
@@ -270,9 +272,7 @@ class Events:
                     )
                     return
                 except capacity.AlreadyMember as exc:
-                    raise AlreadyRegistered(
-                        f"user {user_id!r} is already registered for event {event_id!r}"
-                    ) from exc
+                    raise already_registered(event_id, user_id) from exc
                 except capacity.NoCounter as exc:
                     raise NotFound(f"no event {event_id!r}") from exc
                 except capacity.Full:
@@ -284,9 +284,7 @@ class Events:
             except sharded.Missing as exc:
                 raise NotFound(f"no event {event_id!r}") from exc
             if member_item is not None:
-                raise AlreadyRegistered(
-                    f"user {user_id!r} is already registered for event {event_id!r}"
-                )
+                raise already_registered(event_id, user_id)
             candidates = [
                 k for k, item in enumerate(items) if item["registered"] < item["capacity"]
             ]
