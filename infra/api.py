@@ -2,18 +2,23 @@
 
 Each route becomes a method with a Lambda proxy integration; a route with a body gets a request
 model (its pydantic model's JSON Schema, as draft 4) and a validator, so API Gateway refuses a
-malformed body before a Lambda runs. The gateway's own error answers are rewritten to the
-contract's ``{"error", "message"}`` shape.
+malformed body before a Lambda runs. Every method takes the Cognito user pool authorizer of
+``infra.auth`` (API.md v2: an ID token in ``Authorization``), as the API's default, so a method
+added later is not anonymous either; ``GET /openapi.json`` is served only locally and has no method
+here. The gateway's own error answers are rewritten to the contract's ``{"error", "message"}``
+shape (``GATEWAY_ERRORS``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.auth import Auth
 from infra.functions import Functions
 from infra.nag import acknowledge
 from service import config
@@ -52,8 +57,61 @@ def json_schema(schema: dict[str, Any], *, top: bool = True) -> apigw.JsonSchema
     return apigw.JsonSchema(**kwargs)
 
 
-def _gateway_error(code: str) -> dict[str, str]:
-    return {"application/json": '{"error":"' + code + '","message":$context.error.messageString}'}
+# API Gateway's own refusals, as (construct id, response type, contract code, status, message).
+# The status is None where the gateway's default already matches the code; the message is None
+# to pass on the gateway's own (``$context.error.messageString``, already a JSON string).
+# Response types and defaults:
+# https://docs.aws.amazon.com/apigateway/latest/developerguide/supported-gateway-response-types.html
+#
+# * UNAUTHORIZED (401): the Cognito authorizer could not authenticate the caller: no
+#   ``Authorization`` header on a known route, or a token that is malformed, expired, forged or
+#   of another pool. (A missing header on a known route is UNAUTHORIZED, not
+#   MISSING_AUTHENTICATION_TOKEN: that one is for methods with IAM authorization, which this API
+#   has none of, and for a method or path that does not exist.)
+# * ACCESS_DENIED (403): an authenticated caller refused by the gateway (e.g. a resource policy).
+# * MISSING_AUTHENTICATION_TOKEN (403 by default): here only an unknown method or path, so 404
+#   with a message of its own (the gateway's, "Missing Authentication Token", or a complaint about
+#   the Authorization header not being an AWS signature, would mislead).
+# * INVALID_SIGNATURE / EXPIRED_TOKEN (403 by default): AWS (SigV4) signatures; no method here
+#   takes them, so these only answer a client that sent AWS credentials instead of an ID token:
+#   401, as for any credentials this API does not accept.
+# * DEFAULT_4XX keeps each remaining type's own status (it sets none).
+GATEWAY_ERRORS: tuple[tuple[str, apigw.ResponseType, str, str | None, str | None], ...] = (
+    ("BodyInvalid", apigw.ResponseType.BAD_REQUEST_BODY, "VALIDATION_ERROR", None, None),
+    ("Unauthenticated", apigw.ResponseType.UNAUTHORIZED, "UNAUTHORIZED", "401", None),
+    ("Forbidden", apigw.ResponseType.ACCESS_DENIED, "FORBIDDEN", "403", None),
+    (
+        "UnknownRoute",
+        apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN,
+        "NOT_FOUND",
+        "404",
+        "no route for this method and path",
+    ),
+    (
+        "SignatureRefused",
+        apigw.ResponseType.INVALID_SIGNATURE,
+        "UNAUTHORIZED",
+        "401",
+        "send a Cognito ID token in Authorization, not an AWS signature",
+    ),
+    (
+        "SignatureExpired",
+        apigw.ResponseType.EXPIRED_TOKEN,
+        "UNAUTHORIZED",
+        "401",
+        "send a Cognito ID token in Authorization, not an AWS signature",
+    ),
+    ("Throttled", apigw.ResponseType.THROTTLED, "THROTTLED", None, None),
+    ("Default4xx", apigw.ResponseType.DEFAULT_4_XX, "BAD_REQUEST", None, None),
+    ("Default5xx", apigw.ResponseType.DEFAULT_5_XX, "INTERNAL", None, None),
+)
+
+
+def gateway_error(code: str, message: str | None = None) -> dict[str, str]:
+    """The response template of one gateway error: the contract's body, ``message`` as given
+    (a plain string, JSON-escaped here) or else the gateway's own."""
+    text = json.dumps(message) if message is not None else "$context.error.messageString"
+    return {"application/json": '{"error":' + json.dumps(code) + ',"message":' + text + "}"}
 
 
 class RestApi(Construct):
@@ -64,8 +122,10 @@ class RestApi(Construct):
         *,
         routes: list[tuple[FunctionSpec, Route]],
         functions: Functions,
+        auth: Auth,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.authorizer = auth.authorizer(self, "Authorizer")
         access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH)
         self.api = apigw.RestApi(
             self,
@@ -73,6 +133,10 @@ class RestApi(Construct):
             rest_api_name="turnstile",
             description="turnstile HTTP API (see README and /openapi.json)",
             cloud_watch_role=True,
+            default_method_options=apigw.MethodOptions(
+                authorizer=self.authorizer,
+                authorization_type=apigw.AuthorizationType.COGNITO,
+            ),
             deploy_options=apigw.StageOptions(
                 stage_name="v1",
                 throttling_rate_limit=config.API_RATE_LIMIT,
@@ -97,33 +161,18 @@ class RestApi(Construct):
         self.validator = self.api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
-        # API Gateway answers an unknown path with 403 "Missing Authentication Token"; say 404.
-        for name, response_type, code, status in (
-            ("BodyInvalid", apigw.ResponseType.BAD_REQUEST_BODY, "VALIDATION_ERROR", None),
-            ("UnknownRoute", apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN, "NOT_FOUND", "404"),
-            ("Throttled", apigw.ResponseType.THROTTLED, "THROTTLED", None),
-            ("Default4xx", apigw.ResponseType.DEFAULT_4_XX, "BAD_REQUEST", None),
-            ("Default5xx", apigw.ResponseType.DEFAULT_5_XX, "INTERNAL", None),
-        ):
+        for name, response_type, code, status, message in GATEWAY_ERRORS:
             self.api.add_gateway_response(
-                name, type=response_type, status_code=status, templates=_gateway_error(code)
+                name,
+                type=response_type,
+                status_code=status,
+                templates=gateway_error(code, message),
             )
         acknowledge(
             self.api,
             "APIG3",
             "Stage throttling bounds the request rate; a WAF web ACL carries account-specific "
             "rules and is attached per deployment (see README, Deploy).",
-        )
-        acknowledge(
-            self.api,
-            "APIG4",
-            "The v1 contract (API.md) is an open demonstration API without callers' identities; "
-            "front it with an IAM or Cognito authorizer before exposing it (see README, Deploy).",
-        )
-        acknowledge(
-            self.api,
-            "COG4",
-            "Same as APIG4: authorization is deliberately left to the deployment, see README.",
         )
         acknowledge(
             self.api,

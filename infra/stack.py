@@ -31,7 +31,9 @@ class TurnstileStack(Stack):
             tables=self.tables,
             code_path=FUNCTIONS_DIR,
         )
-        self.api = RestApi(self, "Http", routes=catalog.api_routes(), functions=self.functions)
+        self.api = RestApi(
+            self, "Http", routes=catalog.api_routes(), functions=self.functions, auth=self.auth
+        )
         consumers = None
         if catalog.STREAM_CONSUMERS:
             consumers = StreamConsumers(

@@ -1,6 +1,7 @@
 """Fixtures shared by every tier.
 
-* ``template``: the stack synthesized once per session (cdk-nag runs as part of it).
+* ``template``: the stack synthesized once per session (cdk-nag runs as part of it);
+  ``assembly``: that synth's cloud assembly (nag's validation report, acknowledgements).
 * ``dynamodb_local``: Amazon DynamoDB Local, started once per session on a free port, stopped at
   the end (and killed by the kernel if pytest itself dies).
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
@@ -22,10 +23,17 @@ from turnstile import retry
 
 
 @pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def assembly(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The cloud assembly of one synth (cdk-nag's report and acknowledgements included)."""
     import app
 
-    assembly = app.build(outdir=str(tmp_path_factory.mktemp("cdk.out"))).synth()
+    return app.build(outdir=str(tmp_path_factory.mktemp("cdk.out"))).synth()
+
+
+@pytest.fixture(scope="session")
+def template(assembly: Any) -> dict[str, Any]:
+    import app
+
     return dict(assembly.get_stack_by_name(app.STACK_NAME).template)
 
 

@@ -15,6 +15,7 @@ from aws_cdk.assertions import Match, Template
 
 from local import template as cfn
 from service import config
+from service.api.errors import STATUS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -255,15 +256,62 @@ def test_purchase_model_matches_the_contract(t):
     )
 
 
-def test_gateway_errors_use_the_contract_shape(template):
+def test_every_method_requires_a_cognito_id_token_from_the_one_authorizer(template):
+    # API.md v2: every deployed route needs an ID token (GET /openapi.json is served only
+    # locally, so it is not among the methods at all).
+    methods = api_methods(template)
+    assert set(methods) == {(method, path) for method, path, _ in EXPECTED_ROUTES}
+    assert ("GET", "/openapi.json") not in methods
+    authorizer = logical_id(template, "AWS::ApiGateway::Authorizer", "HttpAuthorizer")
+    for key, method in methods.items():
+        assert method["AuthorizationType"] == "COGNITO_USER_POOLS", key
+        assert method["AuthorizerId"] == {"Ref": authorizer}, key
+        assert "AuthorizationScopes" not in method, key  # scopes would demand access tokens
+
+
+# Each gateway refusal: (status, error code, message), None where the gateway's own stays.
+GATEWAY_REFUSALS = {
+    "UNAUTHORIZED": ("401", "UNAUTHORIZED", None),
+    "ACCESS_DENIED": ("403", "FORBIDDEN", None),
+    "MISSING_AUTHENTICATION_TOKEN": ("404", "NOT_FOUND", "no route for this method and path"),
+    "INVALID_SIGNATURE": (
+        "401",
+        "UNAUTHORIZED",
+        "send a Cognito ID token in Authorization, not an AWS signature",
+    ),
+    "EXPIRED_TOKEN": (
+        "401",
+        "UNAUTHORIZED",
+        "send a Cognito ID token in Authorization, not an AWS signature",
+    ),
+    "BAD_REQUEST_BODY": (None, "VALIDATION_ERROR", None),
+    "THROTTLED": (None, "THROTTLED", None),
+    "DEFAULT_4XX": (None, "BAD_REQUEST", None),
+    "DEFAULT_5XX": (None, "INTERNAL", None),
+}
+
+
+def rendered(body_template: str, gateway_message: str) -> Any:
+    """The body API Gateway sends, ``$context.error.messageString`` being a quoted string."""
+    return json.loads(
+        body_template.replace("$context.error.messageString", json.dumps(gateway_message))
+    )
+
+
+def test_gateway_refusals_have_the_contract_status_code_and_body(template):
     responses = {
         r["Properties"]["ResponseType"]: r["Properties"]
         for r in cfn.resources(template, "AWS::ApiGateway::GatewayResponse").values()
     }
-    assert responses["MISSING_AUTHENTICATION_TOKEN"]["StatusCode"] == "404"
-    for kind in ("BAD_REQUEST_BODY", "THROTTLED", "DEFAULT_4XX", "DEFAULT_5XX"):
-        body = responses[kind]["ResponseTemplates"]["application/json"]
-        assert body.startswith('{"error":"') and '"message":' in body
+    assert set(responses) == set(GATEWAY_REFUSALS)
+    for kind, (status, code, message) in GATEWAY_REFUSALS.items():
+        response = responses[kind]
+        assert response.get("StatusCode") == status, kind
+        if status is not None:  # the status the contract gives the code
+            assert STATUS[code] == int(status), kind
+        assert set(response["ResponseTemplates"]) == {"application/json"}, kind
+        body = rendered(response["ResponseTemplates"]["application/json"], "gateway says no")
+        assert body == {"error": code, "message": message or "gateway says no"}, kind
 
 
 def test_app_py_synthesizes_offline_and_cfn_lint_is_clean(tmp_path):
