@@ -6,6 +6,12 @@ Each function's document comes from its own resolver (``app.get_openapi_schema()
 from the route declarations. Powertools documents a 422 "Validation Error" on every validated
 route; turnstile answers validation errors with 400 (the contract), and 422 only for a reused
 ``Idempotency-Key``, so that default entry and its schemas are dropped.
+
+Every operation needs a Cognito ID token (API.md v2): the merged document declares one security
+scheme, ``SECURITY_SCHEME``, and requires it document-wide (``OpenAPIMerge``'s
+``security_schemes`` / ``security``), so it applies to every operation and to routes added later.
+``GET /openapi.json`` is served by the local bridge, not by a function, so it is not an operation
+of the document and stays open.
 """
 
 from __future__ import annotations
@@ -17,20 +23,40 @@ from typing import Any
 
 import aws_lambda_powertools.event_handler as event_handler
 from aws_lambda_powertools.event_handler.openapi.merge import OpenAPIMerge
-from aws_lambda_powertools.event_handler.openapi.models import Server
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
 
 from service import catalog
 
 TITLE = "turnstile"
 VERSION = "1.0.0"
+# HTTP bearer with a JWT format rather than an apiKey named Authorization: the token is a JWT in
+# the standard Authorization header, and "Bearer <token>" (what bearer-aware clients and Swagger
+# UI send) is accepted by API Gateway's Cognito authorizer and the local bridge alike. The raw
+# token, API Gateway's other form, is accepted too; the description says so, as the scheme types
+# cannot express "prefix optional".
+SECURITY_SCHEME = "cognitoIdToken"
+_SECURITY_SCHEMES = {
+    SECURITY_SCHEME: HTTPBearer(
+        bearerFormat="JWT",
+        description=(
+            "An ID token of the stack's Cognito user pool, as `Authorization: Bearer <token>` "
+            "or the raw token (API.md v2). Locally: `make token USER=alice` prints one."
+        ),
+    )
+}
 _POWERTOOLS_422 = "Validation Error"
 _POWERTOOLS_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 
 def document(server_url: str = "/") -> dict[str, Any]:
     merge = OpenAPIMerge(
-        title=TITLE, version=VERSION, servers=[Server(url=server_url)], on_conflict="error"
+        title=TITLE,
+        version=VERSION,
+        servers=[Server(url=server_url)],
+        security_schemes=dict(_SECURITY_SCHEMES),
+        security=[{SECURITY_SCHEME: []}],
+        on_conflict="error",
     )
     for spec in catalog.API_FUNCTIONS:
         app = importlib.import_module(spec.module).app

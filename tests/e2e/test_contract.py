@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import requests
 
+from service.api import routes
+
 CONTRACT = Path(__file__).resolve().parents[3] / "shared" / "API.md"
 
 
@@ -29,6 +31,23 @@ def test_every_contract_route_is_in_the_openapi_document(api_url):
     document = requests.get(f"{api_url}/openapi.json", timeout=10).json()
     served = {(method, path) for path, item in document["paths"].items() for method in item}
     assert routes - served == set()
+
+
+def test_the_served_document_is_open_and_requires_an_id_token_everywhere_else(api_url):
+    # GET /openapi.json needs no token (it is the one route without one, API.md v2)
+    response = requests.get(f"{api_url}/openapi.json", timeout=10)
+    assert response.status_code == 200, response.text
+    document = response.json()
+    (scheme,) = document["security"]
+    (name,) = scheme
+    assert document["components"]["securitySchemes"][name]["scheme"] == "bearer"
+    for route in routes.ROUTES:  # the declarations, so this runs without the contract beside
+        method, path = route.method.lower(), route.path
+        operation = document["paths"][path][method]
+        assert operation.get("security", document["security"]), (method, path)
+        for status, code in (("401", "UNAUTHORIZED"), ("403", "FORBIDDEN")):
+            examples = operation["responses"][status]["content"]["application/json"]["examples"]
+            assert code in examples, (method, path, status)
 
 
 def minimal(schema: dict[str, Any], document: dict[str, Any]) -> Any:

@@ -167,7 +167,7 @@ def test_the_openapi_document_lists_every_status_a_route_can_answer_with_example
     document = docs.document("http://localhost")
     for route in routes.ROUTES:
         responses = document["paths"][route.path][route.method.lower()]["responses"]
-        expected = {route.status, 400, 404, 500, 503}
+        expected = {route.status, 400, 401, 403, 404, 500, 503}
         if route.body is not None:
             expected |= {413, 415}
         if route.idempotent:
@@ -184,6 +184,40 @@ def test_the_openapi_document_lists_every_status_a_route_can_answer_with_example
             body = document["paths"][route.path][route.method.lower()]["requestBody"]
             assert body["content"]["application/json"]["schema"]
     assert "HTTPValidationError" not in json.dumps(document)
+
+
+def test_every_operation_documents_401_and_403_in_the_contract_shape():
+    document = docs.document("http://localhost")
+    for route in routes.ROUTES:
+        responses = document["paths"][route.path][route.method.lower()]["responses"]
+        for status, code in (("401", "UNAUTHORIZED"), ("403", "FORBIDDEN")):
+            content = responses[status]["content"]["application/json"]
+            assert content["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+            assert content["examples"][code]["value"]["error"] == code, route.operation
+            assert content["examples"][code]["value"]["message"], route.operation
+
+
+def test_the_document_requires_a_cognito_id_token_on_every_operation():
+    # Given the merged document the local server serves at GET /openapi.json
+    document = docs.document("http://localhost")
+    # Then it declares one scheme: a JWT in Authorization, sent as "Bearer <token>" (or raw)
+    schemes = document["components"]["securitySchemes"]
+    assert schemes == {
+        docs.SECURITY_SCHEME: {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": schemes[docs.SECURITY_SCHEME]["description"],
+        }
+    }
+    assert "raw token" in schemes[docs.SECURITY_SCHEME]["description"]
+    # required document-wide, and no operation opts out (an empty list would make it anonymous)
+    assert document["security"] == [{docs.SECURITY_SCHEME: []}]
+    operations = [op for item in document["paths"].values() for op in item.values()]
+    assert len(operations) == len(routes.ROUTES)
+    assert all(op.get("security", document["security"]) for op in operations)
+    # and the document itself is not an operation of it: GET /openapi.json stays open.
+    assert "/openapi.json" not in document["paths"]
 
 
 def test_deploy_time_code_does_not_load_the_lambda_runtime():

@@ -130,8 +130,10 @@ def no_content() -> Response:
 
 
 def _codes(route: routes.Route) -> list[str]:
-    """Every error code ``route`` can answer."""
-    codes = ["VALIDATION_ERROR", "NOT_FOUND", *route.errors, "INTERNAL", "THROTTLED"]
+    """Every error code ``route`` can answer. Every route needs an ID token (API.md v2): without a
+    valid one it is 401, and a caller the policy or the gateway refuses gets 403."""
+    codes = ["VALIDATION_ERROR", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", *route.errors]
+    codes += ["INTERNAL", "THROTTLED"]
     if route.body is not None:
         codes += ["BAD_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"]
     else:
