@@ -70,11 +70,13 @@ def json_schema(schema: dict[str, Any], *, top: bool = True) -> apigw.JsonSchema
 #   has none of, and for a method or path that does not exist.)
 # * ACCESS_DENIED (403): an authenticated caller refused by the gateway (e.g. a resource policy).
 # * MISSING_AUTHENTICATION_TOKEN (403 by default): here only an unknown method or path, so 404
-#   with a message of its own (the gateway's, "Missing Authentication Token", or a complaint about
-#   the Authorization header not being an AWS signature, would mislead).
-# * INVALID_SIGNATURE / EXPIRED_TOKEN (403 by default): AWS (SigV4) signatures; no method here
-#   takes them, so these only answer a client that sent AWS credentials instead of an ID token:
-#   401, as for any credentials this API does not accept.
+#   with a message of its own. The gateway's would mislead: "Missing Authentication Token", or,
+#   when the request carries a Bearer token, that the Authorization header is not a valid
+#   key=value pair (it parses it as an AWS signature for a path it cannot route).
+# * INVALID_SIGNATURE / EXPIRED_TOKEN (403 by default): an invalid or expired AWS (SigV4)
+#   signature. No method here takes one, so they can only answer a client that sent AWS
+#   credentials instead of an ID token: 401, as for any credentials this API does not accept.
+# Read from AWS's documentation, not observed on a deployed stack (none is deployed from here).
 # * DEFAULT_4XX keeps each remaining type's own status (it sets none).
 GATEWAY_ERRORS: tuple[tuple[str, apigw.ResponseType, str, str | None, str | None], ...] = (
     ("BodyInvalid", apigw.ResponseType.BAD_REQUEST_BODY, "VALIDATION_ERROR", None, None),

@@ -117,7 +117,7 @@ def test_auth_alone_is_cdk_nag_clean_with_only_its_own_justified_exceptions(tmp_
 
 
 def test_authorizer_is_a_cognito_user_pool_authorizer_on_the_authorization_header(tmp_path):
-    # The hook infra/api.py will use: every method but GET /openapi.json gets this authorizer.
+    # The hook infra/api.py uses for every method (test_stack checks them all).
     template = Template.from_json(synth_alone(tmp_path, with_api=True))
     resources = Template.to_json(template)["Resources"]
     pool_id = next(k for k, v in resources.items() if v["Type"] == "AWS::Cognito::UserPool")
