@@ -1,5 +1,7 @@
 """``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000,
-and the identity provider with the template's user pool (``.local/auth.json`` says where).
+and the identity provider with the template's user pool (``.local/auth.json`` says where). Every
+route but the documentation needs an ID token of that pool, verified by the bridge as API Gateway's
+Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
 
     python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
                         [--data-dir DIR] [--no-synth]
@@ -138,7 +140,7 @@ def running(
         if auth_file is not None:
             auth.write(auth_file)
         pumps = start_pumps(db, loaded, stop)
-        server = bridge.serve(bridge.Bridge(), host, port)
+        server = bridge.serve(bridge.Bridge(verifier=auth.verifier()), host, port)
         stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
         try:
             yield stack
