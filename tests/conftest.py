@@ -5,6 +5,10 @@
   the end (and killed by the kernel if pytest itself dies).
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
 * ``ddb``: a thread-safe low-level client for DynamoDB Local, with turnstile's retry settings.
+
+``claims_of`` / ``ADMIN`` / ``ALICE`` / ``BOB``: verified callers as API Gateway's Cognito
+authorizer hands them to a handler (``requestContext.authorizer.claims``), for tiers that call
+handlers with events. The HTTP tier uses real tokens of the local identity provider instead.
 """
 
 from __future__ import annotations
@@ -19,6 +23,28 @@ from local import template as cfn
 from local.dynamodb_local import DynamoDBLocal
 from service import config
 from turnstile import retry
+
+
+def claims_of(sub: str, *, admin: bool = False) -> dict[str, str]:
+    """A caller's claims in API Gateway's REST shape (every value a string, groups joined)."""
+    claims = {"sub": sub, "token_use": "id", "cognito:username": sub}
+    if admin:
+        claims["cognito:groups"] = "admins"
+    return claims
+
+
+ADMIN = claims_of("test-admin", admin=True)
+ALICE = claims_of("alice")
+BOB = claims_of("bob")
+
+
+def signed_in(event: dict[str, Any], claims: dict[str, str] | None) -> dict[str, Any]:
+    """``event`` as the authorizer passes it on for ``claims`` (``None``: no authorizer ran)."""
+    context = dict(event.get("requestContext") or {})
+    context.pop("authorizer", None)
+    if claims is not None:
+        context["authorizer"] = {"claims": claims}
+    return {**event, "requestContext": context}
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,8 @@ Per invocation it does what Powertools' own decorators do, in this order:
   ``Tracer`` is built on the first invocation with ``patch_modules=("botocore",)``, so every
   DynamoDB call is a subsegment. Outside Lambda Powertools disables tracing by itself.
 * **Logger** (``inject_lambda_context``): function name, memory, ARN, request id and cold start in
-  every line, and the API Gateway request id (``requestContext.requestId``) as ``correlation_id``.
+  every line, the API Gateway request id (``requestContext.requestId``) as ``correlation_id``,
+  and the verified caller's ``sub`` as ``caller``.
   The service name comes from ``POWERTOOLS_SERVICE_NAME``, which the stack sets per function.
   Powertools keeps those keys in one dictionary per logger; the local bridge runs many
   invocations at once in one process, so the request's own keys are also set with
@@ -336,6 +337,12 @@ def _request_keys(event: Any, context: Any) -> dict[str, str]:
     request_context = event.get("requestContext") if isinstance(event, Mapping) else None
     if isinstance(request_context, Mapping) and request_context.get("requestId"):
         keys["correlation_id"] = str(request_context["requestId"])
+    # who called: the verified sub (an opaque id, not a name), so one user's requests can be
+    # followed through the logs; unverified input is never logged as the caller
+    authorizer = request_context.get("authorizer") if isinstance(request_context, Mapping) else None
+    claims = authorizer.get("claims") if isinstance(authorizer, Mapping) else None
+    if isinstance(claims, Mapping) and isinstance(claims.get("sub"), str):
+        keys["caller"] = claims["sub"]
     request_id = getattr(context, "aws_request_id", None)
     if request_id:
         keys["function_request_id"] = str(request_id)

@@ -148,5 +148,6 @@ def wallet_owner(caller: Caller, current_owner: str | None) -> str:
 
 def idempotency_scope(caller: Caller, key: str) -> str:
     """The stored key of an ``Idempotency-Key``: the same key from two callers is two requests.
-    ``sub`` is a UUID (no ``#``), so the scoped keys of two callers never collide."""
-    return f"{caller.sub}#{key}"
+    The ``sub`` is length-prefixed, so no two callers' scoped keys can be equal whatever
+    characters a ``sub`` holds (Cognito's are UUIDs)."""
+    return f"{len(caller.sub)}:{caller.sub}#{key}"

@@ -99,6 +99,7 @@ class UnitTable:
     until_attr: str = "holdUntil"
     seq_attr: str = "seq"
     members_attr: str = "members"  # on a reservation's lead unit: the keys of all its units
+    owner_attr: str = "owner"  # on a reservation's lead unit: who made the reservation
 
     def names(self) -> dict[str, str]:
         return {
@@ -353,12 +354,14 @@ def _claim_item(
     now_ms: int,
     until_ms: int,
     members: Sequence[Key] | None,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """One unit's conditional claim inside the reservation's transaction. The lead unit (the first)
-    also records which units the reservation holds (``members``); every other unit drops whatever
-    list a lapsed reservation left on it."""
+    also records which units the reservation holds (``members``) and who made it (``owner``);
+    every other unit drops whatever a lapsed reservation left on it."""
     names = {k: v for k, v in units.names().items() if k != "#pool"}
     names["#members"] = units.members_attr
+    names["#owner"] = units.owner_attr
     values = codec.values(
         held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1
     )
@@ -367,10 +370,15 @@ def _claim_item(
         "#seq = if_not_exists(#seq, :zero) + :one"
     )
     if members is None:
-        update += " REMOVE #members"
+        update += " REMOVE #members, #owner"
     else:
         update += ", #members = :members"
         values.update(codec.values(members=[dict(m) for m in members]))
+        if owner is None:
+            update += " REMOVE #owner"
+        else:
+            update += ", #owner = :owner"
+            values.update(codec.values(owner=owner))
     return {
         "Update": {
             "TableName": units.table,
@@ -396,9 +404,11 @@ def reserve(
     rand: Callable[[], float] = random.random,
     page_size: int | None = None,
     rounds: int = 6,
+    owner: str | None = None,
 ) -> Claimed:
     """Claim ``quantity`` units until ``until_ms`` in ONE ``TransactWriteItems``, skipping units
-    others hold; ``holder(lead)`` names the reservation after its lead unit (the first).
+    others hold; ``holder(lead)`` names the reservation after its lead unit (the first), which
+    records ``owner`` (who reserved) when given.
 
     All or nothing with nothing to give back: when a unit was taken meanwhile, the transaction is
     cancelled as a whole, its ``CancellationReasons`` say which units, and only those are replaced
@@ -443,6 +453,7 @@ def reserve(
                 now_ms=now_ms,
                 until_ms=until_ms,
                 members=chosen if index == 0 else None,
+                owner=owner,
             )
             for index, key in enumerate(chosen)
         ]
@@ -537,6 +548,7 @@ def free(
     transaction (bounded by ``rounds``)."""
     names = {k: v for k, v in units.names().items() if k != "#pool"}
     names["#members"] = units.members_attr
+    names["#owner"] = units.owner_attr
     pending = [dict(key) for key in keys]
     kept: list[dict[str, Any]] = []
     for _ in range(rounds):
@@ -549,7 +561,8 @@ def free(
                     "Key": codec.encode_item(key),
                     "UpdateExpression": (
                         "SET #status = :free, #ticket = :ticket, "
-                        "#seq = if_not_exists(#seq, :zero) + :one REMOVE #holder, #until, #members"
+                        "#seq = if_not_exists(#seq, :zero) + :one "
+                        "REMOVE #holder, #until, #members, #owner"
                     ),
                     "ConditionExpression": "#status = :held AND #holder = :holder",
                     "ExpressionAttributeNames": names,

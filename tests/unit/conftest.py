@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from local import template as cfn
 from service import config, runtime
-from tests.conftest import table_environment
+from tests.conftest import ADMIN, signed_in, table_environment
 from turnstile import retry
 
 
@@ -67,15 +67,20 @@ def proxy_event(
     body: str | None = None,
     headers: dict[str, str] | None = None,
     params: dict[str, str] | None = None,
+    caller: dict[str, str] | None = ADMIN,
 ) -> dict[str, Any]:
-    """A REST proxy event as API Gateway sends it."""
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers if headers is not None else {"Content-Type": "application/json"},
-        "pathParameters": params,
-        "body": body,
-        "isBase64Encoded": False,
-        "requestContext": {"requestId": "test"},
-    }
+    """A REST proxy event as API Gateway sends it, after its authorizer verified ``caller``'s
+    token (an administrator unless said; ``None``: no claims at all)."""
+    return signed_in(
+        {
+            "resource": resource,
+            "path": path,
+            "httpMethod": method,
+            "headers": headers if headers is not None else {"Content-Type": "application/json"},
+            "pathParameters": params,
+            "body": body,
+            "isBase64Encoded": False,
+            "requestContext": {"requestId": "test"},
+        },
+        caller,
+    )

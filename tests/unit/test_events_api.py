@@ -178,7 +178,7 @@ def test_bad_event_bodies_are_400_and_write_nothing(moto_ddb, moto_tables, body,
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
-        ({}, 400, "VALIDATION_ERROR"),
+        ({"userId": None}, 400, "VALIDATION_ERROR"),  # left out: the caller; null: refused
         ({"userId": 5}, 400, "VALIDATION_ERROR"),
         ({"userId": "a/b"}, 400, "VALIDATION_ERROR"),
         ({"userId": "x" * 129}, 400, "VALIDATION_ERROR"),

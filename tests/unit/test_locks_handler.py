@@ -99,7 +99,7 @@ def test_renew_or_release_of_a_lock_that_never_existed_is_409_lock_lost(moto_ddb
         ("POST", {"owner": "a", "ttlSeconds": True}, "VALIDATION_ERROR"),
         ("POST", {"owner": "", "ttlSeconds": 5}, "VALIDATION_ERROR"),
         ("POST", {"owner": 5, "ttlSeconds": 5}, "VALIDATION_ERROR"),
-        ("POST", {"ttlSeconds": 5}, "VALIDATION_ERROR"),
+        ("POST", {"owner": None, "ttlSeconds": 5}, "VALIDATION_ERROR"),  # left out: the caller
         ("POST", {"owner": "a", "ttlSeconds": 5, "extra": 1}, "VALIDATION_ERROR"),
         ("POST", "{not json", "BAD_JSON"),
         ("POST", "NaN", "BAD_JSON"),
@@ -174,7 +174,7 @@ def test_top_up_then_read(moto_ddb, moto_tables, provider):
     receipt = body_of(second)
     assert set(receipt) == {"topUpId", "walletId", "amount", "balance", "fence", "chargeId"}
     assert (receipt["balance"], receipt["fence"]) == (300, 2)
-    assert body_of(read) == {"walletId": "w1", "balance": 300, "topUps": 2}
+    assert body_of(read) == {"walletId": "w1", "balance": 300, "topUps": 2, "owner": "test-admin"}
     assert [c.amount for c in provider.calls("charge")] == [250, 50]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from service import observability
 from service.handlers.registration_consumer import pending_age_ms
+from tests.conftest import ALICE
 from turnstile import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,13 +153,17 @@ def test_correlation_id_and_context_in_log_lines():
     keep = Keep()
     logging.getLogger(logger.name).addHandler(keep)
     try:
-        handler({"requestContext": {"requestId": "gateway-request-7"}}, Context())
+        handler(
+            {"requestContext": {"requestId": "gateway-request-7", "authorizer": {"claims": ALICE}}},
+            Context(),
+        )
     finally:
         logging.getLogger(logger.name).removeHandler(keep)
     logged = next(line for line in lines if line.get("message") == "inside")
     assert logged["correlation_id"] == "gateway-request-7"
     assert logged["function_request_id"] == "lambda-request-1"
     assert logged["function_name"] == "turnstile-products"
+    assert logged["caller"] == ALICE["sub"]
 
 
 def test_the_catalog_names_every_metric_the_code_counts():

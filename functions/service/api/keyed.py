@@ -23,6 +23,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver
 
+from service import policy
 from service.api.errors import HttpError
 from service.api.routes import Route
 from turnstile import idempotency, metrics, retry
@@ -67,9 +68,12 @@ def middleware(
         if not KEY_PATTERN.fullmatch(key):
             raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")
         # issue 13 (IAM): records are partitioned per function (the path's first segment), and
-        # each function's role may only touch the records of its own partitions.
+        # each function's role may only touch the records of its own partitions. Issue 9: a key
+        # is its caller's, so two users' same key are two requests and never share an answer.
+        caller = policy.caller_from_event(event.raw_event)
         scope = idempotency.record_id(
-            idempotency.partition_of(route.path), f"{event.http_method} {event.path}#{key}"
+            idempotency.partition_of(route.path),
+            policy.idempotency_scope(caller, f"{event.http_method} {event.path}#{key}"),
         )
         fingerprint = idempotency.fingerprint(event.http_method, event.path, event.json_body)
         try:

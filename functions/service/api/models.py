@@ -25,7 +25,6 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Owner = Annotated[str, Field(min_length=1, max_length=256)]
 Fence = Annotated[int, Field(ge=1, le=2**53 - 1)]
 LockTtl = Annotated[float, Field(ge=config.LOCK_MIN_TTL_SECONDS, le=config.LOCK_MAX_TTL_SECONDS)]
 Stock = Annotated[int, Field(ge=0, le=1_000_000_000)]
@@ -80,8 +79,14 @@ class NewEvent(Body):
     shards: Shards = 1
 
 
+# API.md v2: who a request acts for comes from the token; a body may name a user only to act on
+# their behalf (administrators, ``service.policy.acting_for``). Absent, not null, as above.
+OnBehalfOf = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
+LeaseOwner = Field(default=None, min_length=1, max_length=256)
+
+
 class Registration(Body):
-    userId: Identifier
+    userId: str = OnBehalfOf  # type: ignore[assignment]
 
 
 class NewInventory(Body):
@@ -98,18 +103,18 @@ class Reservation(Body):
 
 
 class Acquire(Body):
-    owner: Owner
+    owner: str = LeaseOwner  # type: ignore[assignment]
     ttlSeconds: LockTtl
 
 
 class Renew(Body):
-    owner: Owner
+    owner: str = LeaseOwner  # type: ignore[assignment]
     fence: Fence
     ttlSeconds: LockTtl
 
 
 class Release(Body):
-    owner: Owner
+    owner: str = LeaseOwner  # type: ignore[assignment]
     fence: Fence
 
 

@@ -27,6 +27,7 @@ from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
@@ -34,7 +35,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from service import runtime
+from service import policy, runtime
 from service.api import envelope, keyed, models, routes
 from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
 from service.domain.errors import DomainError
@@ -234,10 +235,34 @@ class Resolver(APIGatewayRestResolver):
         self.lambda_context = context
         self.context = {}
         try:
-            return _single_valued(self._build_response(self._resolve()))
+            refused = self._admit(event)
+            built = ResponseBuilder(refused) if refused is not None else self._resolve()
+            return _single_valued(self._build_response(built))
         finally:
+            self._state.caller = None
             self.context = {}
             self.lambda_context = None  # type: ignore[assignment]
+
+    def _admit(self, event: Mapping[str, Any]) -> Response | None:
+        """Who is calling, before anything else runs (validation included, as API Gateway's
+        authorizer runs before its validator): no verified claims is 401, a catalogue write by
+        a non-administrator 403 (``service.policy``). None when the request may go on."""
+        try:
+            caller = policy.caller_from_event(event)
+            policy.require_catalogue_writer(
+                caller, str(event.get("httpMethod") or ""), str(event.get("resource") or "")
+            )
+        except DomainError as exc:
+            return refusal(exc.code, exc.message, exc.details)
+        self._state.caller = caller
+        return None
+
+    def caller(self) -> policy.Caller:
+        """The verified caller of the request this thread is serving."""
+        found: policy.Caller | None = getattr(self._state, "caller", None)
+        if found is None:  # pragma: no cover - resolve() admits before any route runs
+            raise RuntimeError("no caller: the request was not admitted by resolve()")
+        return found
 
     def _build_stacks(self) -> None:
         if self._ready:

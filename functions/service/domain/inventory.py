@@ -9,9 +9,10 @@ Table ``inventory`` (partition key ``sku``, sort key ``sk``), streamed with old 
   :mod:`turnstile.claims`), ``seq`` (+1 per change).
 
 A reservation has no item of its own: its record is its *lead* unit (the first it took), which
-lists all its units (``members``) and is written in the same transaction as the claims. The
-reservation id is ``<lead unit id>-<hold expiry ms>-<random>``: where the record is, and when the
-hold lapses (so a confirm whose lapsed lead unit was reclaimed still answers EXPIRED, not 404).
+lists all its units (``members``) and who made it (``owner``, the caller's ``sub``), and is written
+in the same transaction as the claims. The reservation id is ``<lead unit id>-<hold expiry
+ms>-<random>``: where the record is, and when the hold lapses (so a confirm whose lapsed lead unit
+was reclaimed still answers EXPIRED, not 404).
 
 Table ``inventory_summary`` (same keys), written by the stream consumer
 (:class:`service.domain.inventory_summary.Summaries`):
@@ -66,6 +67,9 @@ UNIT_DIGITS = 6
 CONFIRMED = "confirmed"
 CREATING = config.INVENTORY_CREATING
 READY = "READY"
+# Called with a reservation's recorded owner before it is confirmed or released; raises to refuse
+# (the rule itself is ``service.policy.require_owner``).
+Authorize = Callable[[str | None], None] | None
 CLOCK_SKEW_MS = 1000  # how far apart two processes' clocks may be when telling EXPIRED from 404
 
 # The creation worker's event filter (config: the stack and the local pump read it too).
@@ -390,7 +394,11 @@ class Inventory:
     # -- reserving -----------------------------------------------------------------------------
 
     def reserve(
-        self, sku: str, quantity: int, hold_seconds: float = config.INVENTORY_HOLD_SECONDS
+        self,
+        sku: str,
+        quantity: int,
+        hold_seconds: float = config.INVENTORY_HOLD_SECONDS,
+        owner: str | None = None,
     ) -> dict[str, Any]:
         """Hold ``quantity`` units in one transaction (see :func:`turnstile.claims.reserve`).
 
@@ -414,6 +422,7 @@ class Inventory:
                 backoff=self.backoff,
                 rand=self.rand,
                 rounds=config.INVENTORY_RESERVE_ROUNDS,
+                owner=owner,
             )
         except claims.NotEnough as exc:
             raise OutOfStock(
@@ -444,7 +453,7 @@ class Inventory:
     def _unit_keys(self, sku: str, lead: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{"sku": sku, "sk": str(member["sk"])} for member in lead.get("members", [])]
 
-    def confirm(self, sku: str, reservation: str) -> dict[str, Any]:
+    def confirm(self, sku: str, reservation: str, authorize: Authorize = None) -> dict[str, Any]:
         """Sell the reservation's units, all of them or none, while the hold is valid and ours:
         one consistent read of the lead unit, one transaction.
 
@@ -460,6 +469,8 @@ class Inventory:
             if until_ms <= now_ms or (taken and until_ms <= now_ms + CLOCK_SKEW_MS):
                 raise Expired(f"reservation {reservation!r} expired and its units were taken")
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
+        if authorize is not None:
+            authorize(lead.get(self.units.owner_attr))
         keys = self._unit_keys(sku, lead)
         answer = {
             "reservationId": reservation,
@@ -487,12 +498,14 @@ class Inventory:
             ) from exc
         return answer
 
-    def release(self, sku: str, reservation: str) -> None:
+    def release(self, sku: str, reservation: str, authorize: Authorize = None) -> None:
         """Free the units this reservation still holds, in one transaction."""
         self.header(sku)
         lead, _, _ = self._lead(sku, reservation)
         if lead is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
+        if authorize is not None:
+            authorize(lead.get(self.units.owner_attr))
         if lead.get("status") == claims.SOLD:
             raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")
         kept = claims.free(

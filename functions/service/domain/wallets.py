@@ -2,7 +2,8 @@
 
 Table layout: one item per wallet in the wallets table, partition key ``walletId``; attributes
 ``balance`` (integer, minor units), ``topUps`` (count), ``lastTopUpId``, ``fence`` (the lease fence
-of the last write). The lease lives in the lease table under ``wallet/<walletId>``.
+of the last write), ``owner`` (the ``sub`` of whoever made its first top-up; API.md v2). The lease
+lives in the lease table under ``wallet/<walletId>``.
 
 One item per provider charge in the same table, ``walletId = charge#<chargeId>`` (``#`` never
 appears in a wallet id): ``status`` CREDITED (with the ``receipt`` of the credit) or REFUNDED. It
@@ -79,12 +80,16 @@ def provider_key(claim: Claim) -> str:
     return idempotency.fingerprint(claim.key, claim.fingerprint)
 
 
+# Given a wallet's recorded owner (None before its first top-up), the owner to record; raises to
+# refuse the caller.
+OwnerRule = Callable[[str | None], str]
+
+
 def _public(item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "walletId": item["walletId"],
-        "balance": item["balance"],
-        "topUps": item["topUps"],
-    }
+    shown = {"walletId": item["walletId"], "balance": item["balance"], "topUps": item["topUps"]}
+    if "owner" in item:
+        shown["owner"] = item["owner"]
+    return shown
 
 
 @dataclass
@@ -116,7 +121,16 @@ class Wallets:
         *,
         remaining_ms: Callable[[], int] | None = None,
         claim: Claim | None = None,
+        owner: OwnerRule | None = None,
     ) -> dict[str, Any]:
+        """``owner`` gets the wallet's recorded owner (None before its first top-up) and returns
+        the owner to record, or raises to refuse (``service.policy.wallet_owner``). It is asked
+        twice: on a plain read first, so a refused caller writes nothing (not even the lease),
+        and again under the lease, where the answer is final (a first top-up by someone else may
+        have landed in between)."""
+        if owner is not None:
+            found = versioned.read(self.client, self.table, {"walletId": wallet_id}, self.backoff)
+            owner((found or {}).get("owner"))
         top_up_id = uuid.uuid4().hex
         resource = lease_resource(wallet_id)
         try:
@@ -128,12 +142,18 @@ class Wallets:
                 waits=self.waits,
                 remaining_ms=remaining_ms,
             ) as held:
-                return self._locked_top_up(held, wallet_id, amount, top_up_id, claim)
+                return self._locked_top_up(held, wallet_id, amount, top_up_id, claim, owner)
         except lease.Held as exc:
             raise locks.locked(exc, self.leases.now_ms()) from exc
 
     def _locked_top_up(
-        self, held: lease.Lease, wallet_id: str, amount: int, top_up_id: str, claim: Claim | None
+        self,
+        held: lease.Lease,
+        wallet_id: str,
+        amount: int,
+        top_up_id: str,
+        claim: Claim | None,
+        owner: OwnerRule | None,
     ) -> dict[str, Any]:
         key = {"walletId": wallet_id}
         current = versioned.read(self.client, self.table, key, self.backoff) or {
@@ -141,6 +161,8 @@ class Wallets:
             "balance": 0,
             "topUps": 0,
         }
+        if owner is not None:  # before the charge: a refused caller is never charged
+            current = {**current, "owner": owner(current.get("owner"))}
         try:
             charge_id = self.provider.charge(
                 wallet_id, amount, top_up_id, idempotency_key=provider_key(claim) if claim else None

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from service import catalog, runtime
+from service import catalog, policy, runtime
 from service.api import models
 from service.api.resolver import Id, Resolver, accepted, created, no_content, ok
 from service.domain.events import Events
@@ -41,30 +41,37 @@ def get_event(eventId: Id) -> Response[Any]:
 
 @app.declared
 def register(eventId: Id, body: models.Registration) -> Response[Any]:
-    registration = events.get().register(eventId, body.userId)
+    user = policy.acting_for(app.caller(), body.userId)
+    registration = events.get().register(eventId, user)
     return created(registration, f"/events/{eventId}/registrations/{registration['userId']}")
 
 
 @app.declared
 def unregister(eventId: Id, userId: Id) -> Response[Any]:
+    policy.require_self_or_admin(app.caller(), userId)
     events.get().unregister(eventId, userId)
     return no_content()
 
 
 @app.declared
 def user_registrations(userId: Id) -> Response[Any]:
+    policy.require_self_or_admin(app.caller(), userId)
     return ok({"items": events.get().registrations_of(userId)})
 
 
 @app.declared
 def request_registration(eventId: Id, body: models.Registration) -> Response[Any]:
-    pending = requests.get().submit(eventId, body.userId)
+    user = policy.acting_for(app.caller(), body.userId)
+    pending = requests.get().submit(eventId, user)
     return accepted(pending, f"/events/{eventId}/registration-requests/{pending['requestId']}")
 
 
 @app.declared
 def get_registration_request(eventId: Id, requestId: Id) -> Response[Any]:
-    return ok(requests.get().get(eventId, requestId))
+    request = requests.get().get(eventId, requestId)
+    # the request is its user's (the one it asks a seat for, whoever sent it)
+    policy.require_owner(app.caller(), request["userId"], write=False, what="registration request")
+    return ok(request)
 
 
 @observed

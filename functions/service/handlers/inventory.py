@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from service import catalog, runtime
+from service import catalog, policy, runtime
 from service.api import models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain.inventory import Inventory
@@ -27,6 +28,12 @@ def _inventory() -> Inventory:
 inventory: runtime.Lazy[Inventory] = runtime.Lazy(_inventory)
 
 
+def _owned_by_caller() -> Callable[[str | None], None]:
+    """A reservation is confirmed or released by whoever made it (API.md v2)."""
+    caller = app.caller()
+    return lambda owner: policy.require_owner(caller, owner, write=True, what="reservation")
+
+
 @app.declared
 def create_inventory(body: models.NewInventory) -> Response[Any]:
     answer = inventory.get().create(body.sku, body.units)
@@ -45,18 +52,19 @@ def count_inventory(sku: Id) -> Response[Any]:
 
 @app.declared
 def reserve(sku: Id, body: models.Reservation) -> Response[Any]:
-    answer = inventory.get().reserve(sku, body.quantity, body.holdSeconds)
+    owner = app.caller().sub
+    answer = inventory.get().reserve(sku, body.quantity, body.holdSeconds, owner=owner)
     return created(answer, f"/inventory/{sku}/reservations/{answer['reservationId']}")
 
 
 @app.declared
 def confirm(sku: Id, reservationId: Id) -> Response[Any]:
-    return ok(inventory.get().confirm(sku, reservationId))
+    return ok(inventory.get().confirm(sku, reservationId, _owned_by_caller()))
 
 
 @app.declared
 def release(sku: Id, reservationId: Id) -> Response[Any]:
-    inventory.get().release(sku, reservationId)
+    inventory.get().release(sku, reservationId, _owned_by_caller())
     return no_content()
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from service import catalog, runtime
+from service import catalog, policy, runtime
 from service.api import models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain import locks as domain
@@ -21,18 +21,20 @@ locks: runtime.Lazy[domain.Locks] = runtime.Lazy(
 
 @app.declared
 def acquire_lock(resource: Id, body: models.Acquire) -> Response[Any]:
-    held = locks.get().acquire(resource, body.owner, body.ttlSeconds)
+    owner = policy.lease_owner(app.caller(), body.owner)
+    held = locks.get().acquire(resource, owner, body.ttlSeconds)
     return created(held, f"/locks/{held['resource']}")
 
 
 @app.declared
 def renew_lock(resource: Id, body: models.Renew) -> Response[Any]:
-    return ok(locks.get().renew(resource, body.owner, body.fence, body.ttlSeconds))
+    owner = policy.lease_owner(app.caller(), body.owner)
+    return ok(locks.get().renew(resource, owner, body.fence, body.ttlSeconds))
 
 
 @app.declared
 def release_lock(resource: Id, body: models.Release) -> Response[Any]:
-    locks.get().release(resource, body.owner, body.fence)
+    locks.get().release(resource, policy.lease_owner(app.caller(), body.owner), body.fence)
     return no_content()
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from service import catalog, runtime
+from service import catalog, policy, runtime
 from service.api import models
 from service.api.resolver import Id, Resolver, created, ok
 from service.domain import locks
@@ -39,6 +39,7 @@ def top_up_wallet(walletId: Id, body: models.TopUp) -> Response[Any]:
     def answer(receipt: dict[str, Any]) -> Response[Any]:
         return created(receipt, f"/wallets/{walletId}")
 
+    caller = app.caller()
     claim = app.claim()
     if claim is not None:  # the answer commits with the credit: so do its headers
         claim.headers_for = lambda receipt: answer(receipt).headers
@@ -48,13 +49,16 @@ def top_up_wallet(walletId: Id, body: models.TopUp) -> Response[Any]:
         body.amount,
         remaining_ms=getattr(app.lambda_context, "get_remaining_time_in_millis", None),
         claim=claim,
+        owner=lambda current: policy.wallet_owner(caller, current),
     )
     return answer(receipt)
 
 
 @app.declared
 def get_wallet(walletId: Id) -> Response[Any]:
-    return ok(wallets.get().get(walletId))
+    wallet = wallets.get().get(walletId)
+    policy.require_owner(app.caller(), wallet.get("owner"), write=False, what="wallet")
+    return ok(wallet)
 
 
 @observed
