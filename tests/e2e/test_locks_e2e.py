@@ -81,4 +81,5 @@ def test_concurrent_top_ups_charge_once_per_accepted_request(api_url, alice):
         "walletId": wallet,
         "balance": sum(amount for amount, _ in accepted),
         "topUps": len(accepted),
+        "owner": alice.sub,  # whoever made its first top-up
     }
