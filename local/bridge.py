@@ -18,11 +18,17 @@ paths with MISSING_AUTHENTICATION_TOKEN, which the stack maps to 404). The event
 the HTTP request, so nothing a client sends can put claims into ``requestContext``. Without a
 verifier (``Bridge()``) no claims are handed over, as for a method without an authorizer: the
 handlers then refuse the request themselves.
+
+:class:`CachedVerifier` keeps a verified answer per ``Authorization`` value, as the deployed
+authorizer does (API Gateway caches a Cognito authorizer's result for its ``resultsCacheTtl``: 300 s
+unless the stack sets it), but never past the token's own ``exp``; refusals are not cached.
+Hand-written: a dict and a lock, no library does this narrow policy.
 """
 
 from __future__ import annotations
 
 import base64
+import calendar
 import importlib
 import json
 import logging
@@ -47,6 +53,8 @@ from service.domain.errors import Unauthorized
 
 MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused before reading
 JWKS_RETRY_AFTER_SECONDS = 1
+AUTHORIZER_CACHE_SECONDS = 300.0  # API Gateway's default resultsCacheTtl for an authorizer
+AUTHORIZER_CACHE_ENTRIES = 10_000
 
 log = logging.getLogger("local")
 
@@ -86,6 +94,50 @@ class Verifier(Protocol):
     claims as API Gateway hands them over, or ``Unauthorized``; ``JwksUnavailable``: an outage."""
 
     def verify(self, authorization: str | None) -> dict[str, str]: ...
+
+
+def expires_at(claims: dict[str, str]) -> float | None:
+    """The epoch seconds of ``exp`` in API Gateway's claim shape (``Fri Jul 29 18:52:53 UTC
+    2016``); None if it cannot be read."""
+    try:
+        return float(calendar.timegm(time.strptime(claims["exp"], "%a %b %d %H:%M:%S UTC %Y")))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class CachedVerifier:
+    """A verifier's answers, kept per ``Authorization`` value for ``ttl_seconds`` and never past
+    the token's ``exp`` (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        *,
+        ttl_seconds: float = AUTHORIZER_CACHE_SECONDS,
+        max_entries: int = AUTHORIZER_CACHE_ENTRIES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.verifier = verifier
+        self.ttl_seconds = ttl_seconds
+        self.max_entries = max_entries
+        self._clock = clock
+        self._answers: dict[str, tuple[dict[str, str], float]] = {}
+        self._lock = threading.Lock()
+
+    def verify(self, authorization: str | None) -> dict[str, str]:
+        now = self._clock()
+        if authorization is not None:
+            kept = self._answers.get(authorization)
+            if kept is not None and now < kept[1]:
+                return dict(kept[0])
+        claims = self.verifier.verify(authorization)  # a refusal raises: never cached
+        expires = expires_at(claims)
+        if authorization is not None and expires is not None:
+            with self._lock:
+                if len(self._answers) >= self.max_entries:
+                    self._answers.clear()
+                self._answers[authorization] = (claims, min(now + self.ttl_seconds, expires))
+        return dict(claims)
 
 
 class Bridge:

@@ -140,7 +140,8 @@ def running(
         if auth_file is not None:
             auth.write(auth_file)
         pumps = start_pumps(db, loaded, stop)
-        server = bridge.serve(bridge.Bridge(verifier=auth.verifier()), host, port)
+        verifier = bridge.CachedVerifier(auth.verifier())  # as the deployed authorizer caches
+        server = bridge.serve(bridge.Bridge(verifier=verifier), host, port)
         stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
         try:
             yield stack

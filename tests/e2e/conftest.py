@@ -111,7 +111,7 @@ def api_url(
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)
     runtime.Lazy.reset_all()
-    server = bridge.serve(bridge.Bridge(verifier=verifier), "127.0.0.1", 0)
+    server = bridge.serve(bridge.Bridge(verifier=bridge.CachedVerifier(verifier)), "127.0.0.1", 0)
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:

@@ -26,8 +26,9 @@ from werkzeug.test import Client
 from local import bridge
 from local.identity import AuthConfig, cognito_client
 from local.token import id_token
-from local.tokens import JwksUnavailable, TokenVerifier
+from local.tokens import JwksUnavailable, TokenVerifier, gateway_claims
 from service import config
+from service.domain.errors import Unauthorized
 from tests.e2e.conftest import Person
 
 PASSWORD = "Correct-Horse-9!"  # mallory's, so other app clients can sign her in too
@@ -356,3 +357,54 @@ def test_a_jwks_outage_is_503_with_retry_after_and_reaches_no_handler(
     assert answer.json["error"] == "THROTTLED" and answer.json["message"]
     assert int(answer.headers["Retry-After"]) >= 1
     assert seen == []
+
+
+# -- the bridge keeps verified answers as the deployed authorizer does (bridge.CachedVerifier)
+
+
+class CountingVerifier:
+    """Accepts only the header value "good", with claims expiring at ``exp``; counts calls."""
+
+    def __init__(self, exp: int) -> None:
+        self.calls = 0
+        self.claims = gateway_claims({"sub": "someone", "token_use": "id", "exp": exp})
+
+    def verify(self, authorization: str | None) -> dict[str, str]:
+        self.calls += 1
+        if authorization != "good":
+            raise Unauthorized("not a token of this pool")
+        return dict(self.claims)
+
+
+def test_a_verified_answer_is_kept_until_the_ttl_and_never_past_the_tokens_exp():
+    start = 1_800_000_000
+    now = [float(start)]
+    inner = CountingVerifier(exp=start + 100)
+    cached = bridge.CachedVerifier(inner, ttl_seconds=30, clock=lambda: now[0])
+    # Within the TTL the header value is verified once
+    assert cached.verify("good") == cached.verify("good") == inner.claims
+    assert inner.calls == 1
+    # After the TTL it is verified again
+    now[0] = start + 31
+    cached.verify("good")
+    assert inner.calls == 2
+    # And an answer kept near the end of the token's life ends at its exp, not 30 s later
+    now[0] = start + 99
+    cached.verify("good")
+    now[0] = start + 99.5
+    cached.verify("good")
+    assert inner.calls == 3
+    now[0] = start + 100
+    cached.verify("good")
+    assert inner.calls == 4
+
+
+def test_refusals_are_never_kept():
+    inner = CountingVerifier(exp=int(time.time()) + 3600)
+    cached = bridge.CachedVerifier(inner)
+    for _ in range(2):
+        with pytest.raises(Unauthorized):
+            cached.verify("forged")
+        with pytest.raises(Unauthorized):
+            cached.verify(None)
+    assert inner.calls == 4
