@@ -25,7 +25,6 @@ is what the local server pays per request, not what API Gateway would.
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from bench.harness import Meter, measure, median_row, raw_ceiling, row
 from local import bridge, template
 from local.dynamodb_local import DynamoDBLocal
 from local.identity import AuthConfig, IdentityProvider, cognito_client
+from local.run import exported
 from local.token import id_token
 from local.tokens import raw_token
 from service import runtime
@@ -74,19 +74,9 @@ def handler_environment(db: DynamoDBLocal, loaded: dict[str, Any], client: Any) 
         **db.environment(),
         **template.merged_environment(template.function_environments(loaded, physical)),
     }
-    saved = {key: os.environ.get(key) for key in environment}
-    os.environ.update(environment)
-    runtime.Lazy.reset_all()
-    runtime.dynamodb.set(client)
-    try:
+    with exported(environment):
+        runtime.dynamodb.set(client)
         yield
-    finally:
-        runtime.Lazy.reset_all()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def users(auth: AuthConfig, count: int, *, admin: bool = False) -> list[str]:

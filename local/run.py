@@ -64,6 +64,26 @@ def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, 
     return environment
 
 
+@contextmanager
+def exported(environment: dict[str, str]) -> Iterator[None]:
+    """``environment`` in ``os.environ`` until exit, then as it was; the handlers' lazily built
+    clients are forgotten on the way in and out (they read the environment when built)."""
+    from service import runtime
+
+    saved = {key: os.environ.get(key) for key in environment}
+    os.environ.update(environment)
+    runtime.Lazy.reset_all()
+    try:
+        yield
+    finally:
+        runtime.Lazy.reset_all()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def start_pumps(
     db: DynamoDBLocal, loaded: dict[str, Any], stop: threading.Event
 ) -> list[pump.StreamPump]:

@@ -15,19 +15,18 @@ already issued stay verifiable, the signing key is fixed) and live an hour, long
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import requests
 
-from local import bridge
+from local import bridge, run
 from local.dynamodb_local import DynamoDBLocal
 from local.identity import AuthConfig, IdentityProvider, cognito_client
 from local.token import id_token
 from local.tokens import TokenVerifier
-from service import config, runtime
+from service import config
 from tests.conftest import table_environment
 
 
@@ -108,17 +107,10 @@ def api_url(
     verifier: TokenVerifier,
 ) -> Iterator[str]:
     environment = {**dynamodb_local.environment(), **table_environment(template)}
-    saved = {key: os.environ.get(key) for key in environment}
-    os.environ.update(environment)
-    runtime.Lazy.reset_all()
-    server = bridge.serve(bridge.Bridge(verifier=bridge.CachedVerifier(verifier)), "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        runtime.Lazy.reset_all()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    verifying = bridge.CachedVerifier(verifier)  # as make local serves it
+    with run.exported(environment):
+        server = bridge.serve(bridge.Bridge(verifier=verifying), "127.0.0.1", 0)
+        try:
+            yield f"http://127.0.0.1:{server.server_port}"
+        finally:
+            server.shutdown()
