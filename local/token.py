@@ -56,7 +56,8 @@ def id_token(
 ) -> str:
     """Create or update ``username`` and return a fresh ID token for them. ``client``: a
     ``cognito-idp`` client to reuse (creating one costs ~0.25 s; tests create many users)."""
-    client = client or cognito_client(config.endpoint, config.region)
+    if client is None:
+        client = cognito_client(config.endpoint, config.region)
     password = password or random_password()
     ensure_user(client, config.user_pool_id, username, password=password, admin=admin)
     result = client.admin_initiate_auth(

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from local import bridge
 from local.identity import AuthConfig, cognito_client
 from local.token import id_token
 from local.tokens import JwksUnavailable, TokenVerifier, gateway_claims
-from service import config
+from service import config, runtime
 from service.domain.errors import Unauthorized
 from tests.e2e.conftest import Person
 
@@ -408,3 +409,25 @@ def test_refusals_are_never_kept():
         with pytest.raises(Unauthorized):
             cached.verify(None)
     assert inner.calls == 4
+
+
+def test_make_local_serves_the_api_behind_its_own_providers_tokens(template, tmp_path, monkeypatch):
+    from local import run
+
+    # running() exports its DynamoDB Local into os.environ: keep that inside this test
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    template_path = tmp_path / "Turnstile.template.json"
+    template_path.write_text(json.dumps(template))
+    runtime.Lazy.reset_all()  # the handlers' clients are built again for its DynamoDB Local
+    try:
+        with run.running(port=0, template_path=template_path, auth_file=None) as stack:
+            # Given make local's stack and a token of its provider
+            url = f"{stack.url}/products/nope"
+            token = id_token(stack.auth, "e2e-local-user")
+            # Then without a token 401, with one of the provider's tokens the handler answers
+            anonymous = requests.get(url, timeout=10)
+            assert (anonymous.status_code, anonymous.json()["error"]) == (401, "UNAUTHORIZED")
+            signed_in = requests.get(url, headers={"Authorization": token}, timeout=10)
+            assert (signed_in.status_code, signed_in.json()["error"]) == (404, "NOT_FOUND")
+    finally:
+        runtime.Lazy.reset_all()
