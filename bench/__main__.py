@@ -15,7 +15,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench import hot, inventory, leases, products, signup  # noqa: E402
+from bench import hot, http_auth, inventory, leases, products, signup  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling, tally_delta  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             run_signup(client, db, meter, names)
         if not only or "leases" in only:
             run_leases(client, names["leases"])
+        if not only or "http" in only:
+            run_http(db, loaded, client, meter, names)
         if not only or "hot" in only:
             run_hot(db, names)
     return 0
@@ -200,6 +202,25 @@ def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, st
         "accepted registration.\n"
     )
     print(markdown(rows, [*COLUMNS, "last_request_to_last_decision_s", "decisions_per_s"]))
+
+
+def run_http(
+    db: DynamoDBLocal, loaded: dict[str, Any], client: Any, meter: Meter, names: dict[str, str]
+) -> None:
+    print("\n## http (about two minutes: 100 users, 3 x 3 rounds of 1000 purchases)", flush=True)
+    rows = http_auth.run(db, loaded, client, meter, names)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "http.json").write_text(json.dumps(rows, indent=2))
+    print(
+        f"\nSeed 002 over HTTP through the local bridge: {http_auth.ATTEMPTS} purchase attempts "
+        f"from {http_auth.WORKERS} users (a thread, a keep-alive connection and an ID token "
+        f"each), stock {http_auth.STOCK}; the three bridges alternate for {http_auth.ROUNDS} "
+        "rounds, median shown. Ceiling = raw unconditional puts from as many threads, no HTTP. "
+        "over_injected: wall of the row / wall with claims injected (no verification).\n"
+    )
+    columns = ["strategy", "wall_s", "wall_over_ceiling", "requests_per_s", "p50_ms", "p99_ms"]
+    columns += ["calls_per_request", "errors", "outcomes", "rounds_wall_s"]
+    print(markdown(rows, [*columns, "over_injected"]))
 
 
 def run_leases(client: Any, table: str) -> None:

@@ -6,11 +6,29 @@ answers which path comes from the route declarations (``service.api.routes``), a
 API. Unknown routes get 404 NOT_FOUND, as the deployed gateway gives them (its gateway responses
 are set up that way). ``GET /openapi.json`` and ``GET /swagger`` document every route
 (``local.docs``).
+
+Identity, as API Gateway's Cognito user-pool authorizer does it: every declared route needs a
+verified ID token (``Bridge(verifier=...)``, a :class:`local.tokens.TokenVerifier`); the verified
+claims go to the handler as ``requestContext.authorizer.claims``. A request without a valid token is
+answered 401 ``UNAUTHORIZED`` before its body is read and without calling the handler, so nothing is
+written; a JWKS that cannot be fetched (an outage of the identity provider) is 503 ``THROTTLED``
+with ``Retry-After``, again without calling the handler. The documentation routes stay open, and an
+unknown route stays 404 whether or not a token came with it (the deployed gateway answers unknown
+paths with MISSING_AUTHENTICATION_TOKEN, which the stack maps to 404). The event is built here from
+the HTTP request, so nothing a client sends can put claims into ``requestContext``. Without a
+verifier (``Bridge()``) no claims are handed over, as for a method without an authorizer: the
+handlers then refuse the request themselves.
+
+:class:`CachedVerifier` keeps a verified answer per ``Authorization`` value, as the deployed
+authorizer does (API Gateway caches a Cognito authorizer's result for its ``resultsCacheTtl``: 300 s
+unless the stack sets it), but never past the token's own ``exp``; refusals are not cached.
+Hand-written: a dict and a lock, no library does this narrow policy.
 """
 
 from __future__ import annotations
 
 import base64
+import calendar
 import importlib
 import json
 import logging
@@ -21,16 +39,22 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request as WsgiRequest
 from werkzeug.wrappers import Response as WsgiResponse
 
 from local import docs
+from local.tokens import JwksUnavailable
 from service import catalog
+from service.api.errors import STATUS, error_body
+from service.domain.errors import Unauthorized
 
 MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused before reading
+JWKS_RETRY_AFTER_SECONDS = 1
+AUTHORIZER_CACHE_SECONDS = 300.0  # API Gateway's default resultsCacheTtl for an authorizer
+AUTHORIZER_CACHE_ENTRIES = 10_000
 
 log = logging.getLogger("local")
 
@@ -65,8 +89,65 @@ def _compile(path: str) -> re.Pattern[str]:
     return re.compile(f"^{regex}$")
 
 
+class Verifier(Protocol):
+    """What the bridge needs of a token verifier (``local.tokens.TokenVerifier``): the caller's
+    claims as API Gateway hands them over, or ``Unauthorized``; ``JwksUnavailable``: an outage."""
+
+    def verify(self, authorization: str | None) -> dict[str, str]: ...
+
+
+def expires_at(claims: dict[str, str]) -> float | None:
+    """The epoch seconds of ``exp`` in API Gateway's claim shape (``Fri Jul 29 18:52:53 UTC
+    2016``); None if it cannot be read."""
+    try:
+        return float(calendar.timegm(time.strptime(claims["exp"], "%a %b %d %H:%M:%S UTC %Y")))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class CachedVerifier:
+    """A verifier's answers, kept per ``Authorization`` value for ``ttl_seconds`` and never past
+    the token's ``exp`` (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        *,
+        ttl_seconds: float = AUTHORIZER_CACHE_SECONDS,
+        max_entries: int = AUTHORIZER_CACHE_ENTRIES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.verifier = verifier
+        self.ttl_seconds = ttl_seconds
+        self.max_entries = max_entries
+        self._clock = clock
+        self._answers: dict[str, tuple[dict[str, str], float]] = {}
+        self._lock = threading.Lock()
+
+    def verify(self, authorization: str | None) -> dict[str, str]:
+        now = self._clock()
+        if authorization is not None:
+            kept = self._answers.get(authorization)
+            if kept is not None and now < kept[1]:
+                return dict(kept[0])
+        claims = self.verifier.verify(authorization)  # a refusal raises: never cached
+        expires = expires_at(claims)
+        if authorization is not None and expires is not None:
+            with self._lock:
+                if len(self._answers) >= self.max_entries:
+                    self._answers.clear()
+                self._answers[authorization] = (claims, min(now + self.ttl_seconds, expires))
+        return dict(claims)
+
+
 class Bridge:
-    def __init__(self, specs: Iterable[catalog.FunctionSpec] = catalog.API_FUNCTIONS) -> None:
+    def __init__(
+        self,
+        specs: Iterable[catalog.FunctionSpec] = catalog.API_FUNCTIONS,
+        *,
+        verifier: Verifier | None = None,
+    ) -> None:
+        self.verifier = verifier
         self.targets: list[_Target] = []
         for spec in specs:
             handler = importlib.import_module(spec.module).handler
@@ -83,7 +164,12 @@ class Bridge:
         return None
 
     def event(
-        self, request: WsgiRequest, target: _Target, params: dict[str, str], body: bytes
+        self,
+        request: WsgiRequest,
+        target: _Target,
+        params: dict[str, str],
+        body: bytes,
+        claims: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         headers = {key: value for key, value in request.headers.items()}
         query = {key: request.args.get(key, "") for key in request.args}
@@ -92,6 +178,17 @@ class Bridge:
             encoded = False
         except UnicodeDecodeError:
             text, encoded = base64.b64encode(body).decode(), True
+        context: dict[str, Any] = {
+            "requestId": str(uuid.uuid4()),
+            "stage": "local",
+            "resourcePath": target.path,
+            "httpMethod": request.method,
+            "path": request.path,
+            "requestTimeEpoch": int(time.time() * 1000),
+            "identity": {"sourceIp": request.remote_addr},
+        }
+        if claims is not None:
+            context["authorizer"] = {"claims": claims}
         return {
             "resource": target.path,
             "path": request.path,
@@ -102,18 +199,25 @@ class Bridge:
             "multiValueQueryStringParameters": {k: request.args.getlist(k) for k in query} or None,
             "pathParameters": params or None,
             "stageVariables": None,
-            "requestContext": {
-                "requestId": str(uuid.uuid4()),
-                "stage": "local",
-                "resourcePath": target.path,
-                "httpMethod": request.method,
-                "path": request.path,
-                "requestTimeEpoch": int(time.time() * 1000),
-                "identity": {"sourceIp": request.remote_addr},
-            },
+            "requestContext": context,
             "body": text,
             "isBase64Encoded": encoded,
         }
+
+    def authorize(self, request: WsgiRequest) -> tuple[dict[str, str] | None, WsgiResponse | None]:
+        """(the verified claims, None), or (None, the refusal); no verifier: (None, None)."""
+        if self.verifier is None:
+            return None, None
+        try:
+            return self.verifier.verify(request.headers.get("Authorization")), None
+        except Unauthorized as refused:
+            return None, _json(STATUS[refused.code], error_body(refused.code, refused.message))
+        except JwksUnavailable as outage:
+            log.warning("identity provider unavailable: %s", outage)
+            message = "the identity provider cannot be reached to verify the token; retry shortly"
+            response = _json(STATUS["THROTTLED"], error_body("THROTTLED", message))
+            response.headers["Retry-After"] = str(JWKS_RETRY_AFTER_SECONDS)
+            return None, response
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         request = WsgiRequest(environ)
@@ -139,15 +243,18 @@ class Bridge:
         found = self.match(request.method, request.path)
         if found is None:
             return _json(
-                404, _error("NOT_FOUND", f"no route for {request.method} {request.path}")
+                404, error_body("NOT_FOUND", f"no route for {request.method} {request.path}")
             ), "-"
         target, params = found
+        claims, refused = self.authorize(request)
+        if refused is not None:
+            return refused, "authorizer"
         if (request.content_length or 0) > MAX_REQUEST_BYTES:
-            return _json(413, _error("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
+            return _json(413, error_body("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
         body = request.get_data(cache=False)
         if len(body) > MAX_REQUEST_BYTES:
-            return _json(413, _error("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
-        event = self.event(request, target, params, body)
+            return _json(413, error_body("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
+        event = self.event(request, target, params, body, claims)
         context = LocalContext(
             target.spec.name, target.spec.timeout_seconds, event["requestContext"]["requestId"]
         )
@@ -159,10 +266,6 @@ class Bridge:
         for key, value in (result.get("headers") or {}).items():
             response.headers[key] = value
         return response, target.spec.name
-
-
-def _error(code: str, message: str) -> dict[str, str]:
-    return {"error": code, "message": message}
 
 
 def _json(status: int, body: Any) -> WsgiResponse:

@@ -1,5 +1,7 @@
 """``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000,
-and the identity provider with the template's user pool (``.local/auth.json`` says where).
+and the identity provider with the template's user pool (``.local/auth.json`` says where). Every
+route but the documentation needs an ID token of that pool, verified by the bridge as API Gateway's
+Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
 
     python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
                         [--data-dir DIR] [--no-synth]
@@ -60,6 +62,26 @@ def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, 
     }
     os.environ.update(environment)
     return environment
+
+
+@contextmanager
+def exported(environment: dict[str, str]) -> Iterator[None]:
+    """``environment`` in ``os.environ`` until exit, then as it was; the handlers' lazily built
+    clients are forgotten on the way in and out (they read the environment when built)."""
+    from service import runtime
+
+    saved = {key: os.environ.get(key) for key in environment}
+    os.environ.update(environment)
+    runtime.Lazy.reset_all()
+    try:
+        yield
+    finally:
+        runtime.Lazy.reset_all()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def start_pumps(
@@ -138,7 +160,8 @@ def running(
         if auth_file is not None:
             auth.write(auth_file)
         pumps = start_pumps(db, loaded, stop)
-        server = bridge.serve(bridge.Bridge(), host, port)
+        verifier = bridge.CachedVerifier(auth.verifier())  # as the deployed authorizer caches
+        server = bridge.serve(bridge.Bridge(verifier=verifier), host, port)
         stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
         try:
             yield stack

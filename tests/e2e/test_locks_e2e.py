@@ -15,35 +15,37 @@ from service.handlers import wallets
 REQUESTS = 50
 
 
-def test_lock_lifecycle_over_http(api_url):
-    # Given a fresh resource
+def test_lock_lifecycle_over_http(api_url, alice, bob):
+    # Given a fresh resource, and alice and bob naming themselves as owners (their token's sub)
     url = f"{api_url}/locks/e2e-{uuid.uuid4().hex[:8]}"
-    # When a owns it, b asks, a renews and releases, then b asks again
-    first = requests.post(url, json={"owner": "a", "ttlSeconds": 30}, timeout=10)
-    refused = requests.post(url, json={"owner": "b", "ttlSeconds": 30}, timeout=10)
-    renewed = requests.put(url, json={"owner": "a", "fence": 1, "ttlSeconds": 30}, timeout=10)
-    zombie = requests.delete(url, json={"owner": "b", "fence": 1}, timeout=10)
-    released = requests.delete(url, json={"owner": "a", "fence": 1}, timeout=10)
-    second = requests.post(url, json={"owner": "b", "ttlSeconds": 30}, timeout=10)
+    a, b = alice.sub, bob.sub
+    # When alice owns it, bob asks, alice renews and releases, then bob asks again
+    first = alice.post(url, json={"owner": a, "ttlSeconds": 30}, timeout=10)
+    refused = bob.post(url, json={"owner": b, "ttlSeconds": 30}, timeout=10)
+    renewed = alice.put(url, json={"owner": a, "fence": 1, "ttlSeconds": 30}, timeout=10)
+    zombie = bob.delete(url, json={"owner": b, "fence": 1}, timeout=10)
+    released = alice.delete(url, json={"owner": a, "fence": 1}, timeout=10)
+    second = bob.post(url, json={"owner": b, "ttlSeconds": 30}, timeout=10)
     # Then every answer has the contract's status, shape and headers
     assert first.status_code == 201 and first.json()["fence"] == 1
     assert refused.status_code == 409 and refused.json()["error"] == "LOCKED"
-    assert refused.json()["owner"] == "a" and int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["owner"] == a and int(refused.headers["Retry-After"]) >= 1
     assert renewed.status_code == 200 and renewed.json()["fence"] == 1
     assert zombie.status_code == 409 and zombie.json()["error"] == "LOCK_LOST"
     assert released.status_code == 204
     assert second.status_code == 201 and second.json()["fence"] == 2
 
 
-def test_openapi_lists_the_lock_and_wallet_routes(api_url):
+def test_openapi_lists_the_lock_and_wallet_routes(api_url):  # the document needs no token
     paths = requests.get(f"{api_url}/openapi.json", timeout=10).json()["paths"]
     assert set(paths["/locks/{resource}"]) == {"post", "put", "delete"}
     assert set(paths["/wallets/{walletId}/top-ups"]) == {"post"}
     assert "409" in paths["/locks/{resource}"]["post"]["responses"]
 
 
-def test_concurrent_top_ups_charge_once_per_accepted_request(api_url):
-    # Given a provider that records every call, slow enough that requests really queue up
+def test_concurrent_top_ups_charge_once_per_accepted_request(api_url, alice):
+    # Given a provider that records every call, slow enough that requests really queue up, and
+    # alice topping up her own wallet from 50 connections
     provider = FakeProvider(delay_seconds=0.01)
     wallets.provider.set(provider)
     wallets.wallets.set(None)
@@ -51,7 +53,7 @@ def test_concurrent_top_ups_charge_once_per_accepted_request(api_url):
     start = threading.Barrier(REQUESTS)
 
     def top_up(amount: int) -> tuple[int, int, dict[str, Any], str | None]:
-        with requests.Session() as session:
+        with alice.session() as session:
             start.wait()
             response = session.post(
                 f"{api_url}/wallets/{wallet}/top-ups", json={"amount": amount}, timeout=60
@@ -74,9 +76,10 @@ def test_concurrent_top_ups_charge_once_per_accepted_request(api_url):
     assert sorted(c.amount for c in charges) == sorted(amount for amount, _ in accepted)
     assert provider.calls("refund") == []
     # And the balance is exactly the sum of the accepted charges
-    wallet_now = requests.get(f"{api_url}/wallets/{wallet}", timeout=10).json()
+    wallet_now = alice.get(f"{api_url}/wallets/{wallet}", timeout=10).json()
     assert wallet_now == {
         "walletId": wallet,
         "balance": sum(amount for amount, _ in accepted),
         "topUps": len(accepted),
+        "owner": alice.sub,  # whoever made its first top-up
     }

@@ -1,7 +1,7 @@
 import requests
 
 
-def test_openapi_lists_every_product_route(api_url):
+def test_openapi_lists_every_product_route(api_url):  # the documentation needs no token
     document = requests.get(f"{api_url}/openapi.json", timeout=10).json()
     assert set(document["paths"]) >= {
         "/products",
@@ -11,10 +11,15 @@ def test_openapi_lists_every_product_route(api_url):
     assert set(document["paths"]["/products/{productId}"]) == {"get", "patch"}
 
 
-def test_unknown_route_is_404_in_contract_shape(api_url):
-    response = requests.get(f"{api_url}/nowhere", timeout=10)
-    assert response.status_code == 404
-    assert response.json()["error"] == "NOT_FOUND"
+def test_unknown_route_is_404_in_contract_shape_with_or_without_a_token(api_url, alice):
+    # As the deployed gateway: an unknown path is 404, not 401, even without a token
+    for response in (
+        requests.get(f"{api_url}/nowhere", timeout=10),
+        alice.get(f"{api_url}/nowhere", timeout=10),
+        requests.put(f"{api_url}/products", json={}, timeout=10),
+    ):
+        assert response.status_code == 404
+        assert response.json()["error"] == "NOT_FOUND"
 
 
 def test_swagger_ui_is_served_locally_with_the_document_inline(api_url):
