@@ -25,6 +25,7 @@ is what the local server pays per request, not what API Gateway would.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -125,6 +126,8 @@ def run(
     rounds: int = ROUNDS,
 ) -> list[dict[str, Any]]:
     """The rows of the section: the ceiling, then the median round of each variant."""
+    # the provider is a Werkzeug server: one access line per sign-in would bury the table
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     with IdentityProvider() as provider, handler_environment(db, loaded, client):
         auth = provider.provision(loaded)
         verifier = auth.verifier()
