@@ -37,6 +37,9 @@ from service.policy import ADMINS_GROUP
 
 MIN_PASSWORD_LENGTH = 12
 ID_TOKEN_VALIDITY = Duration.hours(1)
+# How long API Gateway keeps an authorizer's answer per Authorization value (its default, said
+# out loud: the local bridge keeps verified tokens exactly as long, local.bridge).
+AUTHORIZER_CACHE_TTL = Duration.minutes(5)
 THREAT_PROTECTION = False
 
 
@@ -117,4 +120,5 @@ class Auth(Construct):
             construct_id,
             cognito_user_pools=[self.user_pool],
             identity_source=apigw.IdentitySource.header("Authorization"),
+            results_cache_ttl=AUTHORIZER_CACHE_TTL,
         )

@@ -17,6 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.api import RestApi
 from infra.auth import MIN_PASSWORD_LENGTH, Auth
+from local import bridge
 from local import template as cfn
 from service.policy import ADMINS_GROUP
 
@@ -161,6 +162,8 @@ def test_the_stack_has_one_authorizer_for_the_pools_id_tokens_in_authorization(t
     assert properties["RestApiId"] == {"Ref": api_id}
     # No validation expression: it would refuse the raw-token form before the pool is asked.
     assert "IdentityValidationExpression" not in properties
+    # Answers are kept per token as long as the local bridge keeps its verified ones.
+    assert properties["AuthorizerResultTtlInSeconds"] == bridge.AUTHORIZER_CACHE_SECONDS == 300
 
 
 def test_cdk_nag_passed_without_acknowledging_apig4_or_cog4(assembly):
