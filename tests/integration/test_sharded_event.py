@@ -78,9 +78,12 @@ def test_sharded_event_fills_exactly_its_capacity_with_no_seat_twice(
     assert counts == sharded.split(CAPACITY, SHARDS)
     assert events.get(unique)["registered"] == CAPACITY
     assert model.stats.throttled > 0
-    # A seat given back is taken again, and the listing shows the plain event id
-    events.unregister(unique, registered[0])
-    assert events.get(unique)["registered"] == CAPACITY - 1
+    # A seat given back is taken again, and the listing shows the plain event id. Through an
+    # unlimited client: right after the storm the shards' buckets may still be empty, and whether
+    # one call finds them refilled is a matter of timing, not of this property.
+    after = Events(client=ddb, table=tables["events"])
+    after.unregister(unique, registered[0])
+    assert after.get(unique)["registered"] == CAPACITY - 1
     late = next(u for u in (f"u{i}" for i in range(USERS)) if u not in set(registered))
-    events.register(unique, late)
-    assert events.get(unique)["registered"] == CAPACITY
+    after.register(unique, late)
+    assert after.get(unique)["registered"] == CAPACITY
