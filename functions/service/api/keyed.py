@@ -43,9 +43,11 @@ def middleware(
     route: Route,
     store: Callable[[], idempotency.IdempotencyStore],
     answer: Callable[[Exception], Response | None],
+    caller: Callable[[], policy.Caller],
 ) -> Callable[[APIGatewayRestResolver, Next], Response]:
     """``answer`` turns an exception into its response (``service.api.resolver.answer``), so
-    refusals and outages can be stored and replayed like any other answer."""
+    refusals and outages can be stored and replayed like any other answer; ``caller`` is the
+    request's verified caller, as the resolver admitted it (a key is scoped to it)."""
 
     def guarded(app: APIGatewayRestResolver, next_middleware: Next) -> Response:
         try:
@@ -70,10 +72,9 @@ def middleware(
         # issue 13 (IAM): records are partitioned per function (the path's first segment), and
         # each function's role may only touch the records of its own partitions. Issue 9: a key
         # is its caller's, so two users' same key are two requests and never share an answer.
-        caller = policy.caller_from_event(event.raw_event)
         scope = idempotency.record_id(
             idempotency.partition_of(route.path),
-            policy.idempotency_scope(caller, f"{event.http_method} {event.path}#{key}"),
+            policy.idempotency_scope(caller(), f"{event.http_method} {event.path}#{key}"),
         )
         fingerprint = idempotency.fingerprint(event.http_method, event.path, event.json_body)
         try:

@@ -291,7 +291,7 @@ class Resolver(APIGatewayRestResolver):
             raise TypeError(f"{func.__name__} must take the path parameters {missing}")
         middlewares = [
             envelope.middleware(route),
-            keyed.middleware(route, self._idempotency_store, answer),
+            keyed.middleware(route, self._idempotency_store, answer, self.caller),
         ]
         return self.route(
             route.rule,
