@@ -13,4 +13,24 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``slots``: pre-created slot rows claimed by conditional update (seed 001).
 - ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
 - ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
+- ``errors``: the one exception hierarchy (``TurnstileError``: ``Refused``, ``Retryable``,
+  ``OutcomeUnknown``).
+
+Importing ``turnstile`` loads only the exception hierarchy (no boto3, no botocore); each pattern
+module loads when it is imported by name (``from turnstile import lease``).
 """
+
+from __future__ import annotations
+
+from turnstile.errors import NotFound, OutcomeUnknown, Refused, Retryable, TurnstileError
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "NotFound",
+    "OutcomeUnknown",
+    "Refused",
+    "Retryable",
+    "TurnstileError",
+    "__version__",
+]

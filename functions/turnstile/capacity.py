@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from turnstile import codec, retry, transact
+from turnstile import codec, errors, retry, transact
 
 PATTERN = "capacity"  # metrics: transaction conflicts and throttles of joins and leaves
 
@@ -51,7 +51,7 @@ PATTERN = "capacity"  # metrics: transaction conflicts and throttles of joins an
 ALSO_OFFSET = 2
 
 
-class Full(Exception):
+class Full(errors.Refused):
     """The counter is at its limit; ``counter`` is the counter item as it was."""
 
     def __init__(self, counter: dict[str, Any]) -> None:
@@ -59,7 +59,7 @@ class Full(Exception):
         self.counter = counter
 
 
-class AlreadyMember(Exception):
+class AlreadyMember(errors.Refused):
     """The member item exists already; ``member`` is that item."""
 
     def __init__(self, member: dict[str, Any] | None) -> None:
@@ -67,11 +67,11 @@ class AlreadyMember(Exception):
         self.member = member
 
 
-class NoCounter(Exception):
+class NoCounter(errors.NotFound):
     """There is no counter item (nothing to join or leave)."""
 
 
-class NotMember(Exception):
+class NotMember(errors.NotFound):
     """Leaving: there is no such member item."""
 
 

@@ -72,7 +72,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry, transact
+from turnstile import codec, errors, metrics, retry, transact
 
 PATTERN = "claims"
 
@@ -130,7 +130,7 @@ def free_unit(units: UnitTable, key: Mapping[str, Any], pool: str, ticket: int) 
     }
 
 
-class NotEnough(Exception):
+class NotEnough(errors.Refused):
     """Fewer than ``wanted`` units could be claimed; the ones taken have been given back."""
 
     def __init__(self, wanted: int, got: int) -> None:
@@ -150,7 +150,7 @@ class Claimed:
     transactions: int = 0
 
 
-class Lost(Exception):
+class Lost(errors.Refused):
     """A sale failed: at least one unit is no longer held (validly) by this holder."""
 
     def __init__(self, keys: Sequence[Key], current: Sequence[dict[str, Any] | None]) -> None:

@@ -55,7 +55,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry
+from turnstile import codec, errors, metrics, retry
 from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
 from turnstile.record_keys import record_id as record_id
 
@@ -78,11 +78,11 @@ _NAMES = {
 REPLAYED_HEADERS = ("Location", "ETag")
 
 
-class KeyReused(Exception):
+class KeyReused(errors.Refused):
     """The key was first used for a different request."""
 
 
-class StillRunning(Exception):
+class StillRunning(errors.Retryable):
     """The first request with this key has not finished yet."""
 
     def __init__(self, retry_after_ms: int) -> None:

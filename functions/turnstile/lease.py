@@ -92,7 +92,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry, transact
+from turnstile import codec, errors, metrics, retry, transact
 
 PATTERN = "lease"
 
@@ -124,7 +124,7 @@ class Lease:
     previous: dict[str, Any] | None = None  # the lease item as this acquisition found it
 
 
-class Held(Exception):
+class Held(errors.Retryable):
     """Someone else holds the lease (read from the failed condition's ALL_OLD image)."""
 
     def __init__(self, resource: str, owner: str, expires_at: int, fence: int, attempts: int = 1):
@@ -136,7 +136,7 @@ class Held(Exception):
         self.attempts = attempts
 
 
-class Lost(Exception):
+class Lost(errors.Refused):
     """The lease named (owner, fence) is no longer the current one: it was taken over (or never
     existed). ``current`` is the lease item as the database saw it (None: no item)."""
 
@@ -146,7 +146,7 @@ class Lost(Exception):
         self.current = current
 
 
-class StaleFence(Exception):
+class StaleFence(errors.Refused):
     """A fenced write was refused: the item already accepted this fence or a newer one."""
 
     def __init__(self, fence: int, current: dict[str, Any] | None):
@@ -155,7 +155,7 @@ class StaleFence(Exception):
         self.current = current
 
 
-class NoTimeLeft(Exception):
+class NoTimeLeft(errors.Retryable):
     """The invocation ends before a lease could be worth taking (remaining time <= margin)."""
 
 

@@ -35,7 +35,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from turnstile import metrics
+from turnstile import errors, metrics
+from turnstile.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
 
 T = TypeVar("T")
 
@@ -51,11 +52,7 @@ NOT_SENT_ERRORS = (ConnectTimeoutError, EndpointConnectionError)
 MAYBE_APPLIED_ERRORS = (ReadTimeoutError, ConnectionClosedError)
 
 
-class OutcomeUnknown(Exception):
-    """A write was sent but no answer came back: it may or may not have been applied."""
-
-
-class RetriesExhausted(Exception):
+class RetriesExhausted(errors.Retryable):
     """Every attempt the policy allowed failed with a retryable error."""
 
     def __init__(self, attempts: int, last: BaseException) -> None:

@@ -56,7 +56,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry, transact
+from turnstile import codec, errors, metrics, retry, transact
 
 PATTERN = "sharded"
 MAX_SHARDS = 99  # one creating or restocking transaction holds every shard plus one item
@@ -81,7 +81,7 @@ class Counter:
         return codec.encode_item(self.key(shard))
 
 
-class Exhausted(Exception):
+class Exhausted(errors.Refused):
     """No shard could serve: ``total`` is the sum last read (``raced``: it covered the request)."""
 
     def __init__(self, total: int, raced: bool = False) -> None:
@@ -90,7 +90,7 @@ class Exhausted(Exception):
         self.raced = raced
 
 
-class Missing(Exception):
+class Missing(errors.NotFound):
     """The counter's shard items do not exist."""
 
 

@@ -35,14 +35,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry
+from turnstile import codec, errors, metrics, retry
 
 PATTERN = "slots"  # metrics: SlotTaken, a claim lost to another holder
 
 HOLDER = "holder"
 
 
-class SlotTaken(Exception):
+class SlotTaken(errors.Refused):
     """Someone else holds the slot; ``slot`` is the slot item as it was."""
 
     def __init__(self, slot: dict[str, Any]) -> None:
@@ -50,11 +50,11 @@ class SlotTaken(Exception):
         self.slot = slot
 
 
-class NoSuchSlot(Exception):
+class NoSuchSlot(errors.NotFound):
     """The slot was never created."""
 
 
-class NotHolder(Exception):
+class NotHolder(errors.Refused):
     """Releasing a slot the caller does not hold; ``slot`` is the item (None if missing)."""
 
     def __init__(self, slot: dict[str, Any] | None) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry
+from turnstile import codec, errors, metrics, retry
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Reason:
         return self.code != "None"
 
 
-class Cancelled(Exception):
+class Cancelled(errors.Refused):
     """A transaction was cancelled because a condition failed; ``reasons`` align with the items."""
 
     def __init__(self, reasons: Sequence[Reason]) -> None:

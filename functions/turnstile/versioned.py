@@ -38,7 +38,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, metrics, retry, transact
+from turnstile import codec, errors, metrics, retry, transact
 
 PATTERN = "versioned"
 
@@ -47,7 +47,7 @@ Decide = Callable[[Item | None], Mapping[str, Any]]
 Also = Callable[[Item | None, Mapping[str, Any]], Sequence[dict[str, Any]]]
 
 
-class VersionConflict(Exception):
+class VersionConflict(errors.Retryable):
     """Every attempt lost the race to a concurrent writer; the retry budget is spent."""
 
     def __init__(self, attempts: int, current: Item | None) -> None:
@@ -56,7 +56,7 @@ class VersionConflict(Exception):
         self.current = current
 
 
-class VersionMismatch(Exception):
+class VersionMismatch(errors.Refused):
     """A write that named an expected version found another one (or no item)."""
 
     def __init__(self, current: Item | None) -> None:

@@ -1,0 +1,59 @@
+"""The library's exceptions form one hierarchy, and the package itself imports nothing heavy."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import turnstile
+from turnstile import errors
+
+KINDS = (errors.Refused, errors.Retryable, errors.OutcomeUnknown)
+
+
+def _library_exceptions() -> list[type[BaseException]]:
+    found = []
+    for info in pkgutil.iter_modules(turnstile.__path__):
+        module = importlib.import_module(f"turnstile.{info.name}")
+        for _, value in inspect.getmembers(module, inspect.isclass):
+            if issubclass(value, BaseException) and value.__module__ == module.__name__:
+                found.append(value)
+    return found
+
+
+def test_every_library_exception_is_exactly_one_kind_of_turnstile_error() -> None:
+    # Given every exception class a turnstile module defines
+    classes = [c for c in _library_exceptions() if c not in (errors.TurnstileError, *KINDS)]
+    assert len(classes) >= 20
+    for cls in classes:
+        # Then it is a TurnstileError of exactly one kind: refused, retryable or unknown outcome
+        assert issubclass(cls, errors.TurnstileError), cls
+        assert sum(issubclass(cls, kind) for kind in KINDS) == 1, cls
+
+
+def test_the_kinds_say_what_a_caller_must_do() -> None:
+    from turnstile import lease, retry, versioned
+
+    assert issubclass(lease.Held, turnstile.Retryable)
+    assert issubclass(versioned.VersionMismatch, turnstile.Refused)
+    assert retry.OutcomeUnknown is turnstile.OutcomeUnknown
+    assert issubclass(errors.NotFound, turnstile.Refused)
+
+
+def test_importing_the_package_loads_neither_boto3_nor_botocore() -> None:
+    functions = Path(turnstile.__file__).resolve().parent.parent
+    probe = (
+        "import sys, turnstile; print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PYTHONPATH": str(functions)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
