@@ -45,7 +45,10 @@ $(VENV)/.installed: $(LOCK)
 lock: $(VENV)/.installed
 	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
-		--custom-compile-command "make lock" requirements-dev.txt -o $(LOCK)
+		--custom-compile-command "make lock" requirements-dev.txt -o $(LOCK).new
+	@# Replaced only when it changed: an unchanged lock must not recreate the venv.
+	@if cmp -s $(LOCK).new $(LOCK); then rm $(LOCK).new; echo "$(LOCK): unchanged"; \
+	else mv $(LOCK).new $(LOCK); echo "$(LOCK): updated (make install layers to use it)"; fi
 
 # The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
