@@ -193,6 +193,17 @@ def test_every_function_is_deployed_with_the_locked_powertools(template, assembl
         ], logical
 
 
+def test_the_check_sees_what_the_public_layer_27_would_deploy(template, assembly, runtime):
+    # Given a function as the stack declared it before the project's own layer: public layer 27
+    arn = "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python312-arm64"
+    old = {"Properties": {"Layers": [{"Fn::Join": ["", [f"{arn}:27"]]}]}}
+    unknown = {"Properties": {"Layers": [{"Fn::Join": ["", [f"{arn}:99"]]}]}}
+    # Then the check reads 3.23.0 there (not the locked version), and an unknown number as unknown
+    assert powertools_deployed(old, template, assembly) == ["3.23.0"]
+    assert runtime["aws-lambda-powertools"] != "3.23.0"
+    assert powertools_deployed(unknown, template, assembly) == ["unknown"]
+
+
 def test_every_function_takes_the_one_layer_built_from_the_lock(template, assembly):
     (logical, resource), *others = cfn.resources(template, "AWS::Lambda::LayerVersion").items()
     assert not others
