@@ -16,7 +16,7 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install local token test lint typecheck synth bench chaos clean
+.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos clean
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
@@ -25,12 +25,35 @@ help:
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
+	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
+	@echo "make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
+	@echo "make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack"
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
+# the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
+# venv is recreated when the lock changes, so it holds exactly the lock.
+LOCK := requirements.lock
+
+$(VENV)/.installed: $(LOCK)
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
 	touch $@
+
+# Relock after editing requirements.txt (what Lambda runs) or requirements-dev.txt; uv is pinned
+# in the lock itself. Then `make layers` and the tests (tests/infra/test_versions.py).
+lock: $(VENV)/.installed
+	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
+		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
+		--custom-compile-command "make lock" requirements-dev.txt -o $(LOCK).new
+	@# Replaced only when it changed: an unchanged lock must not recreate the venv.
+	@if cmp -s $(LOCK).new $(LOCK); then rm $(LOCK).new; echo "$(LOCK): unchanged"; \
+	else mv $(LOCK).new $(LOCK); echo "$(LOCK): updated (make install layers to use it)"; fi
+
+# The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
+# build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
+layers: $(VENV)/.installed
+	$(BIN)/python -m infra.layer --arch all
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -44,10 +67,10 @@ node_modules/.installed: package.json package-lock.json
 
 install: $(VENV)/.installed node_modules/.installed .java
 
-synth: install
+synth: install layers
 	$(BIN)/python app.py
 
-local: install synth
+local: install layers synth
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
@@ -62,17 +85,26 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: install lint typecheck
+test: install layers lint typecheck
 	$(BIN)/python -m pytest
 
-bench: install synth
+bench: install layers synth
 	$(BIN)/python -m bench
+
+# The post-deploy tier against a deployed stack: reads its outputs, creates its own users, runs the
+# e2e scenarios through the deployed API, removes what it created. Needs AWS credentials.
+STACK ?= Turnstile
+OUTPUTS ?= .local/stack-outputs.json
+
+test-deployed: $(VENV)/.installed
+	$(BIN)/python -m tests.deployed.outputs --stack $(STACK) --out $(OUTPUTS)
+	$(BIN)/python -m pytest tests/deployed -p no:cacheprovider --outputs $(OUTPUTS)
 
 SECONDS ?= 600
 SEED ?=
 
-chaos: install synth
+chaos: install layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache bench/results
+	rm -rf $(VENV) node_modules cdk.out build .pytest_cache .mypy_cache .ruff_cache bench/results

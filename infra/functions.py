@@ -1,4 +1,6 @@
-"""Lambda functions from ``functions/`` (no Docker), with Powertools from its public layer.
+"""Lambda functions from ``functions/`` (no Docker), with their dependencies from the project's
+own layer (``infra.layer``: Powertools, pydantic, the X-Ray SDK and boto3, built for arm64 from
+``requirements.lock``, the versions the tests run).
 
 Every function is traced (X-Ray active tracing; ``service.observability`` traces the handler and
 patches botocore so each DynamoDB call is a subsegment) and named for Powertools by
@@ -7,12 +9,13 @@ patches botocore so each DynamoDB call is a subsegment) and named for Powertools
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.layer import layer_dir
 from infra.nag import acknowledge
 from infra.tables import Tables
 from service import access, config, observability
@@ -23,17 +26,19 @@ from turnstile import record_keys as idempotency
 # all of turnstile is pure Python, so nothing needs a native build for it.
 ARCHITECTURE = lambda_.Architecture.ARM_64
 RUNTIME = lambda_.Runtime.PYTHON_3_12
-POWERTOOLS_ACCOUNT = "017000801446"  # AWS's account that publishes the Powertools layers
 
 
-def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
-    stack = Stack.of(scope)
-    version = stack.node.try_get_context("turnstile:powertoolsLayerVersion") or "27"
-    arn = (
-        f"arn:{stack.partition}:lambda:{stack.region}:{POWERTOOLS_ACCOUNT}:layer:"
-        f"AWSLambdaPowertoolsPythonV3-python312-arm64:{version}"
+def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
+    """The arm64 layer ``make layers`` built from the lock (a directory asset, no Docker)."""
+    return lambda_.LayerVersion(
+        scope,
+        "DependenciesLayer",
+        code=lambda_.Code.from_asset(str(layer_dir("arm64"))),
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
+        description="turnstile dependencies from requirements.lock "
+        "(Powertools, pydantic, aws-xray-sdk, boto3)",
     )
-    return lambda_.LayerVersion.from_layer_version_arn(scope, "PowertoolsLayer", arn)
 
 
 class Functions(Construct):
@@ -50,7 +55,7 @@ class Functions(Construct):
         code_path: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        layer = powertools_layer(self)
+        layer = dependencies_layer(self)
         code = lambda_.Code.from_asset(code_path, exclude=["**/__pycache__", "**/*.pyc"])
         retention_days = int(self.node.try_get_context("turnstile:logRetentionDays") or 30)
         self.by_name: dict[str, lambda_.Function] = {}
@@ -121,8 +126,8 @@ class Functions(Construct):
             acknowledge(
                 function,
                 "L1",
-                "Pinned to python3.12 on purpose: it matches the Powertools layer "
-                "(AWSLambdaPowertoolsPythonV3-python312) and the interpreter the tests run on.",
+                "Pinned to python3.12 on purpose: the dependency layer is built for CPython 3.12 "
+                "(infra.layer) and the tests run on that interpreter.",
             )
             self.by_name[spec.name] = function
 

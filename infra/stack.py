@@ -13,6 +13,7 @@ from infra.auth import Auth
 from infra.consumers import StreamConsumers
 from infra.functions import Functions
 from infra.monitoring import Monitoring
+from infra.outputs import API_URL, USER_POOL_CLIENT_ID, USER_POOL_ID
 from infra.tables import Tables
 from service import catalog
 
@@ -51,6 +52,7 @@ class TurnstileStack(Stack):
             dead_letters=consumers.dead_letters if consumers else None,
             dead_letters_alarm=consumers.dead_letters_alarm if consumers else None,
         )
-        CfnOutput(self, "ApiUrl", value=self.api.api.url)
-        CfnOutput(self, "UserPoolId", value=self.auth.user_pool.user_pool_id)
-        CfnOutput(self, "UserPoolClientId", value=self.auth.client.user_pool_client_id)
+        # The post-deploy tier reads these (infra.outputs); make local writes the same keys.
+        CfnOutput(self, API_URL, value=self.api.api.url)
+        CfnOutput(self, USER_POOL_ID, value=self.auth.user_pool.user_pool_id)
+        CfnOutput(self, USER_POOL_CLIENT_ID, value=self.auth.client.user_pool_client_id)

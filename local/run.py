@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
+from infra import outputs  # noqa: E402
 from local import bridge, capacity_model, pump, template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
@@ -39,6 +40,7 @@ from service import observability  # noqa: E402
 from turnstile import metrics  # noqa: E402
 
 SUMMARY_SECONDS = 10.0
+OUTPUTS_FILE = ROOT / ".local" / "outputs.json"  # the stack outputs' shape (infra.outputs)
 
 
 @dataclass
@@ -147,8 +149,10 @@ def running(
     host: str = "127.0.0.1",
     identity_port: int = 0,
     auth_file: Path | None = None,
+    outputs_file: Path | None = None,
 ) -> Iterator[LocalStack]:
-    """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``."""
+    """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``;
+    ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
     db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
     identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
@@ -163,6 +167,8 @@ def running(
         verifier = bridge.CachedVerifier(auth.verifier())  # as the deployed authorizer caches
         server = bridge.serve(bridge.Bridge(verifier=verifier), host, port)
         stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
+        if outputs_file is not None:
+            outputs.write(outputs_file, local_outputs(stack))
         try:
             yield stack
         finally:
@@ -171,6 +177,16 @@ def running(
         stop.set()
         identity.stop()
         db.stop()
+
+
+def local_outputs(stack: LocalStack) -> dict[str, str]:
+    """What ``.local/outputs.json`` holds: the deployed stack's output keys, for this stack."""
+    return {
+        outputs.API_URL: f"{stack.url}/",  # as API Gateway's stage URL, with its trailing slash
+        outputs.USER_POOL_ID: stack.auth.user_pool_id,
+        outputs.USER_POOL_CLIENT_ID: stack.auth.client_id,
+        outputs.IDENTITY_ENDPOINT: stack.auth.endpoint,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=args.data_dir,
         identity_port=args.identity_port,
         auth_file=AUTH_FILE,
+        outputs_file=OUTPUTS_FILE,
     ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
         log.info(

@@ -26,6 +26,15 @@ from service import config
 from turnstile import retry
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--outputs",
+        default=None,
+        help="a stack's outputs as JSON (python -m infra.outputs): tests/deployed runs against "
+        "that stack instead of make local's",
+    )
+
+
 def claims_of(sub: str, *, admin: bool = False) -> dict[str, str]:
     """A caller's claims in API Gateway's REST shape (every value a string, groups joined)."""
     claims = {"sub": sub, "token_use": "id", "cognito:username": sub}

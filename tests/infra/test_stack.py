@@ -70,20 +70,9 @@ def test_products_function_runtime_layer_and_environment(t, template):
             "Runtime": "python3.12",
             "Architectures": ["arm64"],
             "Timeout": config.API_TIMEOUT_SECONDS,
-            "Layers": [
-                {
-                    "Fn::Join": [
-                        "",
-                        Match.array_with(
-                            [
-                                Match.string_like_regexp(
-                                    "AWSLambdaPowertoolsPythonV3-python312-arm64:27"
-                                )
-                            ]
-                        ),
-                    ]
-                }
-            ],
+            # The project's own layer, built from the lock: test_versions.py checks that what
+            # it ships is what the tests run (versions, file for file).
+            "Layers": [{"Ref": logical_id(template, "AWS::Lambda::LayerVersion", "Functions")}],
             "Environment": {
                 "Variables": {
                     "PRODUCTS_TABLE": {"Ref": products},
