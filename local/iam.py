@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextvars
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from local.sandbox import iam_guard
+
+Handler = Callable[[Any, Any], Any]
 
 REGION = "us-east-1"  # the local credentials' region (local.dynamodb_local.CREDENTIALS)
 ACCOUNT = "123456789012"
@@ -144,14 +146,18 @@ def _statements(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [statements] if isinstance(statements, dict) else list(statements)
 
 
+def by_handler(template: Mapping[str, Any]) -> dict[str, RolePolicy]:
+    """Handler path (the template's ``Handler``) -> that function's role policy."""
+    found = policies(template)
+    return {
+        r["Properties"]["Handler"]: found[logical]
+        for logical, r in _resources(template, "AWS::Lambda::Function").items()
+    }
+
+
 def policy_of(template: Mapping[str, Any], handler: str) -> RolePolicy:
     """The policy of the function whose template ``Handler`` is ``handler``."""
-    (logical,) = [
-        logical
-        for logical, r in _resources(template, "AWS::Lambda::Function").items()
-        if r["Properties"]["Handler"] == handler
-    ]
-    return policies(template)[logical]
+    return by_handler(template)[handler]
 
 
 # -- in-process enforcement -------------------------------------------------------------------
@@ -177,6 +183,17 @@ def _current_guard(params: Mapping[str, Any], model: Any, **kwargs: Any) -> None
     guard = _current.get()
     if guard is not None:
         guard(params, model, **kwargs)
+
+
+def as_function(policy: RolePolicy, handler: Handler) -> Handler:
+    """``handler`` invoked as its function: under :func:`acting_as` ``policy``."""
+    guard = policy.guard()
+
+    def invoke(event: Any, context: Any) -> Any:
+        with acting_as(guard):
+            return handler(event, context)
+
+    return invoke
 
 
 def attach_current(client: Any) -> Any:

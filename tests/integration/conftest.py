@@ -28,10 +28,7 @@ _policies: dict[str, iam.RolePolicy] = {}  # handler path -> its role policy (se
 @pytest.fixture(scope="session", autouse=True)
 def role_policies(template: dict[str, Any]) -> dict[str, iam.RolePolicy]:
     """Every function's role policy, by handler path, for :func:`invoke`."""
-    by_logical = iam.policies(template)
-    for logical, resource in template["Resources"].items():
-        if logical in by_logical:
-            _policies[resource["Properties"]["Handler"]] = by_logical[logical]
+    _policies.update(iam.by_handler(template))
     return _policies
 
 
