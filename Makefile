@@ -47,7 +47,11 @@ install: $(VENV)/.installed node_modules/.installed .java
 synth: install
 	$(BIN)/python app.py
 
+# The functions run locally from their cdk.out asset and this host's build of the layer.
+HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
+
 local: install synth
+	$(BIN)/python -m infra.layer --arch $(HOST_ARCH)
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 

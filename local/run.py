@@ -222,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
             stack.url,
             stack.url,
         )
+        for handler, worker in stack.functions.items():
+            log.info(
+                "function        %s <- %s + layer %s (its role's policy enforced)",
+                handler,
+                worker.function.asset.name,
+                ", ".join(str(layer) for layer in worker.layers),
+            )
         log.info("Ctrl-C stops everything")
         threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
         stop.wait()
