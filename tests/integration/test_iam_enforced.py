@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local import iam
+from service.domain.errors import DomainError
 from service.domain.events import Events
 from service.domain.products import Products
 from service.handlers import products as products_handler
@@ -68,3 +69,23 @@ def test_the_handler_answers_as_on_aws_when_its_role_lacks_an_action(
     # Then the function answers what it answers on AWS for a denied call: a 500, nothing more
     assert response["statusCode"] == 500
     assert json.loads(response["body"])["error"] == "INTERNAL"
+
+
+def test_the_decider_reads_a_full_sharded_events_shards_at_once(
+    dynamodb_local: Any, ddb: Any, tables: Any, role: Any, unique: str
+) -> None:
+    # Given a sharded event whose every seat is taken
+    Events(client=ddb, table=tables["events"]).create(unique, "Full", 2, shards=2)
+    for user in ("ann", "bob"):
+        Events(client=ddb, table=tables["events"]).register(unique, user)
+    decider = role("decider")
+    granted = decider.attach(dynamodb_local.client(config=retry.client_config()))
+    reduced = decider.without("dynamodb:BatchGetItem").attach(dynamodb_local.client())
+    # When the decider seats one more: it fails over to the other shards (one BatchGetItem)
+    with pytest.raises(DomainError) as full:
+        Events(client=granted, table=tables["events"]).register(unique, "cy")
+    with pytest.raises(ClientError) as denied:
+        Events(client=reduced, table=tables["events"]).register(unique, "cy")
+    # Then under its role it learns the event is full; without BatchGetItem it is denied
+    assert full.value.code == "EVENT_FULL"
+    assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
