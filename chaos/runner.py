@@ -5,10 +5,17 @@ fault-carrying DynamoDB client into the handlers (``service.runtime``), starts t
 behind :class:`local.pump.StreamPump` (their handlers wrapped by the nemesis), runs the clients
 for the given time, then quiets the nemesis, drains the streams, reads the final state with a
 clean client and runs the checkers.
+
+IAM as deployed: every handler (API and stream) runs as its function (``local.iam.as_function``)
+and the shared client checks each DynamoDB call against that function's role policy from the
+synthesized template, so a call the role does not allow fails with AccessDeniedException here as
+on AWS. The handlers still run in this process (the nemesis injects its faults, clock skew and
+payment pauses into them), not in ``local.workers``' as-deployed processes like ``make local``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
@@ -21,11 +28,11 @@ from typing import Any, TextIO
 from chaos import checkers, workloads
 from chaos.history import OK, UNKNOWN, History
 from chaos.nemesis import Nemesis, Rates
-from local import pump
+from local import iam, pump
 from local import template as cfn
 from local.bridge import Bridge
 from local.dynamodb_local import DynamoDBLocal
-from service import config, runtime
+from service import catalog, config, runtime
 from service.domain import locks as lock_domain
 from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets
@@ -174,6 +181,10 @@ def _run(
     nemesis.install(faulty)
     tables = cfn.table_names(loaded)
     physical = config.Tables(tables)
+    # IAM as deployed: each handler acts as its function (iam.as_function below), and the
+    # shared client checks every call against that function's role policy as synthesized.
+    iam.attach_current(faulty)
+    policies = iam.by_handler(loaded)
     runtime.Lazy.reset_all()
     runtime.dynamodb.set(faulty)
     store = IdempotencyStore(
@@ -207,7 +218,14 @@ def _run(
             lease_ms=WALLET_LEASE_MS,
         )
     )
-    bridge = Bridge()
+    bridge = Bridge(
+        functions={
+            spec.handler: iam.as_function(
+                policies[spec.handler], importlib.import_module(spec.module).handler
+            )
+            for spec in catalog.API_FUNCTIONS
+        }
+    )
     quiet = workloads.Caller(bridge, nemesis, faults=False)
     history = History()
     nemesis.start = history.start
@@ -233,7 +251,9 @@ def _run(
             dynamodb=clean,
             streams=streams,
             table=spec.table,
-            handler=nemesis.stream_handler(spec.function_name, spec.load_handler()),
+            handler=nemesis.stream_handler(
+                spec.function_name, iam.as_function(policies[spec.handler], spec.load_handler())
+            ),
             batch_size=spec.batch_size,
             retry_attempts=spec.retry_attempts,
             function_name=spec.function_name,

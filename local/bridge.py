@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,6 +57,8 @@ AUTHORIZER_CACHE_SECONDS = 300.0  # API Gateway's default resultsCacheTtl for an
 AUTHORIZER_CACHE_ENTRIES = 10_000
 
 log = logging.getLogger("local")
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 @dataclass
@@ -81,7 +83,7 @@ class _Target:
     path: str
     method: str
     pattern: re.Pattern[str]
-    handler: Callable[[dict[str, Any], Any], dict[str, Any]]
+    handler: Handler
 
 
 def _compile(path: str) -> re.Pattern[str]:
@@ -141,16 +143,25 @@ class CachedVerifier:
 
 
 class Bridge:
+    """``functions``: handler path (the template's ``Handler``) -> what runs it, as
+    ``local.workers`` starts them from the synthesized assets; without it, the handlers are
+    imported into this process (the chaos runner, routing-only tests)."""
+
     def __init__(
         self,
         specs: Iterable[catalog.FunctionSpec] = catalog.API_FUNCTIONS,
         *,
         verifier: Verifier | None = None,
+        functions: Mapping[str, Handler] | None = None,
     ) -> None:
         self.verifier = verifier
         self.targets: list[_Target] = []
         for spec in specs:
-            handler = importlib.import_module(spec.module).handler
+            handler = (
+                functions[spec.handler]
+                if functions is not None
+                else importlib.import_module(spec.module).handler
+            )
             for route in spec.routes():  # declared, so the same as API Gateway's methods
                 self.targets.append(
                     _Target(spec, route.path, route.method, _compile(route.path), handler)
@@ -258,7 +269,11 @@ class Bridge:
         context = LocalContext(
             target.spec.name, target.spec.timeout_seconds, event["requestContext"]["requestId"]
         )
-        result = target.handler(event, context)
+        try:
+            result = target.handler(event, context)
+        except Exception:  # the function failed: API Gateway answers 502
+            log.exception("%s failed", target.spec.name)
+            return _json(502, {"message": "Internal server error"}), target.spec.name
         payload = result.get("body") or ""
         data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
         response = WsgiResponse(data, status=int(result["statusCode"]))

@@ -8,6 +8,11 @@ Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
 
+Every function runs as deployed (``local.workers``): from its synthesized asset in ``cdk.out`` and
+the dependency layer (``infra.layer``), in a clean interpreter of its own with the template's
+environment, and every DynamoDB call it makes is checked against its role's policy as synthesized
+(``local.iam``): a call the role does not allow fails with AccessDeniedException, as on AWS.
+
 Contention is visible while it runs: every invocation writes its EMF metrics to this log (the same
 lines Lambda writes to CloudWatch), and every :data:`SUMMARY_SECONDS` in which something was
 counted, one ``contention:`` line gives the running totals per pattern (``metrics.tally``).
@@ -21,7 +26,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +38,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
 from infra import outputs  # noqa: E402
-from local import bridge, capacity_model, pump, template  # noqa: E402
+from local import bridge, capacity_model, pump, template, workers  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
 from service import observability  # noqa: E402
@@ -53,6 +58,7 @@ class LocalStack:
     pumps: list[pump.StreamPump]
     identity: IdentityProvider
     auth: AuthConfig
+    functions: workers.Workers
 
 
 def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, str]:
@@ -87,9 +93,12 @@ def exported(environment: dict[str, str]) -> Iterator[None]:
 
 
 def start_pumps(
-    db: DynamoDBLocal, loaded: dict[str, Any], stop: threading.Event
+    db: DynamoDBLocal,
+    loaded: dict[str, Any],
+    stop: threading.Event,
+    functions: Mapping[str, pump.Handler],
 ) -> list[pump.StreamPump]:
-    """One pump thread per event source mapping in the template."""
+    """One pump thread per event source mapping in the template, invoking ``functions``."""
     names = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
     streams = db.streams_client()
     pumps = []
@@ -98,7 +107,7 @@ def start_pumps(
             dynamodb=db.client(),
             streams=streams,
             table=spec.table,
-            handler=spec.load_handler(),
+            handler=functions[spec.handler],
             batch_size=spec.batch_size,
             retry_attempts=spec.retry_attempts,
             function_name=spec.function_name,
@@ -111,22 +120,6 @@ def start_pumps(
         bridge.log.info("stream pump     %s -> %s", spec.table, spec.handler)
         pumps.append(stream_pump)
     return pumps
-
-
-def throttle_like_aws(db: DynamoDBLocal) -> None:
-    """With ``TURNSTILE_CAPACITY_SCALE`` set, the handlers' shared client enforces the capacity
-    model (per-key throughput limits, see :mod:`local.capacity_model`); off by default."""
-    scale = capacity_model.scale_from_env()
-    if scale is None:
-        return
-    from service import runtime
-    from turnstile import retry
-
-    model = capacity_model.CapacityModel(scale)
-    runtime.dynamodb.set(model.attach(db.client(config=retry.client_config())))
-    bridge.log.info(
-        "capacity model  on: %.0f WCU/s and %.0f RCU/s per partition key", model.wcu, model.rcu
-    )
 
 
 def report_contention(stop: threading.Event, interval: float = SUMMARY_SECONDS) -> None:
@@ -149,24 +142,32 @@ def running(
     host: str = "127.0.0.1",
     identity_port: int = 0,
     auth_file: Path | None = None,
+    assembly_dir: Path | None = None,
     outputs_file: Path | None = None,
 ) -> Iterator[LocalStack]:
     """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``;
+    ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
+    folder). Each function runs from its asset and the layer, its role's policy enforced.
     ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
     db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
     identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
+    functions: workers.Workers | None = None
     try:
         loaded = template.load(template_path)
         prepare_environment(db, loaded)
-        throttle_like_aws(db)
+        if capacity_model.scale_from_env() is not None:
+            bridge.log.warning("capacity model  not applied: the functions run in workers")
+        functions = workers.start(loaded, assembly_dir or template_path.parent, db.environment())
         auth = identity.start().provision(loaded)
         if auth_file is not None:
             auth.write(auth_file)
-        pumps = start_pumps(db, loaded, stop)
+        pumps = start_pumps(db, loaded, stop, functions)
         verifier = bridge.CachedVerifier(auth.verifier())  # as the deployed authorizer caches
-        server = bridge.serve(bridge.Bridge(verifier=verifier), host, port)
-        stack = LocalStack(db, server, f"http://{host}:{server.server_port}", pumps, identity, auth)
+        server = bridge.serve(bridge.Bridge(verifier=verifier, functions=functions), host, port)
+        stack = LocalStack(
+            db, server, f"http://{host}:{server.server_port}", pumps, identity, auth, functions
+        )
         if outputs_file is not None:
             outputs.write(outputs_file, local_outputs(stack))
         try:
@@ -175,6 +176,8 @@ def running(
             server.shutdown()
     finally:
         stop.set()
+        if functions is not None:
+            functions.stop()
         identity.stop()
         db.stop()
 
@@ -236,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             stack.url,
             stack.url,
         )
+        for handler, worker in stack.functions.items():
+            log.info(
+                "function        %s <- %s + layer %s (its role's policy enforced)",
+                handler,
+                worker.function.asset.name,
+                ", ".join(str(layer) for layer in worker.layers),
+            )
         log.info("Ctrl-C stops everything")
         threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
         stop.wait()

@@ -4,7 +4,11 @@ Read by the CDK stack (``infra.functions``) to write each function's IAM policy.
 every call the function's code makes (``turnstile`` and ``service.domain``); a transaction needs
 the per-item action of each element (``Put`` -> ``dynamodb:PutItem``, ``ConditionCheck`` ->
 ``dynamodb:ConditionCheckItem``...), there is no ``TransactWriteItems`` IAM action. No function
-scans, and only inventory creation batch-writes.
+scans, and only inventory creation batch-writes. Sharded counters read all their shards with one
+``BatchGetItem`` (``turnstile.sharded.read_all``: a sharded product's GET and purchase failover, a
+sharded event's GET and registration failover, also in the decider), so the functions that hold
+sharded items get ``dynamodb:BatchGetItem`` on that table only. The local runtime enforces these
+grants as synthesized (``local.iam``): a missing one fails the e2e tier with AccessDenied.
 
 The idempotency table is shared, but each function may only touch records whose key starts with
 its own partitions (``dynamodb:LeadingKeys``, see ``turnstile.idempotency.record_id``), so no
@@ -23,14 +27,16 @@ DELETE = "dynamodb:DeleteItem"
 CHECK = "dynamodb:ConditionCheckItem"
 QUERY = "dynamodb:Query"
 BATCH_WRITE = "dynamodb:BatchWriteItem"
+BATCH_GET = "dynamodb:BatchGetItem"
 
 # Claim (PutItem), store the answer (UpdateItem, also inside transactions), release (DeleteItem).
 IDEMPOTENCY_ACTIONS = (PUT, UPDATE, DELETE)
 
 ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "products": {
-        # create, versioned.read, atomic / versioned / If-Match updates (also in transactions)
-        config.PRODUCTS: (GET, PUT, UPDATE),
+        # create, versioned.read, atomic / versioned / If-Match updates (also in transactions),
+        # a sharded product's shards read at once (GET, purchase failover)
+        config.PRODUCTS: (GET, PUT, UPDATE, BATCH_GET),
         config.IDEMPOTENCY: IDEMPOTENCY_ACTIONS,
     },
     "locks": {
@@ -48,8 +54,9 @@ ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         config.INVENTORY_SUMMARY: (GET, UPDATE),  # the eventual summary; a chunk's counts
     },
     "events": {
-        # create, read, join (Update + Put), leave (Update + Delete), byUser index
-        config.EVENTS: (GET, PUT, UPDATE, DELETE, QUERY),
+        # create, read, join (Update + Put), leave (Update + Delete), byUser index, a sharded
+        # event's shards read at once (GET, join failover)
+        config.EVENTS: (GET, PUT, UPDATE, DELETE, QUERY, BATCH_GET),
         config.REGISTRATION_REQUESTS: (GET, PUT),  # submit, read
         config.IDEMPOTENCY: IDEMPOTENCY_ACTIONS,
     },
@@ -61,7 +68,8 @@ ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         config.INVENTORY_SUMMARY: (UPDATE,),  # the seq marker and the counts, in a transaction
     },
     "decider": {
-        config.EVENTS: (PUT, UPDATE),  # join: the counter and the registration
+        # join: the counter and the registration; a sharded event's failover reads its shards
+        config.EVENTS: (PUT, UPDATE, BATCH_GET),
         config.REGISTRATION_REQUESTS: (UPDATE,),  # still PENDING -> ACCEPTED / REJECTED
     },
 }

@@ -1,5 +1,7 @@
 """End-to-end tier: HTTP against the local server, started in-process on a free port, on the
-session's DynamoDB Local and the local identity provider, exactly as ``make local`` wires them.
+session's DynamoDB Local and the local identity provider, exactly as ``make local`` wires them:
+every function runs from its synthesized asset and the layer in a worker of its own, its role's
+policy enforced (``functions``, started once per session).
 
 Every route but the documentation needs an ID token (API.md v2), so tests call the API as a person:
 
@@ -16,12 +18,13 @@ already issued stay verifiable, the signing key is fixed) and live an hour, long
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from local import bridge, run
+from local import bridge, run, workers
 from local.dynamodb_local import DynamoDBLocal
 from local.identity import AuthConfig, IdentityProvider, cognito_client
 from local.token import id_token
@@ -100,16 +103,31 @@ def users(identity: AuthConfig, verifier: TokenVerifier) -> Callable[[int], list
 
 
 @pytest.fixture(scope="session")
+def functions(
+    dynamodb_local: DynamoDBLocal, tables: config.Tables, template: dict[str, Any], assembly: Any
+) -> Iterator[workers.Workers]:
+    """Every function of the synthesized stack, each in its worker as ``make local`` runs it:
+    its asset, the layer, the template's environment, its role's policy enforced. Started once."""
+    with workers.running(
+        template, Path(assembly.directory), dynamodb_local.environment()
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def api_url(
     dynamodb_local: DynamoDBLocal,
     tables: config.Tables,
     template: dict[str, Any],
     verifier: TokenVerifier,
+    functions: workers.Workers,
 ) -> Iterator[str]:
     environment = {**dynamodb_local.environment(), **table_environment(template)}
     verifying = bridge.CachedVerifier(verifier)  # as make local serves it
     with run.exported(environment):
-        server = bridge.serve(bridge.Bridge(verifier=verifying), "127.0.0.1", 0)
+        server = bridge.serve(
+            bridge.Bridge(verifier=verifying, functions=functions), "127.0.0.1", 0
+        )
         try:
             yield f"http://127.0.0.1:{server.server_port}"
         finally:

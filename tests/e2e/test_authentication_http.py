@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -411,7 +412,9 @@ def test_refusals_are_never_kept():
     assert inner.calls == 4
 
 
-def test_make_local_serves_the_api_behind_its_own_providers_tokens(template, tmp_path, monkeypatch):
+def test_make_local_serves_the_api_behind_its_own_providers_tokens(
+    template, assembly, tmp_path, monkeypatch
+):
     from local import run
 
     # running() exports its DynamoDB Local into os.environ: keep that inside this test
@@ -420,7 +423,12 @@ def test_make_local_serves_the_api_behind_its_own_providers_tokens(template, tmp
     template_path.write_text(json.dumps(template))
     runtime.Lazy.reset_all()  # the handlers' clients are built again for its DynamoDB Local
     try:
-        with run.running(port=0, template_path=template_path, auth_file=None) as stack:
+        with run.running(
+            port=0,
+            template_path=template_path,
+            auth_file=None,
+            assembly_dir=Path(assembly.directory),
+        ) as stack:
             # Given make local's stack and a token of its provider
             url = f"{stack.url}/products/nope"
             token = id_token(stack.auth, "e2e-local-user")

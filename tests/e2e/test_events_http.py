@@ -10,9 +10,9 @@ from typing import Any
 import requests
 
 from local.pump import StreamPump
-from service.handlers import registration_consumer
 from tests.e2e.conftest import Person
 
+DECIDER = "service.handlers.registration_consumer.handler"
 CAPACITY = 100  # seed 001's shape: 1000 registrations from 100 threads for 100 seats
 ATTEMPTS = 1000
 THREADS = 100
@@ -41,7 +41,7 @@ def test_signup_flow_over_http(api_url, unique, admin):
 
 
 def test_registration_request_is_decided_by_the_stream_consumer(
-    api_url, unique, ddb, streams, tables, admin
+    api_url, unique, ddb, streams, tables, admin, functions
 ):
     # Given an event with one seat and two registration requests
     admin.post(
@@ -59,7 +59,7 @@ def test_registration_request_is_decided_by_the_stream_consumer(
         dynamodb=ddb,
         streams=streams,
         table=tables["registration_requests"],
-        handler=registration_consumer.handler,
+        handler=functions[DECIDER],
     ).drain(timeout=300)
     # Then the first is accepted, the second rejected as full, readable at their Location
     decided = [

@@ -1,5 +1,12 @@
-"""Issue 13 (IAM): each function may call exactly the DynamoDB actions it uses on the tables it
-uses, and on the shared idempotency table only its own records (``dynamodb:LeadingKeys``)."""
+"""Issue 13/18 (IAM): each function's role, as synthesized, allows the DynamoDB requests its code
+makes and nothing around them; the shared idempotency table only within the function's own
+partitions (``dynamodb:LeadingKeys``).
+
+The policies are read from the template and evaluated as the local runtime enforces them
+(``local.iam``), request by request, never compared with ``service.access`` (the module that wrote
+them): what the e2e tier runs is what is checked here. That the code's calls fit these roles is
+proven by the e2e tier, whose workers enforce the same policies on every call.
+"""
 
 from __future__ import annotations
 
@@ -7,102 +14,147 @@ from typing import Any
 
 import pytest
 
-from infra.tables import construct_id
-from local import template as cfn
-from service import access, catalog, config
+from local import iam
+from local.sandbox.iam_guard import Request, decide
+from local.template import resources
 
-STREAM_ACTIONS = {
-    "dynamodb:DescribeStream",
-    "dynamodb:GetRecords",
-    "dynamodb:GetShardIterator",
-    "dynamodb:ListStreams",
+FUNCTIONS = {
+    "products": "service.handlers.products.handler",
+    "locks": "service.handlers.locks.handler",
+    "wallets": "service.handlers.wallets.handler",
+    "inventory": "service.handlers.inventory.handler",
+    "events": "service.handlers.events.handler",
+    "inventorysummary": "service.handlers.inventory_summary.handler",
+    "inventorycreator": "service.handlers.inventory_creator.handler",
+    "decider": "service.handlers.registration_consumer.handler",
 }
-FUNCTIONS = [spec.name for spec in catalog.API_FUNCTIONS + catalog.STREAM_CONSUMERS]
+EVERY_ITEM_ACTION = (
+    "GetItem",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "ConditionCheckItem",
+    "Query",
+    "Scan",
+    "BatchGetItem",
+    "BatchWriteItem",
+)
 
 
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
+def table(template: dict[str, Any], prefix: str) -> str:
+    (logical,) = [t for t in resources(template, "AWS::DynamoDB::Table") if t.startswith(prefix)]
+    return logical
 
 
-def table_of(resource: Any) -> str:
-    """The logical table name (``config.PRODUCTS``...) an ARN expression points at."""
-    text = str(resource)
-    names = [n for n in _all_tables() if f"'Tables{construct_id(n)}" in text]
-    assert len(names) == 1, resource
-    return names[0]
+def arn(name: str, index: str | None = None) -> str:
+    found = f"arn:aws:dynamodb:{iam.REGION}:{iam.ACCOUNT}:table/{name}"
+    return f"{found}/index/{index}" if index else found
 
 
-def _all_tables() -> dict[str, Any]:
-    return {name: None for grants in access.ACTIONS.values() for name in grants}
-
-
-def table_statements(template: dict[str, Any], function: str) -> list[dict[str, Any]]:
-    prefix = f"Functions{function.capitalize()}RoleDefaultPolicy"
-    (policy,) = [
-        p
-        for logical, p in cfn.resources(template, "AWS::IAM::Policy").items()
-        if logical.startswith(prefix)
-    ]
-    return [
-        s
-        for s in policy["Properties"]["PolicyDocument"]["Statement"]
-        if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
-        and not set(as_list(s["Action"])) <= STREAM_ACTIONS
-    ]
+def allowed(
+    template: dict[str, Any], function: str, action: str, resource: str, *keys: str
+) -> bool:
+    policy = iam.policy_of(template, FUNCTIONS[function])
+    request = Request(f"dynamodb:{action}", resource, tuple(keys) if keys else None)
+    return decide(policy.statements, request) == "allow"
 
 
 def grants(template: dict[str, Any], function: str) -> dict[str, set[str]]:
+    """Table (``Products``...) -> the item actions the function may perform on it (any key)."""
     found: dict[str, set[str]] = {}
-    for statement in table_statements(template, function):
-        for resource in as_list(statement["Resource"]):
-            found.setdefault(table_of(resource), set()).update(as_list(statement["Action"]))
+    for logical in resources(template, "AWS::DynamoDB::Table"):
+        for action in EVERY_ITEM_ACTION:
+            if allowed(template, function, action, arn(logical)):
+                found.setdefault(logical.removeprefix("Tables").split("Table")[0], set()).add(
+                    action
+                )
     return found
 
 
-@pytest.mark.parametrize("function", FUNCTIONS)
-def test_each_function_gets_exactly_the_declared_actions(template, function):
-    expected = {table: set(actions) for table, actions in access.ACTIONS[function].items()}
-    assert grants(template, function) == expected
+def test_every_function_has_a_policy_the_local_runtime_can_evaluate(template):
+    policies = iam.policies(template)
+    assert {p.function for p in policies.values()} == set(
+        resources(template, "AWS::Lambda::Function")
+    )
+    for policy in policies.values():
+        policy.guard()  # refuses any statement element it cannot evaluate
 
 
-@pytest.mark.parametrize("function", FUNCTIONS)
-def test_no_function_may_scan_or_batch_write(template, function):
-    # (units are created with conditional transactional puts: never written over)
-    actions = set().union(*grants(template, function).values())
-    assert "dynamodb:Scan" not in actions and "dynamodb:BatchGetItem" not in actions
-    assert "dynamodb:BatchWriteItem" not in actions
-
-
-def test_the_narrowest_functions_as_written_out(template):
-    assert grants(template, "locks") == {config.LEASES: {"dynamodb:UpdateItem"}}
-    assert grants(template, "wallets") == {
-        config.LEASES: {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
-        config.WALLETS: {"dynamodb:GetItem", "dynamodb:PutItem"},
-        config.IDEMPOTENCY: {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
-    }
-    assert grants(template, "inventorysummary") == {
-        config.INVENTORY_SUMMARY: {"dynamodb:UpdateItem"}
-    }
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_no_function_may_scan_or_batch_write_anything(template, function):
+    for logical in resources(template, "AWS::DynamoDB::Table"):
+        assert not allowed(template, function, "Scan", arn(logical))
+        assert not allowed(template, function, "BatchWriteItem", arn(logical))
 
 
 @pytest.mark.parametrize(
-    ("function", "partitions"),
-    [("products", ["products#*"]), ("events", ["events#*"]), ("wallets", ["wallets#*"])],
+    ("function", "prefix"),
+    [("products", "TablesProducts"), ("events", "TablesEvents"), ("decider", "TablesEvents")],
+)
+def test_sharded_counters_may_read_their_shards_at_once(template, function, prefix):
+    # Defect 2: turnstile.sharded reads every shard with one BatchGetItem
+    assert allowed(template, function, "BatchGetItem", arn(table(template, prefix)))
+
+
+@pytest.mark.parametrize("function", ["locks", "wallets", "inventory", "inventorysummary"])
+def test_functions_without_sharded_items_may_not_batch_read(template, function):
+    for logical in resources(template, "AWS::DynamoDB::Table"):
+        assert not allowed(template, function, "BatchGetItem", arn(logical))
+
+
+def test_the_narrowest_functions_as_written_out(template):
+    assert grants(template, "locks") == {"Leases": {"UpdateItem"}}
+    assert grants(template, "inventorysummary") == {"InventorySummary": {"UpdateItem"}}
+    assert grants(template, "wallets") == {
+        "Leases": {"UpdateItem", "ConditionCheckItem"},
+        "Wallets": {"GetItem", "PutItem"},
+        "Idempotency": {"PutItem", "UpdateItem", "DeleteItem"},  # own partition only (below)
+    }
+
+
+def test_index_queries_are_allowed_on_the_functions_own_tables_indexes_only(template):
+    events = table(template, "TablesEvents")
+    assert allowed(template, "events", "Query", arn(events, "byUser"))
+    assert not allowed(template, "products", "Query", arn(events, "byUser"))
+    assert not allowed(template, "decider", "Query", arn(events, "byUser"))
+
+
+@pytest.mark.parametrize(
+    ("function", "partition"),
+    [("products", "products"), ("events", "events"), ("wallets", "wallets")],
 )
 def test_idempotency_records_are_confined_to_the_functions_own_partition(
-    template, function, partitions
+    template, function, partition
 ):
-    (statement,) = [
-        s
-        for s in table_statements(template, function)
-        if any(table_of(r) == config.IDEMPOTENCY for r in as_list(s["Resource"]))
-    ]
-    assert statement["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": partitions}
-    }
-    assert all(table_of(r) == config.IDEMPOTENCY for r in as_list(statement["Resource"]))
+    records = arn(table(template, "TablesIdempotency"))
+    for action in ("PutItem", "UpdateItem", "DeleteItem"):
+        assert allowed(template, function, action, records, f"{partition}#k1")
+    others = {"products", "events", "wallets"} - {partition}
+    for other in others:
+        assert not allowed(template, function, "PutItem", records, f"{other}#k1")
+    assert not allowed(template, function, "GetItem", records, f"{partition}#k1")
 
 
 @pytest.mark.parametrize("function", ["locks", "inventory", "inventorysummary", "decider"])
 def test_functions_without_keyed_routes_cannot_touch_idempotency_records(template, function):
-    assert config.IDEMPOTENCY not in grants(template, function)
+    records = arn(table(template, "TablesIdempotency"))
+    for action in EVERY_ITEM_ACTION:
+        assert not allowed(template, function, action, records, f"{function}#k1")
+
+
+def test_a_policy_without_one_action_denies_it_with_awss_message(template):
+    # Given the products role as synthesized, and a copy without BatchGetItem
+    policy = iam.policy_of(template, FUNCTIONS["products"])
+    reduced = policy.without("dynamodb:BatchGetItem")
+    products = table(template, "TablesProducts")
+    params = {"RequestItems": {products: {"Keys": [{"productId": {"S": "p#0"}}]}}}
+    # When the same BatchGetItem is checked against both
+    assert policy.guard().denial("BatchGetItem", params) is None
+    denied = reduced.guard().denial("BatchGetItem", params)
+    # Then only the copy denies it, in AWS's words
+    assert denied is not None
+    assert reduced.guard().message(*denied) == (
+        f"User: arn:aws:sts::{iam.ACCOUNT}:assumed-role/{policy.role}/{policy.function} is not "
+        f"authorized to perform: dynamodb:BatchGetItem on resource: {arn(products)} because no "
+        "identity-based policy allows the dynamodb:BatchGetItem action"
+    )

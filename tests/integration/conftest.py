@@ -1,4 +1,11 @@
-"""Integration tier helpers: handlers wired to DynamoDB Local, and fault injection."""
+"""Integration tier helpers: handlers wired to DynamoDB Local, and fault injection.
+
+IAM, as deployed: a handler called through :func:`invoke` acts as its function, and the clients
+``wired`` injects check each DynamoDB call against that function's role policy as synthesized
+(``local.iam``), so a call the role does not allow fails with AccessDeniedException here as on AWS.
+Domain code called directly takes a client with a function's policy from ``role``:
+``role("products").attach(client)``.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +18,24 @@ import requests
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
-from service import runtime
+from local import iam
+from service import catalog, runtime
 from tests.conftest import table_environment
+
+_policies: dict[str, iam.RolePolicy] = {}  # handler path -> its role policy (session-wide)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def role_policies(template: dict[str, Any]) -> dict[str, iam.RolePolicy]:
+    """Every function's role policy, by handler path, for :func:`invoke`."""
+    _policies.update(iam.by_handler(template))
+    return _policies
+
+
+@pytest.fixture
+def role(role_policies: dict[str, iam.RolePolicy]) -> Callable[[str], iam.RolePolicy]:
+    """``role("products")``: that function's role policy (``.attach(client)`` enforces it)."""
+    return lambda name: role_policies[catalog.spec(name).handler]
 
 
 @pytest.fixture
@@ -23,18 +46,23 @@ def wired(
     for key, value in table_environment(template).items():
         monkeypatch.setenv(key, value)
     runtime.Lazy.reset_all()
-    runtime.dynamodb.set(ddb)
+    runtime.dynamodb.set(iam.attach_current(ddb))
 
     def use(client: Any) -> None:
         runtime.Lazy.reset_all()
-        runtime.dynamodb.set(client)
+        runtime.dynamodb.set(iam.attach_current(client))
 
     yield use
     runtime.Lazy.reset_all()
 
 
 def invoke(handler: Callable[..., dict[str, Any]], event: dict[str, Any]) -> tuple[int, dict, Any]:
-    response = handler(event, None)
+    """Call ``handler`` as its function: its role's policy applies to the wired clients."""
+    policy = _policies.get(f"{handler.__module__}.{handler.__name__}")
+    if policy is None:
+        raise LookupError(f"no function of the template runs {handler.__module__}")
+    with iam.acting_as(policy):
+        response = handler(event, None)
     body = json.loads(response["body"]) if response.get("body") else None
     return response["statusCode"], response.get("headers") or {}, body
 

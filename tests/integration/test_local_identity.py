@@ -7,6 +7,7 @@ import json
 import os
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -172,7 +173,9 @@ def test_token_cli_prints_a_token_and_explains_a_missing_file(auth, tmp_path, ca
     assert claims_of(printed)[1]["cognito:groups"] == [ADMINS_GROUP]
 
 
-def test_make_local_serves_the_provider_and_writes_auth_json(template, tmp_path, monkeypatch):
+def test_make_local_serves_the_provider_and_writes_auth_json(
+    template, assembly, tmp_path, monkeypatch
+):
     from local import run
     from service import runtime
 
@@ -182,7 +185,12 @@ def test_make_local_serves_the_provider_and_writes_auth_json(template, tmp_path,
     template_path.write_text(json.dumps(template))
     auth_file = tmp_path / ".local" / "auth.json"
     try:
-        with run.running(port=0, template_path=template_path, auth_file=auth_file) as stack:
+        with run.running(
+            port=0,
+            template_path=template_path,
+            auth_file=auth_file,
+            assembly_dir=Path(assembly.directory),
+        ) as stack:
             assert AuthConfig.load(auth_file) == stack.auth
             assert stack.auth.endpoint == stack.identity.endpoint
             token = token_cli.id_token(stack.auth, "judy-id", admin=True)

@@ -1,0 +1,129 @@
+"""The local runtime interface: runs ONE function as Lambda runs it, in a clean interpreter.
+
+Started by ``local.workers`` as ``python -I -S -B bootstrap.py --config <file>``: isolated mode
+and no ``site``, so neither the source tree, the dev venv nor the user's site-packages is on
+``sys.path``. This script then puts there exactly what Lambda's python3.12 runtime has: the
+function's asset (``LAMBDA_TASK_ROOT``, ``/var/task`` on AWS), the layer's ``python/`` folder
+(``/opt/python``) and the standard library. The environment is the one the template gives the
+function plus what the Lambda runtime sets (the parent builds it).
+
+Before the handler is imported, the function's role policy is enforced on every botocore session
+(``iam_guard.py``, loaded from its file: it is not on ``sys.path`` either). Then the handler named
+by the template's ``Handler`` is imported (an import error ends the process, as a failed init
+does on Lambda) and invocations are served over HTTP on 127.0.0.1:
+
+    POST /invoke  {"event": ..., "context": {"aws_request_id", "timeout_seconds"}}
+    -> 200 {"result": ...} | 200 {"errorType", "errorMessage", "stackTrace"} + X-Function-Error
+
+The first line on stdout is ``READY <port>``. Standard library only (``http.server``), like the
+runtime interface client it stands in for: nothing of the dev venv may be loaded here. Threaded:
+each connection is served by a thread, as many execution environments would serve them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Context:
+    """The parts of Lambda's context object a handler may use."""
+
+    def __init__(self, request_id: str, timeout_seconds: float) -> None:
+        self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+        self.function_version = os.environ.get("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        self.memory_limit_in_mb = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+        self.invoked_function_arn = os.environ.get("TURNSTILE_LOCAL_FUNCTION_ARN", "")
+        self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
+        self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
+        self.aws_request_id = request_id
+        self._deadline = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def load_guard(config: dict[str, Any]) -> Any:
+    spec = importlib.util.spec_from_file_location("_turnstile_iam_guard", f"{HERE}/iam_guard.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    guard = module.Guard(config)
+    module.enforce_on_new_sessions(guard)
+    return guard
+
+
+def clean_path(asset: str, layers: list[str]) -> None:
+    """The asset, the layers, the standard library: nothing else."""
+    stdlib = [p for p in sys.path if p and not p.endswith("site-packages")]
+    sys.path[:] = [asset, *layers, *stdlib]
+
+
+def main() -> int:
+    with open(sys.argv[sys.argv.index("--config") + 1]) as file:
+        config = json.load(file)
+    clean_path(config["asset"], config["layers"])
+    if config.get("policy") is not None:
+        load_guard(config["policy"])
+    module_name, _, function = config["handler"].rpartition(".")
+    handler = getattr(importlib.import_module(module_name), function)
+    lock = threading.Lock()
+
+    class Invocations(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            request = json.loads(body)
+            context = Context(
+                request["context"]["aws_request_id"], request["context"]["timeout_seconds"]
+            )
+            error = False
+            try:
+                answer: Any = {"result": handler(request["event"], context)}
+            except Exception as exc:  # noqa: BLE001 (any unhandled error: a function error)
+                error = True
+                answer = {
+                    "errorType": type(exc).__name__,
+                    "errorMessage": str(exc),
+                    "stackTrace": traceback.format_exception(exc),
+                }
+                with lock:
+                    traceback.print_exc()
+            data = json.dumps(answer, default=str).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if error:
+                self.send_header("X-Function-Error", "Unhandled")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024  # the bridge opens up to one connection per client thread
+
+    server = Server(("127.0.0.1", 0), Invocations)
+    print(f"READY {server.server_address[1]}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

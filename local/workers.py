@@ -1,0 +1,349 @@
+"""Each function of the synthesized template, run as deployed: its asset, its layer, its role.
+
+One worker process per ``AWS::Lambda::Function`` of the template (``local/sandbox/bootstrap.py``
+in a clean interpreter, see there): its code is the function's Code asset in the cloud assembly
+(``aws:asset:path`` metadata), its dependencies the layer built from the same pins for this host's
+architecture (``infra.layer.layer_dir``), its environment exactly the template's variables plus
+what the Lambda runtime sets and what a local run must add (DynamoDB Local's endpoint and
+credentials; ``POWERTOOLS_TRACE_DISABLED``, as there is no X-Ray daemon). Its DynamoDB calls are
+checked against its role's policy as synthesized (``local.iam``).
+
+A :class:`Worker` is called like a handler (``worker(event, context)``), so the HTTP bridge and
+the stream pumps use it in place of an in-process import. An unhandled error in the function
+raises :class:`FunctionError` here (API Gateway answers 502, the event source mapping retries);
+a function that fails to import raises :class:`InitError` at start, with its output.
+
+Workers print what the function logs; lines that are CloudWatch EMF documents also feed the
+process-wide ``turnstile.metrics.tally`` here, so ``make local``'s contention summary still sees
+what the functions counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+from local import iam
+from local import template as cfn
+from turnstile import metrics
+
+SANDBOX = Path(__file__).resolve().parent / "sandbox"
+BOOTSTRAP = SANDBOX / "bootstrap.py"
+REGION = iam.REGION
+ACCOUNT = iam.ACCOUNT
+MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+
+log = logging.getLogger("local.function")
+
+
+class InitError(RuntimeError):
+    """The function could not start (its handler failed to import)."""
+
+
+class FunctionError(RuntimeError):
+    """The function raised: Lambda's ``X-Amz-Function-Error: Unhandled``."""
+
+    def __init__(self, function: str, error_type: str, message: str) -> None:
+        super().__init__(f"{function}: {error_type}: {message}")
+        self.error_type = error_type
+
+
+def host_arch() -> str:
+    """The layer architecture this machine runs (``arm64`` or ``x86_64``)."""
+    return MACHINES[platform.machine().lower()]
+
+
+def host_layer() -> Path:
+    """The layer's content for this host, built if missing."""
+    from infra import layer
+
+    layer.build(host_arch(), log=False)  # nothing to do when the stamp matches the lock
+    return layer.layer_dir(host_arch()) / "python"
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    """One function of the template, resolved to local paths and names."""
+
+    logical_id: str
+    handler: str
+    asset: Path
+    environment: dict[str, str]
+    timeout_seconds: int
+    memory_mb: int
+    role: str
+
+    @property
+    def name(self) -> str:
+        return self.logical_id  # the local physical name, as tables are named by logical id
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.name}"
+
+
+def asset_paths(assembly_dir: Path) -> dict[str, Path]:
+    """S3 object key -> the staged asset's folder, from the cloud assembly's asset manifests
+    (the files ``cdk deploy`` uploads: the template's ``Code.S3Key`` names one of them)."""
+    assembly_dir = assembly_dir.resolve()
+    manifest = json.loads((assembly_dir / "manifest.json").read_text())
+    found: dict[str, Path] = {}
+    for artifact in manifest["artifacts"].values():
+        if artifact["type"] != "cdk:asset-manifest":
+            continue
+        assets = json.loads((assembly_dir / artifact["properties"]["file"]).read_text())
+        for asset in assets.get("files", {}).values():
+            for destination in asset["destinations"].values():
+                found[destination["objectKey"]] = assembly_dir / asset["source"]["path"]
+    return found
+
+
+def code_asset(logical: str, resource: Mapping[str, Any], assets: Mapping[str, Path]) -> Path:
+    """The folder a function's code was synthesized to (``aws:asset:path`` metadata when the
+    app writes it, else the asset manifest's entry for ``Code.S3Key``)."""
+    metadata = resource.get("Metadata") or {}
+    assembly_dir = next(iter(assets.values())).parent if assets else Path()
+    if metadata.get("aws:asset:property") == "Code" and "aws:asset:path" in metadata:
+        return assembly_dir / metadata["aws:asset:path"]
+    key = (resource["Properties"].get("Code") or {}).get("S3Key")
+    if not isinstance(key, str) or key not in assets or not assets[key].is_dir():
+        raise ValueError(f"{logical}: its code is not a synthesized folder asset ({key!r})")
+    return assets[key]
+
+
+def functions(template: Mapping[str, Any], assembly_dir: Path) -> list[FunctionDef]:
+    """Every ``AWS::Lambda::Function`` of ``template``; assets are under ``assembly_dir``."""
+    names = {logical: logical for logical in cfn.resources(dict(template), "AWS::DynamoDB::Table")}
+    assets = asset_paths(assembly_dir.resolve())
+    found = []
+    for logical, resource in cfn.resources(dict(template), "AWS::Lambda::Function").items():
+        properties = resource["Properties"]
+        variables = (properties.get("Environment") or {}).get("Variables") or {}
+        found.append(
+            FunctionDef(
+                logical_id=logical,
+                handler=properties["Handler"],
+                asset=code_asset(logical, resource, assets),
+                environment={key: cfn.resolve(v, names) for key, v in variables.items()},
+                timeout_seconds=int(properties.get("Timeout", 3)),
+                memory_mb=int(properties.get("MemorySize", 128)),
+                role=properties["Role"]["Fn::GetAtt"][0],
+            )
+        )
+    return found
+
+
+def runtime_environment(function: FunctionDef, local: Mapping[str, str]) -> dict[str, str]:
+    """The process environment: the template's variables, Lambda's own, and ``local``'s."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "en_US.UTF-8",
+        "TZ": ":UTC",
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
+        "AWS_LAMBDA_FUNCTION_NAME": function.name,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_mb),
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function.name}",
+        "AWS_LAMBDA_LOG_STREAM_NAME": "local",
+        "LAMBDA_TASK_ROOT": str(function.asset),
+        "LAMBDA_RUNTIME_DIR": str(SANDBOX),
+        "_HANDLER": function.handler,
+        "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon locally
+        **local,
+        **function.environment,
+    }
+
+
+def _feed_tally(line: str) -> None:
+    """A CloudWatch EMF line's figures into ``metrics.tally``; anything else is ignored."""
+    if not line.startswith("{") or '"_aws"' not in line:
+        return
+    try:
+        document = json.loads(line)
+        pattern = str(document.get("pattern", ""))
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = document[metric["Name"]]
+                total = sum(value) if isinstance(value, list) else value
+                metrics.tally(metrics.Figure(pattern, metric["Name"], float(total), "Count"))
+    except (ValueError, KeyError, TypeError):
+        return
+
+
+@dataclass
+class Worker:
+    """One function's process; call it like the handler."""
+
+    function: FunctionDef
+    layers: list[Path]
+    local_environment: dict[str, str]
+    policy: dict[str, Any] | None
+    process: subprocess.Popen[str] | None = None
+    port: int = 0
+    output: list[str] = field(default_factory=list)
+    _pool: urllib3.HTTPConnectionPool | None = None
+    _config: Path | None = None
+
+    def spawn(self) -> Worker:
+        config = {
+            "asset": str(self.function.asset),
+            "layers": [str(each) for each in self.layers],
+            "handler": self.function.handler,
+            "policy": self.policy,
+        }
+        handle, path = tempfile.mkstemp(prefix="turnstile-worker-", suffix=".json")
+        with os.fdopen(handle, "w") as file:
+            json.dump(config, file)
+        self._config = Path(path)
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", str(BOOTSTRAP), "--config", path],
+            env=runtime_environment(self.function, self.local_environment),
+            cwd=self.function.asset,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
+        return self
+
+    def ready(self) -> Worker:
+        """Wait for the function's init; :class:`InitError` with its output if it failed."""
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("READY "):
+                self.port = int(line.split()[1])
+                break
+            self.output.append(line)
+        else:
+            self.process.wait()
+            raise InitError(
+                f"{self.function.name} ({self.function.handler}) failed to start:\n"
+                + "".join(self.output[-40:])
+            )
+        self._pool = urllib3.HTTPConnectionPool(
+            "127.0.0.1", self.port, maxsize=256, block=False, retries=False
+        )
+        threading.Thread(target=self._relay, name=f"log-{self.function.name}", daemon=True).start()
+        return self
+
+    def _relay(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        function_log = log.getChild(self.function.name)
+        for line in self.process.stdout:
+            _feed_tally(line)
+            function_log.info("%s", line.rstrip("\n"))
+
+    def invoke(self, event: Any, request_id: str | None = None) -> Any:
+        if self._pool is None:
+            raise RuntimeError(f"{self.function.name} is not running")
+        body = json.dumps(
+            {
+                "event": event,
+                "context": {
+                    "aws_request_id": request_id or str(uuid.uuid4()),
+                    "timeout_seconds": self.function.timeout_seconds,
+                },
+            },
+            default=str,
+        )
+        response = self._pool.request(
+            "POST",
+            "/invoke",
+            body=body.encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=self.function.timeout_seconds + 30,
+        )
+        answer = json.loads(response.data)
+        if response.headers.get("X-Function-Error"):
+            raise FunctionError(self.function.name, answer["errorType"], answer["errorMessage"])
+        return answer["result"]
+
+    def __call__(self, event: Any, context: Any = None) -> Any:
+        return self.invoke(event, getattr(context, "aws_request_id", None))
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        if self._config is not None:
+            self._config.unlink(missing_ok=True)
+
+
+def _die_with_parent() -> None:
+    from local.dynamodb_local import _die_with_parent as die
+
+    die()
+
+
+class Workers(dict[str, Worker]):
+    """Every function's worker, by handler path (``service.handlers.products.handler``)."""
+
+    def stop(self) -> None:
+        for worker in self.values():
+            worker.stop()
+
+
+def start(
+    template: Mapping[str, Any],
+    assembly_dir: Path,
+    local_environment: Mapping[str, str],
+    *,
+    layers: list[Path] | None = None,
+    enforce_iam: bool = True,
+    only: set[str] | None = None,
+) -> Workers:
+    """Start a worker per function (``only``: these handler paths), all at once; stops them
+    all if any fails to start."""
+    layers = layers if layers is not None else [host_layer()]
+    policies = iam.policies(dict(template)) if enforce_iam else {}
+    workers = Workers()
+    try:
+        for function in functions(template, assembly_dir):
+            if only is not None and function.handler not in only:
+                continue
+            policy = policies[function.logical_id].config() if enforce_iam else None
+            workers[function.handler] = Worker(
+                function, list(layers), dict(local_environment), policy
+            ).spawn()
+        for worker in workers.values():
+            worker.ready()
+    except BaseException:
+        workers.stop()
+        raise
+    return workers
+
+
+@contextmanager
+def running(
+    template: Mapping[str, Any],
+    assembly_dir: Path,
+    local_environment: Mapping[str, str],
+    **options: Any,
+) -> Iterator[Workers]:
+    workers = start(template, assembly_dir, local_environment, **options)
+    try:
+        yield workers
+    finally:
+        workers.stop()
