@@ -16,7 +16,7 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install local token test lint typecheck synth bench chaos clean
+.PHONY: help install local token test lint typecheck synth bench chaos clean docs examples wheel
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
@@ -25,6 +25,9 @@ help:
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
+	@echo "make docs    build the documentation site into .site/ (mkdocs --strict)"
+	@echo "make examples  run examples/ from the installed wheel against DynamoDB Local"
+	@echo "make wheel   build the library's wheel into dist/"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
@@ -64,9 +67,23 @@ typecheck: install
 
 test: install lint typecheck
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory docs examples
+
+# The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
+wheel: install
+	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+
+# The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
+
+# Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
+examples: install
+	$(BIN)/python -m examples.run
 
 bench: install synth
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.import_time
 
 SECONDS ?= 600
 SEED ?=
@@ -75,4 +92,4 @@ chaos: install synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache bench/results
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache bench/results .site .examples dist

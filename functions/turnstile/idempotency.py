@@ -51,13 +51,30 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry
 from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
 from turnstile.record_keys import record_id as record_id
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "COMPLETED",
+    "IN_PROGRESS",
+    "REPLAYED_HEADERS",
+    "Claim",
+    "IdempotencyStore",
+    "KeyReused",
+    "Replay",
+    "StillRunning",
+    "fingerprint",
+    "partition_of",
+    "record_id",
+]
 
 PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, IdempotencyKeyReused
 IN_PROGRESS = "IN_PROGRESS"
@@ -121,7 +138,7 @@ def fingerprint(*parts: Any) -> str:
 
 @dataclass
 class IdempotencyStore:
-    client: Any
+    client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     lock_ms: int = 30_000
