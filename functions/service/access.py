@@ -22,7 +22,6 @@ UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 CHECK = "dynamodb:ConditionCheckItem"
 QUERY = "dynamodb:Query"
-BATCH_WRITE = "dynamodb:BatchWriteItem"
 
 # Claim (PutItem), store the answer (UpdateItem, also inside transactions), release (DeleteItem).
 IDEMPOTENCY_ACTIONS = (PUT, UPDATE, DELETE)

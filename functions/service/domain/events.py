@@ -18,7 +18,7 @@ registration put ``attribute_not_exists``, in one transaction); cancelling is
 Sharded events (``shards`` > 1 at creation, for sign-ups past one item's write limit): the event
 item keeps ``name``, ``capacity``, ``shards`` and ``version`` but no ``registered``; the seats live
 in ``shards`` counter items ``eventId = "<eventId>#<k>", sk = "SHARD"``, each a
-:class:`turnstile.capacity.Counter` over its share of the capacity. A registration item moves to
+:class:`turnstile.capacity.CapacityRow` over its share of the capacity. A registration item moves to
 ``eventId = "<eventId>#<h>"`` with ``h`` a fixed hash of the user id (so registrations are spread
 over N keys too, and a user's registration has exactly one possible key: ``ALREADY_REGISTERED``
 stays exact) and records the counter shard it took (``shard``), which a cancellation gives back.
@@ -89,8 +89,8 @@ class Events:
     def _event_key(self, event_id: str) -> dict[str, Any]:
         return {"eventId": event_id, "sk": EVENT_SK}
 
-    def counter(self, event_id: str) -> capacity.Counter:
-        return capacity.Counter(
+    def counter(self, event_id: str) -> capacity.CapacityRow:
+        return capacity.CapacityRow(
             table=self.table,
             key=self._event_key(event_id),
             count_attr="registered",
@@ -105,13 +105,13 @@ class Events:
             item={"userId": user_id, **attributes},
         )
 
-    def shards_of(self, event_id: str, shards: int) -> sharded.Counter:
-        return sharded.Counter(
+    def shards_of(self, event_id: str, shards: int) -> sharded.ShardedCounter:
+        return sharded.ShardedCounter(
             self.table, "eventId", event_id, shards, "registered", (("sk", SHARD_SK),)
         )
 
-    def _shard_counter(self, event_id: str, shard: int) -> capacity.Counter:
-        return capacity.Counter(
+    def _shard_counter(self, event_id: str, shard: int) -> capacity.CapacityRow:
+        return capacity.CapacityRow(
             table=self.table,
             key={"eventId": f"{event_id}#{shard}", "sk": SHARD_SK},
             count_attr="registered",

@@ -54,8 +54,6 @@ from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock,
 from turnstile import codec, metrics, retry, sharded, transact, versioned
 from turnstile.idempotency import Claim, IdempotencyStore
 
-STRATEGIES = ("atomic", "versioned")
-
 
 class _Sharded(Exception):
     """The product turned out to be sharded (learnt from its item); carries its shard count."""
@@ -92,8 +90,8 @@ class Products:
     def _key(self, product_id: str) -> dict[str, Any]:
         return {"productId": product_id}
 
-    def counter(self, product_id: str, shards: int) -> sharded.Counter:
-        return sharded.Counter(self.table, "productId", product_id, shards, "stock")
+    def counter(self, product_id: str, shards: int) -> sharded.ShardedCounter:
+        return sharded.ShardedCounter(self.table, "productId", product_id, shards, "stock")
 
     def create(self, product_id: str, name: str, stock: int, shards: int = 1) -> dict[str, Any]:
         if shards > 1:
@@ -296,7 +294,7 @@ class Products:
         }
 
     def _purchase_sharded_keyed(
-        self, counter: sharded.Counter, quantity: int, purchase_id: str, claim: Claim
+        self, counter: sharded.ShardedCounter, quantity: int, purchase_id: str, claim: Claim
     ) -> dict[str, Any]:
         store = self.idempotency
         assert store is not None, "a claim needs an idempotency store"
