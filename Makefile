@@ -75,7 +75,7 @@ wheel: install
 
 # The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
 docs: install
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
 examples: install
