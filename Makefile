@@ -56,7 +56,7 @@ local: install synth
 
 # Needs `make local` running (it writes .local/auth.json). USER defaults to your login name.
 token: $(VENV)/.installed
-	@$(BIN)/python -m local.token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
+	@$(BIN)/python -m local.issue_token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
 
 lint: install
 	$(BIN)/ruff check .

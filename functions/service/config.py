@@ -39,6 +39,8 @@ REGISTRATION_CAP_SECONDS = 0.3
 MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_LOCK_MS = 30_000
 IDEMPOTENCY_KEEP_SECONDS = 24 * 3600
+# Response headers that are part of an answer: a replay repeats them (issue 8, section 2).
+IDEMPOTENCY_REPLAYED_HEADERS = ("Location", "ETag")
 TTL_ATTRIBUTE = "expiresAt"
 
 # Purchases (seed 000): lost races retried from the ALL_OLD image, with full-jitter backoff.
