@@ -1,5 +1,5 @@
-"""The local identity provider (local.identity, local.issue_token): moto's cognito-idp server started in
-this process on a free port, provisioned from the synthesized template; loopback only."""
+"""The local identity provider (local.identity, local.issue_token): moto's cognito-idp server
+started in this process on a free port, provisioned from the synthesized template; loopback only."""
 
 from __future__ import annotations
 
