@@ -8,6 +8,7 @@ written beside the site as ``openapi.json``.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,18 @@ def render(document: dict[str, Any]) -> str:
             first = _cell(summary.splitlines()[0]) if summary else ""
             lines.append(f"| `{method.upper()}` | `{path}` | {first} | {codes} |")
     return "\n".join(lines) + "\n"
+
+
+# A snippet include that is not one (a formatter rewrote it, a typo) renders as literal text.
+_MANGLED_SNIPPET = re.compile(r"^-+\s*8\s*<\s*-+", re.MULTILINE)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    for match in _MANGLED_SNIPPET.finditer(markdown):
+        line = markdown[match.start() :].split("\n", 1)[0]
+        if not line.startswith('--8<-- "'):
+            raise ValueError(f"{page.file.src_path}: not a snippet include: {line!r}")
+    return markdown
 
 
 def on_files(files: Files, config: Any) -> Files:
