@@ -68,11 +68,14 @@ import itertools
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
     "FREE",
@@ -183,7 +186,7 @@ def _skippable(exc: BaseException) -> bool:
 
 
 def sell(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     keys: Sequence[Mapping[str, Any]],
     *,
@@ -232,7 +235,7 @@ def sell(
 
 
 def _candidates(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     pools: Sequence[str],
     *,
@@ -335,7 +338,7 @@ def _claim_item(
 
 
 def reserve(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     *,
     pools: Sequence[str],
@@ -432,7 +435,12 @@ _TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 
 
 def _claim_one(
-    client: Any, update: dict[str, Any], holder: str, holder_attr: str, *, backoff: retry.Backoff
+    client: DynamoDBClient,
+    update: dict[str, Any],
+    holder: str,
+    holder_attr: str,
+    *,
+    backoff: retry.Backoff,
 ) -> None:
     """A reservation of one unit needs no transaction: one conditional ``UpdateItem`` is all or
     nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
@@ -460,7 +468,7 @@ def _claim_one(
 
 
 def holders_units(
-    client: Any, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
+    client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
     """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
     response = retry.call(
@@ -475,7 +483,7 @@ def holders_units(
 
 
 def free(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     keys: Sequence[Mapping[str, Any]],
     *,

@@ -88,11 +88,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
     "SAFETY_MARGIN_MS",
@@ -176,7 +179,7 @@ class NoTimeLeft(errors.Retryable):
 class Leases:
     """Lease operations on one lease table. ``clock`` returns epoch seconds (inject it in tests)."""
 
-    client: Any
+    client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     clock: Callable[[], float] = time.time
@@ -445,7 +448,7 @@ class Leases:
 
 
 def fenced_update(
-    client: Any,
+    client: DynamoDBClient,
     *,
     table: str,
     key: Mapping[str, Any],

@@ -52,11 +52,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
     "ROUNDS",
@@ -165,7 +168,7 @@ hints = SoldOutHints()
 
 
 def read_items(
-    client: Any, counter: ShardedCounter, backoff: retry.Backoff
+    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff
 ) -> list[dict[str, Any]]:
     """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
     ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
@@ -173,7 +176,7 @@ def read_items(
 
 
 def read_with(
-    client: Any,
+    client: DynamoDBClient,
     counter: ShardedCounter,
     backoff: retry.Backoff,
     extra_keys: Sequence[dict[str, Any]] = (),
@@ -205,12 +208,14 @@ def read_with(
     return [item for item in shards if item is not None], [at(key) for key in extra_keys]
 
 
-def read_all(client: Any, counter: ShardedCounter, backoff: retry.Backoff) -> list[int]:
+def read_all(client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff) -> list[int]:
     """Every shard's count (see :func:`read_items`)."""
     return [int(item.get(counter.count_attr, 0)) for item in read_items(client, counter, backoff)]
 
 
-def _decrement(client: Any, counter: ShardedCounter, shard: int, quantity: int) -> dict[str, Any]:
+def _decrement(
+    client: DynamoDBClient, counter: ShardedCounter, shard: int, quantity: int
+) -> dict[str, Any]:
     response = client.update_item(
         TableName=counter.table,
         Key=counter.wire_key(shard),
@@ -224,7 +229,7 @@ def _decrement(client: Any, counter: ShardedCounter, shard: int, quantity: int) 
     return codec.decode_item(response["Attributes"]) or {}
 
 
-def _decrement_many(client: Any, counter: ShardedCounter, takes: dict[int, int]) -> None:
+def _decrement_many(client: DynamoDBClient, counter: ShardedCounter, takes: dict[int, int]) -> None:
     client.transact_write_items(
         TransactItems=[
             {
@@ -257,7 +262,7 @@ def _spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[i
 
 
 def take(
-    client: Any,
+    client: DynamoDBClient,
     counter: ShardedCounter,
     quantity: int,
     *,
@@ -349,7 +354,7 @@ def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str,
 
 
 def set_total(
-    client: Any,
+    client: DynamoDBClient,
     counter: ShardedCounter,
     total: int,
     *,
@@ -399,7 +404,7 @@ def set_total(
 
 
 def add(
-    client: Any,
+    client: DynamoDBClient,
     counter: ShardedCounter,
     units: int,
     *,
