@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,11 +88,11 @@ def main() -> int:
     cdk_python = cdk_venv(WORK / "venv-cdk", python)
     scripts = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
     scripts = [p for p in scripts if p.name not in {"run.py", "__init__.py"}]
-    passed = failed = 0
     with DynamoDBLocal() as db:
         env = {**os.environ, **db.environment(), "CDK_OUTDIR": str(WORK / "cdk.out")}
         env.pop("PYTHONPATH", None)
-        for script in scripts:
+
+        def run(script: Path) -> tuple[Path, subprocess.CompletedProcess[str], float]:
             runner = cdk_python if script.name in CDK_EXAMPLES else python
             started = time.monotonic()
             result = subprocess.run(
@@ -102,14 +103,21 @@ def main() -> int:
                 text=True,
                 timeout=300,
             )
-            seconds = time.monotonic() - started
-            if result.returncode == 0:
-                passed += 1
-                last = (result.stdout.strip().splitlines() or [""])[-1]
-                print(f"ok   {script.name} ({seconds:.1f} s): {last}")
-            else:
-                failed += 1
-                print(f"FAIL {script.name} ({seconds:.1f} s)\n{result.stdout}{result.stderr}")
+            return script, result, time.monotonic() - started
+
+        # The CDK example (a jsii process) takes longest: start it first, the others beside it.
+        ordered = sorted(scripts, key=lambda p: p.name not in CDK_EXAMPLES)
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            results = sorted(pool.map(run, ordered), key=lambda r: r[0].name)
+    passed = failed = 0
+    for script, result, seconds in results:
+        if result.returncode == 0:
+            passed += 1
+            last = (result.stdout.strip().splitlines() or [""])[-1]
+            print(f"ok   {script.name} ({seconds:.1f} s): {last}")
+        else:
+            failed += 1
+            print(f"FAIL {script.name} ({seconds:.1f} s)\n{result.stdout}{result.stderr}")
     print(f"examples: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

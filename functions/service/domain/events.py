@@ -37,11 +37,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
-from turnstile import capacity, codec, metrics, retry, sharded, transact, versioned
+from turnstile import capacity, codec, creation, metrics, retry, sharded, transact, versioned
 
 EVENT_SK = "EVENT"
 REGISTRATION_PREFIX = "REG#"
@@ -140,19 +138,11 @@ class Events:
             "version": 1,
         }
         try:
-            retry.call(
-                lambda: self.client.put_item(
-                    TableName=self.table,
-                    Item=codec.encode_item(item),
-                    ConditionExpression="attribute_not_exists(eventId)",
-                ),
-                backoff=self.backoff,
-                idempotent=False,
+            creation.create_if_absent(
+                self.client, table=self.table, item=item, key_attr="eventId", backoff=self.backoff
             )
-        except ClientError as exc:
-            if retry.condition_failed(exc):
-                raise AlreadyExists(f"event {event_id!r} already exists") from exc
-            raise
+        except creation.AlreadyExists as exc:
+            raise AlreadyExists(f"event {event_id!r} already exists") from exc
         return _event(item)
 
     def _create_sharded(
@@ -175,16 +165,8 @@ class Events:
             }
             for k, share in enumerate(sharded.split(capacity_, shards))
         ]
-        elements = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": codec.encode_item(item),
-                    "ConditionExpression": "attribute_not_exists(eventId)",
-                }
-            }
-            for item in [parent, *counters]
-        ]
+        created = [parent, *counters]
+        elements = [creation.put_new_op(self.table, item, "eventId") for item in created]
         try:
             transact.transact_write(self.client, elements, backoff=self.backoff)
         except transact.Cancelled as exc:
