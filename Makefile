@@ -16,7 +16,7 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos clean
+.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos clean docs examples wheel
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
@@ -28,6 +28,9 @@ help:
 	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
 	@echo "make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
 	@echo "make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack"
+	@echo "make docs    build the documentation site into .site/ (mkdocs --strict)"
+	@echo "make examples  run examples/ from the installed wheel against DynamoDB Local"
+	@echo "make wheel   build the library's wheel into dist/"
 
 # One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
@@ -76,7 +79,7 @@ local: install layers synth
 
 # Needs `make local` running (it writes .local/auth.json). USER defaults to your login name.
 token: $(VENV)/.installed
-	@$(BIN)/python -m local.token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
+	@$(BIN)/python -m local.issue_token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
 
 lint: install
 	$(BIN)/ruff check .
@@ -87,9 +90,23 @@ typecheck: install
 
 test: install layers lint typecheck
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory docs examples
+
+# The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
+wheel: install
+	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+
+# The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
+examples: install
+	$(BIN)/python -m examples.run
 
 bench: install layers synth
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.import_time
 
 # The post-deploy tier against a deployed stack: reads its outputs, creates its own users, runs the
 # e2e scenarios through the deployed API, removes what it created. Needs AWS credentials.
@@ -107,4 +124,4 @@ chaos: install layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out build .pytest_cache .mypy_cache .ruff_cache bench/results
+	rm -rf $(VENV) node_modules cdk.out build .pytest_cache .mypy_cache .ruff_cache bench/results .site .examples dist

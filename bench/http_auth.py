@@ -38,8 +38,8 @@ from bench.harness import Meter, measure, median_row, raw_ceiling, row
 from local import bridge, template
 from local.dynamodb_local import DynamoDBLocal
 from local.identity import AuthConfig, IdentityProvider, cognito_client
+from local.issue_token import id_token
 from local.run import exported
-from local.token import id_token
 from local.tokens import raw_token
 from service import runtime
 from service.domain.errors import Unauthorized

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import IdentityProvider  # noqa: E402
-from local.token import id_token  # noqa: E402
+from local.issue_token import id_token  # noqa: E402
 
 
 def per_op_us(operation: Callable[[], object], n: int, rounds: int = 3) -> float:

@@ -67,9 +67,6 @@ class Rates:
     ttl: float = 0.3  # per eligible item per sweep
 
 
-QUIET = Rates(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-
 @dataclass(frozen=True)
 class Fault:
     at: float  # seconds since the run started

@@ -193,6 +193,7 @@ def _run(
         backoff=config.call_backoff(),
         lock_ms=IDEMPOTENCY_LOCK_MS,
         keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
+        replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
     )
     runtime.idempotency.set(store)
 

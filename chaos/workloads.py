@@ -318,7 +318,7 @@ def leases(
             try:
                 fenced.transact(held, [item])
                 client.history.complete(write, OK, 200, {"fence": fence})
-            except lease.Lost as exc:
+            except lease.LeaseLost as exc:
                 client.history.complete(write, FAIL, 409, {"current": exc.current})
             except (
                 Crash,

@@ -26,7 +26,6 @@ UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 CHECK = "dynamodb:ConditionCheckItem"
 QUERY = "dynamodb:Query"
-BATCH_WRITE = "dynamodb:BatchWriteItem"
 BATCH_GET = "dynamodb:BatchGetItem"
 
 # Claim (PutItem), store the answer (UpdateItem, also inside transactions), release (DeleteItem).

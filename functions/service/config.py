@@ -39,6 +39,8 @@ REGISTRATION_CAP_SECONDS = 0.3
 MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_LOCK_MS = 30_000
 IDEMPOTENCY_KEEP_SECONDS = 24 * 3600
+# Response headers that are part of an answer: a replay repeats them (issue 8, section 2).
+IDEMPOTENCY_REPLAYED_HEADERS = ("Location", "ETag")
 TTL_ATTRIBUTE = "expiresAt"
 
 # Purchases (seed 000): lost races retried from the ALL_OLD image, with full-jitter backoff.
@@ -89,7 +91,6 @@ CALL_CAP_SECONDS = 0.5
 STREAM_BATCH_SIZE = 100
 STREAM_RETRY_ATTEMPTS = 5
 STREAM_MAX_RECORD_AGE_SECONDS = 3600
-STREAM_MAX_BATCHING_WINDOW_SECONDS = 0
 
 # API Gateway stage throttling (steady requests/s and burst), shared by CDK and the README.
 API_RATE_LIMIT = 200
@@ -139,7 +140,6 @@ class Tables:
 # must increase forever, so the lease table has no TTL: its items are never deleted (issue 13.7).
 LEASES = "leases"
 WALLETS = "wallets"
-LEASE_SAFETY_MARGIN_MS = 500  # assumed bound on clock skew between clients (see turnstile.lease)
 LOCK_MIN_TTL_SECONDS = 0.1
 LOCK_MAX_TTL_SECONDS = 3600
 # Wallet top-ups: the lease outlives the provider call; a request waits this long for the lease.

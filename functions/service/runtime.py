@@ -64,6 +64,7 @@ def _build_idempotency() -> IdempotencyStore:
         backoff=config.call_backoff(),
         lock_ms=config.IDEMPOTENCY_LOCK_MS,
         keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
+        replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
     )
 
 

@@ -41,9 +41,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turnstile import codec, errors, retry, transact
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "ALSO_OFFSET",
+    "AlreadyMember",
+    "CapacityRow",
+    "Full",
+    "Member",
+    "NoCounter",
+    "NotMember",
+    "join",
+    "join_ops",
+    "leave",
+    "leave_ops",
+]
 
 PATTERN = "capacity"  # metrics: transaction conflicts and throttles of joins and leaves
 
@@ -76,7 +93,7 @@ class NotMember(errors.NotFound):
 
 
 @dataclass(frozen=True)
-class Counter:
+class CapacityRow:
     """The counter item: ``key`` in ``table``, with count, limit and version attributes."""
 
     table: str
@@ -96,7 +113,7 @@ class Member:
     item: Mapping[str, Any] | None = None
 
 
-def join_ops(counter: Counter, member: Member) -> list[dict[str, Any]]:
+def join_ops(counter: CapacityRow, member: Member) -> list[dict[str, Any]]:
     """The two transaction elements of a join (see the module docstring)."""
     assert member.item is not None, "a join writes the member item"
     partition = next(iter(member.key))
@@ -128,7 +145,7 @@ def join_ops(counter: Counter, member: Member) -> list[dict[str, Any]]:
     ]
 
 
-def leave_ops(counter: Counter, member: Member) -> list[dict[str, Any]]:
+def leave_ops(counter: CapacityRow, member: Member) -> list[dict[str, Any]]:
     """The two transaction elements of a leave (see the module docstring)."""
     partition = next(iter(member.key))
     return [
@@ -159,8 +176,8 @@ def leave_ops(counter: Counter, member: Member) -> list[dict[str, Any]]:
 
 
 def join(
-    client: Any,
-    counter: Counter,
+    client: DynamoDBClient,
+    counter: CapacityRow,
     member: Member,
     *,
     backoff: retry.Backoff,
@@ -190,8 +207,8 @@ def join(
 
 
 def leave(
-    client: Any,
-    counter: Counter,
+    client: DynamoDBClient,
+    counter: CapacityRow,
     member: Member,
     *,
     backoff: retry.Backoff,

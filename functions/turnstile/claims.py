@@ -68,11 +68,32 @@ import itertools
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "FREE",
+    "HELD",
+    "SOLD",
+    "TICKET_SPACE",
+    "Claimed",
+    "HoldLost",
+    "Key",
+    "NotEnough",
+    "UnitTable",
+    "free",
+    "free_unit",
+    "holders_units",
+    "new_ticket",
+    "reserve",
+    "sell",
+]
 
 PATTERN = "claims"
 
@@ -150,7 +171,7 @@ class Claimed:
     transactions: int = 0
 
 
-class Lost(errors.Refused):
+class HoldLost(errors.Refused):
     """A sale failed: at least one unit is no longer held (validly) by this holder."""
 
     def __init__(self, keys: Sequence[Key], current: Sequence[dict[str, Any] | None]) -> None:
@@ -164,85 +185,8 @@ def _skippable(exc: BaseException) -> bool:
     return retry.condition_failed(exc) or retry.error_code(exc) == "TransactionConflictException"
 
 
-def claim(
-    client: Any,
-    units: UnitTable,
-    key: Mapping[str, Any],
-    *,
-    holder: str,
-    now_ms: int,
-    until_ms: int,
-    backoff: retry.Backoff,
-) -> bool:
-    """Claim one unit (free, or held with a lapsed hold); False when someone else has it."""
-    try:
-        retry.call(
-            lambda: client.update_item(
-                TableName=units.table,
-                Key=codec.encode_item(key),
-                UpdateExpression=(
-                    "SET #status = :held, #holder = :holder, #until = :until, #ticket = :until, "
-                    "#seq = if_not_exists(#seq, :zero) + :one"
-                ),
-                ConditionExpression="#status = :free OR (#status = :held AND #until <= :now)",
-                ExpressionAttributeNames={k: v for k, v in units.names().items() if k != "#pool"},
-                ExpressionAttributeValues=codec.values(
-                    held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1
-                ),
-            ),
-            backoff=backoff,
-            idempotent=False,
-            pattern=PATTERN,
-        )
-    except ClientError as exc:
-        if _skippable(exc):
-            metrics.count("ClaimLost", pattern=PATTERN)
-            return False
-        raise
-    return True
-
-
-def release(
-    client: Any,
-    units: UnitTable,
-    key: Mapping[str, Any],
-    *,
-    holder: str,
-    ticket: int,
-    backoff: retry.Backoff,
-) -> dict[str, Any] | None:
-    """Give a unit back if ``holder`` still holds it. Returns None when released, else the unit as
-    it is now (sold, or reclaimed by someone else after the hold lapsed)."""
-    try:
-        retry.call(
-            lambda: client.update_item(
-                TableName=units.table,
-                Key=codec.encode_item(key),
-                UpdateExpression=(
-                    "SET #status = :free, #ticket = :ticket, "
-                    "#seq = if_not_exists(#seq, :zero) + :one REMOVE #holder, #until"
-                ),
-                ConditionExpression="#status = :held AND #holder = :holder",
-                ExpressionAttributeNames={k: v for k, v in units.names().items() if k != "#pool"},
-                ExpressionAttributeValues=codec.values(
-                    free=FREE, held=HELD, holder=holder, ticket=ticket, zero=0, one=1
-                ),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ),
-            backoff=backoff,
-            # Safe to resend: a second identical release fails its condition and changes nothing.
-            idempotent=True,
-            pattern=PATTERN,
-        )
-    except ClientError as exc:
-        if retry.condition_failed(exc):
-            return codec.old_item(exc) or {}
-        raise
-    return None
-
-
 def sell(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     keys: Sequence[Mapping[str, Any]],
     *,
@@ -251,7 +195,7 @@ def sell(
     backoff: retry.Backoff,
     token: str | None = None,
 ) -> None:
-    """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`Lost` if any
+    """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`HoldLost` if any
     unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
     if len(keys) > 100:
         raise ValueError("a sale covers at most 100 units (one transaction)")
@@ -285,11 +229,13 @@ def sell(
     except transact.Cancelled as exc:
         metrics.count("ConfirmLost", pattern=PATTERN)
         failed = [i for i, reason in enumerate(exc.reasons) if reason.failed]
-        raise Lost([dict(keys[i]) for i in failed], [exc.reasons[i].item for i in failed]) from exc
+        raise HoldLost(
+            [dict(keys[i]) for i in failed], [exc.reasons[i].item for i in failed]
+        ) from exc
 
 
 def _candidates(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     pools: Sequence[str],
     *,
@@ -392,7 +338,7 @@ def _claim_item(
 
 
 def reserve(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     *,
     pools: Sequence[str],
@@ -489,7 +435,12 @@ _TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 
 
 def _claim_one(
-    client: Any, update: dict[str, Any], holder: str, holder_attr: str, *, backoff: retry.Backoff
+    client: DynamoDBClient,
+    update: dict[str, Any],
+    holder: str,
+    holder_attr: str,
+    *,
+    backoff: retry.Backoff,
 ) -> None:
     """A reservation of one unit needs no transaction: one conditional ``UpdateItem`` is all or
     nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
@@ -517,7 +468,7 @@ def _claim_one(
 
 
 def holders_units(
-    client: Any, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
+    client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
     """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
     response = retry.call(
@@ -532,7 +483,7 @@ def holders_units(
 
 
 def free(
-    client: Any,
+    client: DynamoDBClient,
     units: UnitTable,
     keys: Sequence[Mapping[str, Any]],
     *,

@@ -12,6 +12,8 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+__all__ = ["decode_item", "encode", "encode_item", "old_item", "values"]
+
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 

@@ -22,8 +22,9 @@ The answer is stored by an update that only the claim's owner can make::
                 REMOVE #lockedUntil
                 ConditionExpression: #token = :token AND #status = :in_progress
 
-The answer is its status, body and the headers a replay must repeat (:data:`REPLAYED_HEADERS`:
-``Location``, ``ETag``); a replay returns all three.
+The answer is its status, body and the headers a replay must repeat (the store's
+``replayed_headers``: which ones is the caller's business, an HTTP service passes e.g. ``Location``
+and ``ETag``); a replay returns all three. The record's key attribute is ``key_attr`` (``id``).
 
 :meth:`IdempotencyStore.complete_op` returns that update as a ``TransactWriteItems`` element, so a
 domain write and the stored answer can commit together: then a crash after the commit replays the
@@ -51,13 +52,29 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry
 from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
 from turnstile.record_keys import record_id as record_id
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "COMPLETED",
+    "IN_PROGRESS",
+    "Claim",
+    "IdempotencyStore",
+    "KeyReused",
+    "Replay",
+    "StillRunning",
+    "fingerprint",
+    "partition_of",
+    "record_id",
+]
 
 PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, IdempotencyKeyReused
 IN_PROGRESS = "IN_PROGRESS"
@@ -73,9 +90,6 @@ _NAMES = {
     "#fingerprint": "fingerprint",
     "#headers": "headers",
 }
-
-# Response headers that are part of an answer: a replay repeats them (issue 8, section 2).
-REPLAYED_HEADERS = ("Location", "ETag")
 
 
 class KeyReused(errors.Refused):
@@ -121,12 +135,17 @@ def fingerprint(*parts: Any) -> str:
 
 @dataclass
 class IdempotencyStore:
-    client: Any
+    client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     lock_ms: int = 30_000
     keep_seconds: int = 24 * 3600
     clock: Callable[[], float] = time.time
+    key_attr: str = "id"  # the table's partition key
+    replayed_headers: tuple[str, ...] = ()  # headers stored with an answer and replayed with it
+
+    def _names(self, *placeholders: str) -> dict[str, str]:
+        return {k: self.key_attr if k == "#id" else _NAMES[k] for k in placeholders}
 
     def begin(self, key: str, request_fingerprint: str) -> Claim | Replay:
         now_ms = int(self.clock() * 1000)
@@ -137,7 +156,7 @@ class IdempotencyStore:
             fingerprint=request_fingerprint,
         )
         item = {
-            "id": key,
+            self.key_attr: key,
             "status": IN_PROGRESS,
             "fingerprint": request_fingerprint,
             "token": claim.token,
@@ -153,9 +172,9 @@ class IdempotencyStore:
                         "attribute_not_exists(#id) OR (#status = :in_progress "
                         "AND #lockedUntil < :now AND #fingerprint = :fingerprint)"
                     ),
-                    ExpressionAttributeNames={
-                        k: _NAMES[k] for k in ("#id", "#status", "#lockedUntil", "#fingerprint")
-                    },
+                    ExpressionAttributeNames=self._names(
+                        "#id", "#status", "#lockedUntil", "#fingerprint"
+                    ),
                     ExpressionAttributeValues=codec.values(
                         in_progress=IN_PROGRESS, now=now_ms, fingerprint=request_fingerprint
                     ),
@@ -174,7 +193,7 @@ class IdempotencyStore:
     def _existing(self, old: dict[str, Any], request_fingerprint: str, now_ms: int) -> Replay:
         if old.get("fingerprint") != request_fingerprint:
             metrics.count("IdempotencyKeyReused", pattern=PATTERN)
-            raise KeyReused(old.get("id"))
+            raise KeyReused(old.get(self.key_attr))
         if old.get("status") == COMPLETED:
             metrics.count("IdempotentReplay", pattern=PATTERN)
             return Replay(
@@ -195,20 +214,19 @@ class IdempotencyStore:
         """The guarded "store the answer" update, as one ``TransactWriteItems`` element."""
         if headers is None:
             headers = claim.headers_for(body) if claim.headers_for else {}
-        kept = {name: headers[name] for name in REPLAYED_HEADERS if name in headers}
+        kept = {name: headers[name] for name in self.replayed_headers if name in headers}
         return {
             "Update": {
                 "TableName": self.table,
-                "Key": codec.encode_item({"id": claim.key}),
+                "Key": codec.encode_item({self.key_attr: claim.key}),
                 "UpdateExpression": (
                     "SET #status = :completed, #code = :code, #body = :body, "
                     "#headers = :headers REMOVE #lockedUntil"
                 ),
                 "ConditionExpression": "#token = :token AND #status = :in_progress",
-                "ExpressionAttributeNames": {
-                    k: _NAMES[k]
-                    for k in ("#status", "#code", "#body", "#headers", "#lockedUntil", "#token")
-                },
+                "ExpressionAttributeNames": self._names(
+                    "#status", "#code", "#body", "#headers", "#lockedUntil", "#token"
+                ),
                 "ExpressionAttributeValues": codec.values(
                     completed=COMPLETED,
                     code=status_code,
@@ -254,9 +272,9 @@ class IdempotencyStore:
             retry.call(
                 lambda: self.client.delete_item(
                     TableName=self.table,
-                    Key=codec.encode_item({"id": claim.key}),
+                    Key=codec.encode_item({self.key_attr: claim.key}),
                     ConditionExpression="#token = :token AND #status = :in_progress",
-                    ExpressionAttributeNames={k: _NAMES[k] for k in ("#token", "#status")},
+                    ExpressionAttributeNames=self._names("#token", "#status"),
                     ExpressionAttributeValues=codec.values(
                         token=claim.token, in_progress=IN_PROGRESS
                     ),

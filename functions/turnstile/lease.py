@@ -88,13 +88,29 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "SAFETY_MARGIN_MS",
+    "Held",
+    "Lease",
+    "LeaseLost",
+    "Leases",
+    "NoTimeLeft",
+    "StaleFence",
+    "fenced_update",
+]
+
 PATTERN = "lease"
+# The assumed bound on clock skew between clients (see "Clocks" above); the one default.
+SAFETY_MARGIN_MS = 500
 
 _NAMES = {
     "#resource": "resource",
@@ -136,7 +152,7 @@ class Held(errors.Retryable):
         self.attempts = attempts
 
 
-class Lost(errors.Refused):
+class LeaseLost(errors.Refused):
     """The lease named (owner, fence) is no longer the current one: it was taken over (or never
     existed). ``current`` is the lease item as the database saw it (None: no item)."""
 
@@ -159,19 +175,15 @@ class NoTimeLeft(errors.Retryable):
     """The invocation ends before a lease could be worth taking (remaining time <= margin)."""
 
 
-def _conditional_failure(exc: ClientError) -> bool:
-    return retry.condition_failed(exc)
-
-
 @dataclass
 class Leases:
     """Lease operations on one lease table. ``clock`` returns epoch seconds (inject it in tests)."""
 
-    client: Any
+    client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     clock: Callable[[], float] = time.time
-    safety_margin_ms: int = 1000
+    safety_margin_ms: int = SAFETY_MARGIN_MS
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -305,7 +317,8 @@ class Leases:
     def renew(
         self, lease: Lease, ttl_ms: int, *, remaining_ms: Callable[[], int] | None = None
     ) -> Lease:
-        """Extend ``lease`` to now + ``ttl_ms``; :class:`Lost` if it is no longer this lease."""
+        """Extend ``lease`` to now + ``ttl_ms``; :class:`LeaseLost` if it is no longer this
+        lease."""
         expires_at = self.now_ms() + self._ttl_ms(ttl_ms, remaining_ms)
         self._owned_update(
             lease,
@@ -317,8 +330,8 @@ class Leases:
         return replace(lease, expires_at=expires_at)
 
     def release(self, lease: Lease) -> None:
-        """Expire ``lease`` now (the item stays, so the fence keeps counting); :class:`Lost` if a
-        successor holds it. Safe to repeat."""
+        """Expire ``lease`` now (the item stays, so the fence keeps counting); :class:`LeaseLost`
+        if a successor holds it. Safe to repeat."""
         self._owned_update(
             lease,
             "SET #expiresAt = :zero, #releasedAt = :now",
@@ -356,7 +369,7 @@ class Leases:
         except ClientError as exc:
             if retry.condition_failed(exc):
                 metrics.count("LeaseLost", pattern=PATTERN)
-                raise Lost(lease.resource, codec.old_item(exc)) from exc
+                raise LeaseLost(lease.resource, codec.old_item(exc)) from exc
             raise
 
     # -- fenced writes ---------------------------------------------------------------------------
@@ -383,7 +396,7 @@ class Leases:
     def transact(
         self, lease: Lease, items: Sequence[dict[str, Any]], *, token: str | None = None
     ) -> None:
-        """Write ``items`` atomically, only if ``lease`` is still current; else :class:`Lost`.
+        """Write ``items`` atomically, only if ``lease`` is still current; else :class:`LeaseLost`.
 
         Other cancellations (a condition of one of ``items``) are raised as
         :class:`turnstile.transact.Cancelled` with reasons aligned to ``items`` (guard removed).
@@ -399,7 +412,7 @@ class Leases:
         except transact.Cancelled as exc:
             if exc.failed_at(0):
                 metrics.count("FencedWriteRefused", pattern=PATTERN)
-                raise Lost(lease.resource, exc.reasons[0].item) from exc
+                raise LeaseLost(lease.resource, exc.reasons[0].item) from exc
             raise transact.Cancelled(exc.reasons[1:]) from exc
 
     @contextmanager
@@ -429,13 +442,13 @@ class Leases:
         finally:
             # Taken over already, or the database is away: either way it expires by itself.
             with contextlib.suppress(
-                Lost, retry.RetriesExhausted, retry.OutcomeUnknown, ClientError
+                LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown, ClientError
             ):
                 self.release(lease)
 
 
 def fenced_update(
-    client: Any,
+    client: DynamoDBClient,
     *,
     table: str,
     key: Mapping[str, Any],

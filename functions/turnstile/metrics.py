@@ -15,6 +15,19 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+__all__ = [
+    "COUNT",
+    "MILLISECONDS",
+    "Figure",
+    "Sink",
+    "Tally",
+    "add_sink",
+    "count",
+    "remove_sink",
+    "tally",
+    "timing",
+]
+
 COUNT = "Count"
 MILLISECONDS = "Milliseconds"
 

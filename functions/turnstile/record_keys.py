@@ -4,6 +4,8 @@ the Lambda runtime's modules. ``turnstile.idempotency`` uses and re-exports them
 
 from __future__ import annotations
 
+__all__ = ["partition_of", "record_id"]
+
 
 def record_id(partition: str, scope: str) -> str:
     """The record's key: ``<partition>#<scope>``; IAM grants a function ``<partition>#*``."""

@@ -38,6 +38,21 @@ from botocore.exceptions import (
 from turnstile import errors, metrics
 from turnstile.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
 
+__all__ = [
+    "MAYBE_APPLIED_ERRORS",
+    "NOT_SENT_ERRORS",
+    "THROTTLING_CODES",
+    "Backoff",
+    "OutcomeUnknown",
+    "RetriesExhausted",
+    "call",
+    "client_config",
+    "condition_failed",
+    "error_code",
+    "is_throttle",
+    "retried_as",
+]
+
 T = TypeVar("T")
 
 THROTTLING_CODES = frozenset(

@@ -52,19 +52,39 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "ROUNDS",
+    "Exhausted",
+    "Missing",
+    "ShardedCounter",
+    "SoldOutHints",
+    "Taken",
+    "add",
+    "hints",
+    "read_all",
+    "read_items",
+    "read_with",
+    "set_total",
+    "shard_items",
+    "split",
+    "take",
+]
+
 PATTERN = "sharded"
-MAX_SHARDS = 99  # one creating or restocking transaction holds every shard plus one item
 ROUNDS = 4
 
 
 @dataclass(frozen=True)
-class Counter:
+class ShardedCounter:
     """Shard ``k`` of counter ``base``: ``{key_attr: f"{base}#{k}", **extra_key}`` in ``table``."""
 
     table: str
@@ -108,7 +128,7 @@ def split(total: int, shards: int) -> list[int]:
     return [share + (1 if k < extra else 0) for k in range(shards)]
 
 
-def shard_items(counter: Counter, total: int, **attributes: Any) -> list[dict[str, Any]]:
+def shard_items(counter: ShardedCounter, total: int, **attributes: Any) -> list[dict[str, Any]]:
     """The initial shard items (for the caller's creating transaction)."""
     return [
         {**counter.key(k), counter.count_attr: share, **attributes}
@@ -129,14 +149,14 @@ class SoldOutHints:
     _empty: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def empty(self, counter: Counter) -> bool:
+    def empty(self, counter: ShardedCounter) -> bool:
         return counter.base in self._empty
 
-    def fresh(self, counter: Counter) -> bool:
+    def fresh(self, counter: ShardedCounter) -> bool:
         seen = self._empty.get(counter.base)
         return seen is not None and self.clock() - seen < self.trust_seconds
 
-    def mark(self, counter: Counter, empty: bool) -> None:
+    def mark(self, counter: ShardedCounter, empty: bool) -> None:
         with self._lock:
             if empty:
                 self._empty[counter.base] = self.clock()
@@ -147,15 +167,17 @@ class SoldOutHints:
 hints = SoldOutHints()
 
 
-def read_items(client: Any, counter: Counter, backoff: retry.Backoff) -> list[dict[str, Any]]:
+def read_items(
+    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff
+) -> list[dict[str, Any]]:
     """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
     ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
     return read_with(client, counter, backoff)[0]
 
 
 def read_with(
-    client: Any,
-    counter: Counter,
+    client: DynamoDBClient,
+    counter: ShardedCounter,
     backoff: retry.Backoff,
     extra_keys: Sequence[dict[str, Any]] = (),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
@@ -186,12 +208,14 @@ def read_with(
     return [item for item in shards if item is not None], [at(key) for key in extra_keys]
 
 
-def read_all(client: Any, counter: Counter, backoff: retry.Backoff) -> list[int]:
+def read_all(client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff) -> list[int]:
     """Every shard's count (see :func:`read_items`)."""
     return [int(item.get(counter.count_attr, 0)) for item in read_items(client, counter, backoff)]
 
 
-def _decrement(client: Any, counter: Counter, shard: int, quantity: int) -> dict[str, Any]:
+def _decrement(
+    client: DynamoDBClient, counter: ShardedCounter, shard: int, quantity: int
+) -> dict[str, Any]:
     response = client.update_item(
         TableName=counter.table,
         Key=counter.wire_key(shard),
@@ -205,7 +229,7 @@ def _decrement(client: Any, counter: Counter, shard: int, quantity: int) -> dict
     return codec.decode_item(response["Attributes"]) or {}
 
 
-def _decrement_many(client: Any, counter: Counter, takes: dict[int, int]) -> None:
+def _decrement_many(client: DynamoDBClient, counter: ShardedCounter, takes: dict[int, int]) -> None:
     client.transact_write_items(
         TransactItems=[
             {
@@ -238,8 +262,8 @@ def _spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[i
 
 
 def take(
-    client: Any,
-    counter: Counter,
+    client: DynamoDBClient,
+    counter: ShardedCounter,
     quantity: int,
     *,
     backoff: retry.Backoff,
@@ -330,8 +354,8 @@ def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str,
 
 
 def set_total(
-    client: Any,
-    counter: Counter,
+    client: DynamoDBClient,
+    counter: ShardedCounter,
     total: int,
     *,
     backoff: retry.Backoff,
@@ -380,8 +404,8 @@ def set_total(
 
 
 def add(
-    client: Any,
-    counter: Counter,
+    client: DynamoDBClient,
+    counter: ShardedCounter,
     units: int,
     *,
     backoff: retry.Backoff,

@@ -31,11 +31,25 @@ image of each refusal instead of reading ahead (which would only be a guess by t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "HOLDER",
+    "NoSuchSlot",
+    "NotHolder",
+    "SlotTaken",
+    "claim",
+    "claim_any",
+    "create",
+    "release",
+]
 
 PATTERN = "slots"  # metrics: SlotTaken, a claim lost to another holder
 
@@ -63,7 +77,7 @@ class NotHolder(errors.Refused):
 
 
 def create(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     slots: Iterable[Mapping[str, Any]],
     *,
@@ -97,7 +111,7 @@ def create(
 
 
 def claim(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     key: Mapping[str, Any],
     holder: str,
@@ -142,7 +156,7 @@ def claim(
 
 
 def claim_any(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     keys: Iterable[Mapping[str, Any]],
     holder: str,
@@ -159,7 +173,7 @@ def claim_any(
 
 
 def release(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     key: Mapping[str, Any],
     holder: str,

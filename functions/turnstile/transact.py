@@ -20,11 +20,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+__all__ = ["Cancelled", "Reason", "new_token", "reasons_of", "transact_write"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ def new_token() -> str:
 
 
 def transact_write(
-    client: Any,
+    client: DynamoDBClient,
     items: Sequence[dict[str, Any]],
     *,
     backoff: retry.Backoff,
@@ -108,7 +114,9 @@ def transact_write(
     request_token = token or new_token()
 
     def send() -> None:
-        client.transact_write_items(TransactItems=list(items), ClientRequestToken=request_token)
+        # The elements are built as plain dicts by each pattern; their shape is the API's.
+        elements = cast("list[TransactWriteItemTypeDef]", list(items))
+        client.transact_write_items(TransactItems=elements, ClientRequestToken=request_token)
 
     try:
         retry.call(

@@ -34,11 +34,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry, transact
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "Also",
+    "Decide",
+    "Item",
+    "VersionConflict",
+    "VersionMismatch",
+    "Written",
+    "read",
+    "update_if_version",
+    "update_versioned",
+]
 
 PATTERN = "versioned"
 
@@ -96,7 +111,9 @@ def _update_parts(
     }
 
 
-def read(client: Any, table: str, key: Mapping[str, Any], backoff: retry.Backoff) -> Item | None:
+def read(
+    client: DynamoDBClient, table: str, key: Mapping[str, Any], backoff: retry.Backoff
+) -> Item | None:
     """Strongly consistent read, retried on throttling and timeouts (reads are idempotent)."""
     response = retry.call(
         lambda: client.get_item(TableName=table, Key=codec.encode_item(key), ConsistentRead=True),
@@ -108,7 +125,7 @@ def read(client: Any, table: str, key: Mapping[str, Any], backoff: retry.Backoff
 
 
 def update_if_version(
-    client: Any,
+    client: DynamoDBClient,
     *,
     table: str,
     key: Mapping[str, Any],
@@ -144,7 +161,7 @@ def update_if_version(
 
 
 def update_versioned(
-    client: Any,
+    client: DynamoDBClient,
     *,
     table: str,
     key: Mapping[str, Any],

@@ -23,7 +23,7 @@ import requests
 
 from infra import outputs
 from local.identity import AuthConfig, cognito_client
-from local.token import id_token
+from local.issue_token import id_token
 
 
 class Person(requests.Session):

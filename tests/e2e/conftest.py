@@ -27,7 +27,7 @@ import requests
 from local import bridge, run, workers
 from local.dynamodb_local import DynamoDBLocal
 from local.identity import AuthConfig, IdentityProvider, cognito_client
-from local.token import id_token
+from local.issue_token import id_token
 from local.tokens import TokenVerifier
 from service import config
 from tests.conftest import table_environment

@@ -27,7 +27,7 @@ from werkzeug.test import Client
 
 from local import bridge
 from local.identity import AuthConfig, cognito_client
-from local.token import id_token
+from local.issue_token import id_token
 from local.tokens import JwksUnavailable, TokenVerifier, gateway_claims
 from service import config, runtime
 from service.domain.errors import Unauthorized

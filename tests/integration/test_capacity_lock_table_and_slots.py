@@ -59,7 +59,7 @@ def test_the_counter_can_live_in_a_separate_lock_table(ddb, unique):
         TableName=locks,
         Item=codec.encode_item({"lockId": "group-1", "count": 0, "limit": 10, "version": 1}),
     )
-    counter = capacity.Counter(table=locks, key={"lockId": "group-1"})
+    counter = capacity.CapacityRow(table=locks, key={"lockId": "group-1"})
     history: list[tuple[str, str]] = []
     lock = threading.Lock()
 
@@ -109,7 +109,7 @@ def test_the_counter_can_live_in_a_separate_lock_table(ddb, unique):
     with pytest.raises(capacity.NoCounter):
         capacity.join(
             ddb,
-            capacity.Counter(table=locks, key={"lockId": "nobody"}),
+            capacity.CapacityRow(table=locks, key={"lockId": "nobody"}),
             capacity.Member(members, {"groupId": "nobody", "memberId": "x"}, {}),
             backoff=BACKOFF,
         )

@@ -48,6 +48,14 @@ def service(client: Any, tables: Any, **extra: Any) -> Inventory:
     )
 
 
+def create_all(inventory: Inventory, sku: str, units: int) -> dict[str, Any]:
+    """Create ``sku`` and build every chunk in this thread (no stream worker runs here)."""
+    inventory.create(sku, units)
+    while inventory.advance(sku):
+        pass
+    return inventory.progress(inventory._read_header(sku))
+
+
 def check_table(client: Any, tables: Any, sku: str, quantity: int) -> dict[str, list[str]]:
     """The table's own word: holder -> units; every holder's lead unit lists exactly its units."""
     units = units_in_table(client, tables["inventory"], sku)
@@ -74,7 +82,7 @@ def test_contended_reservations_hold_exactly_quantity_units_each_and_none_twice(
 ):
     # Given a sku and more attempts than it can serve
     inventory = service(patient, tables)
-    inventory.create_now(unique, units)
+    create_all(inventory, unique, units)
     # When threads reserve `quantity` units at once, all together
     history = storm(inventory, unique, quantity=quantity, attempts=attempts, workers=workers)
     # Then nothing failed, and every success holds `quantity` distinct units nobody else holds
@@ -92,7 +100,7 @@ def test_contended_reservations_hold_exactly_quantity_units_each_and_none_twice(
 
 def test_a_refusal_is_one_keys_only_query_and_no_write(patient, tables, unique):
     inventory = service(patient, tables)
-    inventory.create_now(unique, 2)
+    create_all(inventory, unique, 2)
     inventory.header(unique)  # cached, as in a warm Lambda
     faults = Faults(patient)
     with pytest.raises(OutOfStock):
@@ -139,7 +147,7 @@ def test_a_crash_anywhere_leaves_no_unit_held_by_an_unknown_reservation(
 ):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     inventory = service(client, tables)
-    inventory.create_now(unique, quantity + 5)
+    create_all(inventory, unique, quantity + 5)
     write = "UpdateItem" if quantity == 1 else "TransactWriteItems"
     injector = Injector(client, write if operation == "WRITE" else operation, when)
     # When the reservation crashes at that point
@@ -158,7 +166,7 @@ def test_a_crash_anywhere_leaves_no_unit_held_by_an_unknown_reservation(
 def test_a_lost_reply_is_resent_and_applied_once(dynamodb_local, tables, unique, quantity):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     inventory = service(client, tables)
-    inventory.create_now(unique, 10)
+    create_all(inventory, unique, 10)
     faults = Faults(client)
     write = "UpdateItem" if quantity == 1 else "TransactWriteItems"
     faults.lose_reply(write, 1)
@@ -176,7 +184,7 @@ def test_units_taken_meanwhile_are_replaced_from_the_candidates_read(
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     rival = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     inventory = service(client, tables)
-    inventory.create_now(unique, 20)
+    create_all(inventory, unique, 20)
     taken_meanwhile: list[str] = []
 
     def steal(params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -213,7 +221,7 @@ def test_units_taken_meanwhile_are_replaced_from_the_candidates_read(
 def test_a_transaction_conflict_counts_as_taken_and_is_replaced(dynamodb_local, tables, unique):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     inventory = service(client, tables)
-    inventory.create_now(unique, 10)
+    create_all(inventory, unique, 10)
     state = {"left": 1}
 
     def conflict(request: Any, **_: Any) -> AWSResponse | None:
@@ -337,7 +345,7 @@ def test_two_concurrent_creations_of_one_sku_create_one_set(dynamodb_local, tabl
         builder = service(client, tables, chunk_units=10, inline_units=0)
         barrier.wait()
         try:
-            answers.append(builder.create_now(unique, 45))
+            answers.append(create_all(builder, unique, 45))
         except Exception as exc:  # noqa: BLE001 - asserted below
             answers.append(exc)
 

@@ -22,7 +22,7 @@ def test_the_guard_refuses_a_holder_that_released_its_lease(ddb, tables, unique)
     held = leases.acquire(f"rel-{unique}", "A", 10_000)
     leases.release(held)
     # When it writes through the guard
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         leases.transact(held, [put(table, f"data-rel-{unique}")])
     # Then nothing was written
     assert item(ddb, table, f"data-rel-{unique}") is None
@@ -35,7 +35,7 @@ def test_the_guard_refuses_a_holder_past_its_expiry(ddb, tables, unique):
     held = leases.acquire(f"exp-{unique}", "A", 10_000)
     clock.now += 11
     # When it writes through the guard, it is refused and nothing is written
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         leases.transact(held, [put(table, f"data-exp-{unique}")])
     assert item(ddb, table, f"data-exp-{unique}") is None
 

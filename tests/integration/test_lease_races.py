@@ -129,7 +129,7 @@ def test_paused_holder_is_refused_after_a_successor_takes_over(ddb, tables, uniq
         backoff=retry.Backoff(),
     )
     # Then A, resuming, has every protected write and its release and renewal refused
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         a_side.transact(
             a,
             [
@@ -150,9 +150,9 @@ def test_paused_holder_is_refused_after_a_successor_takes_over(ddb, tables, uniq
             changes={"w": "A"},
             backoff=retry.Backoff(),
         )
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         a_side.release(a)
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         a_side.renew(a, 60_000)
     # And B's lease and B's writes stand
     assert b.fence == a.fence + 1
@@ -173,7 +173,7 @@ def test_guard_refuses_a_stale_holder_even_before_the_successor_writes(ddb, tabl
     leases.acquire(resource, "B", 30_000)
     # When A writes through the lease-item ConditionCheck
     put = {"Put": {"TableName": table, "Item": codec.encode_item({"resource": data, "v": "A"})}}
-    with pytest.raises(lease.Lost) as refused:
+    with pytest.raises(lease.LeaseLost) as refused:
         leases.transact(a, [put])
     # Then it is refused (the guard checks the lease itself, not what the item has seen),
     # the failure names the current holder, and nothing was written
@@ -226,7 +226,7 @@ def test_live_lease_blocks_until_released_and_the_fence_keeps_counting(ddb, tabl
     second = leases.acquire(resource, "two", 30_000)
     # Then the second acquisition gets the next fence: release expired the item, kept the fence
     assert second.fence == first.fence + 1
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         leases.release(first)
 
 
@@ -247,7 +247,7 @@ def test_fast_clock_steals_early_but_fencing_rejects_the_old_holder(ddb, tables,
     b_side.transact(
         b, [{"Put": {"TableName": table, "Item": codec.encode_item({"resource": data, "v": "B"})}}]
     )
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         a_side.transact(
             a,
             [
@@ -259,7 +259,7 @@ def test_fast_clock_steals_early_but_fencing_rejects_the_old_holder(ddb, tables,
                 }
             ],
         )
-    with pytest.raises(lease.Lost):
+    with pytest.raises(lease.LeaseLost):
         a_side.release(a)
     assert item(ddb, table, data) == {"resource": data, "v": "B"}
 

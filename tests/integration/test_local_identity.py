@@ -1,5 +1,5 @@
-"""The local identity provider (local.identity, local.token): moto's cognito-idp server started in
-this process on a free port, provisioned from the synthesized template; loopback only."""
+"""The local identity provider (local.identity, local.issue_token): moto's cognito-idp server
+started in this process on a free port, provisioned from the synthesized template; loopback only."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet
 
-from local import token as token_cli
+from local import issue_token as token_cli
 from local.identity import AuthConfig, IdentityProvider, user_pool_request
 from local.template import resources
 from service.domain.errors import Unauthorized

@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from service import runtime
+from service import config, runtime
 from service.domain import locks
 from service.domain.payments import FakeProvider
 from service.domain.products import Products
@@ -117,7 +117,12 @@ def test_a_late_first_attempt_does_not_refund_the_charge_its_retry_committed(
     # Given one clock for claims and leases, and a provider that stalls the first charge
     clock = Clock(7_000_000.0)
     runtime.idempotency.set(
-        idempotency.IdempotencyStore(client=ddb, table=tables["idempotency"], clock=clock)
+        idempotency.IdempotencyStore(
+            client=ddb,
+            table=tables["idempotency"],
+            clock=clock,
+            replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
+        )
     )
     stalled, resume = threading.Event(), threading.Event()
     first_call = threading.Lock()

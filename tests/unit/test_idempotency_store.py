@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -53,3 +54,40 @@ def test_an_abandoned_claim_is_taken_over_only_by_the_same_request(store):
     assert not s.complete(first, 201, {"late": True})
     assert s.complete(second, 201, {"ok": True})
     assert s.begin("k3", "fp-a") == Replay(201, {"ok": True})
+
+
+def test_a_replay_repeats_only_the_headers_the_caller_named(store):
+    # Given a store that keeps Location with an answer (the library itself names no header)
+    s, _ = store
+    keeping = dataclasses.replace(s, replayed_headers=("Location",))
+    claim = keeping.begin("k-headers", "fp-a")
+    assert isinstance(claim, Claim)
+    # When the answer is stored with more headers than that
+    keeping.complete(claim, 201, {"ok": 1}, {"Location": "/things/1", "X-Trace": "abc"})
+    # Then the replay carries exactly the named one
+    assert keeping.begin("k-headers", "fp-a") == Replay(201, {"ok": 1}, {"Location": "/things/1"})
+    # And a store naming none keeps none
+    plain = s.begin("k-plain", "fp-a")
+    assert isinstance(plain, Claim)
+    s.complete(plain, 200, {}, {"Location": "/x"})
+    assert s.begin("k-plain", "fp-a") == Replay(200, {}, {})
+
+
+def test_the_key_attribute_is_the_tables_own(moto_ddb):
+    # Given a table keyed by "pk" rather than "id"
+    moto_ddb.create_table(
+        TableName="keyed-by-pk",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    s = IdempotencyStore(client=moto_ddb, table="keyed-by-pk", key_attr="pk")
+    # When a key is begun, completed and released elsewhere, every call addresses "pk"
+    claim = s.begin("k", "fp")
+    assert isinstance(claim, Claim)
+    assert s.complete(claim, 201, {"n": 1})
+    assert s.begin("k", "fp") == Replay(201, {"n": 1})
+    with pytest.raises(idempotency.KeyReused):
+        s.begin("k", "other")
+    stored = moto_ddb.get_item(TableName="keyed-by-pk", Key={"pk": {"S": "k"}})["Item"]
+    assert stored["status"] == {"S": "COMPLETED"}

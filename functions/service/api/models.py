@@ -30,7 +30,6 @@ LockTtl = Annotated[float, Field(ge=config.LOCK_MIN_TTL_SECONDS, le=config.LOCK_
 Stock = Annotated[int, Field(ge=0, le=1_000_000_000)]
 # Sharded stock or capacity (hot items): shards per product or event, fixed at creation.
 Shards = Annotated[int, Field(ge=1, le=config.MAX_STOCK_SHARDS)]
-STRATEGIES = ("atomic", "versioned")
 
 
 class Body(BaseModel):

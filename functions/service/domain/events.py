@@ -18,7 +18,7 @@ registration put ``attribute_not_exists``, in one transaction); cancelling is
 Sharded events (``shards`` > 1 at creation, for sign-ups past one item's write limit): the event
 item keeps ``name``, ``capacity``, ``shards`` and ``version`` but no ``registered``; the seats live
 in ``shards`` counter items ``eventId = "<eventId>#<k>", sk = "SHARD"``, each a
-:class:`turnstile.capacity.Counter` over its share of the capacity. A registration item moves to
+:class:`turnstile.capacity.CapacityRow` over its share of the capacity. A registration item moves to
 ``eventId = "<eventId>#<h>"`` with ``h`` a fixed hash of the user id (so registrations are spread
 over N keys too, and a user's registration has exactly one possible key: ``ALREADY_REGISTERED``
 stays exact) and records the counter shard it took (``shard``), which a cancellation gives back.
@@ -37,11 +37,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
-from turnstile import capacity, codec, metrics, retry, sharded, transact, versioned
+from turnstile import capacity, codec, creation, metrics, retry, sharded, transact, versioned
 
 EVENT_SK = "EVENT"
 REGISTRATION_PREFIX = "REG#"
@@ -89,8 +87,8 @@ class Events:
     def _event_key(self, event_id: str) -> dict[str, Any]:
         return {"eventId": event_id, "sk": EVENT_SK}
 
-    def counter(self, event_id: str) -> capacity.Counter:
-        return capacity.Counter(
+    def counter(self, event_id: str) -> capacity.CapacityRow:
+        return capacity.CapacityRow(
             table=self.table,
             key=self._event_key(event_id),
             count_attr="registered",
@@ -105,13 +103,13 @@ class Events:
             item={"userId": user_id, **attributes},
         )
 
-    def shards_of(self, event_id: str, shards: int) -> sharded.Counter:
-        return sharded.Counter(
+    def shards_of(self, event_id: str, shards: int) -> sharded.ShardedCounter:
+        return sharded.ShardedCounter(
             self.table, "eventId", event_id, shards, "registered", (("sk", SHARD_SK),)
         )
 
-    def _shard_counter(self, event_id: str, shard: int) -> capacity.Counter:
-        return capacity.Counter(
+    def _shard_counter(self, event_id: str, shard: int) -> capacity.CapacityRow:
+        return capacity.CapacityRow(
             table=self.table,
             key={"eventId": f"{event_id}#{shard}", "sk": SHARD_SK},
             count_attr="registered",
@@ -140,19 +138,11 @@ class Events:
             "version": 1,
         }
         try:
-            retry.call(
-                lambda: self.client.put_item(
-                    TableName=self.table,
-                    Item=codec.encode_item(item),
-                    ConditionExpression="attribute_not_exists(eventId)",
-                ),
-                backoff=self.backoff,
-                idempotent=False,
+            creation.create_if_absent(
+                self.client, table=self.table, item=item, key_attr="eventId", backoff=self.backoff
             )
-        except ClientError as exc:
-            if retry.condition_failed(exc):
-                raise AlreadyExists(f"event {event_id!r} already exists") from exc
-            raise
+        except creation.AlreadyExists as exc:
+            raise AlreadyExists(f"event {event_id!r} already exists") from exc
         return _event(item)
 
     def _create_sharded(
@@ -175,16 +165,8 @@ class Events:
             }
             for k, share in enumerate(sharded.split(capacity_, shards))
         ]
-        elements = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": codec.encode_item(item),
-                    "ConditionExpression": "attribute_not_exists(eventId)",
-                }
-            }
-            for item in [parent, *counters]
-        ]
+        created = [parent, *counters]
+        elements = [creation.put_new_op(self.table, item, "eventId") for item in created]
         try:
             transact.transact_write(self.client, elements, backoff=self.backoff)
         except transact.Cancelled as exc:

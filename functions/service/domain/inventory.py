@@ -178,14 +178,6 @@ class Inventory:
                 pass
         return self.progress(self._read_header(sku))
 
-    def create_now(self, sku: str, units: int) -> dict[str, Any]:
-        """:meth:`create`, then every chunk in this thread (tests and benchmarks, which have no
-        stream worker running)."""
-        self.create(sku, units)
-        while self.advance(sku):
-            pass
-        return self.progress(self._read_header(sku))
-
     def _nudge(self, sku: str) -> None:
         """A header change the worker sees again: resumes a creation whose chain of stream
         records stopped (its record went to the dead-letter queue)."""
@@ -489,7 +481,7 @@ class Inventory:
                 now_ms=self._now_ms(),
                 backoff=self.backoff,
             )
-        except claims.Lost as exc:
+        except claims.HoldLost as exc:
             metrics.count("ConfirmLost", pattern="claims")
             raise Expired(
                 f"reservation {reservation!r} expired: its hold lapsed or its units were "

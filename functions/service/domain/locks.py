@@ -17,13 +17,8 @@ from turnstile import lease
 
 
 def leases(client: Any, table: str) -> lease.Leases:
-    """The service's lease settings: one clock-skew margin for every lease."""
-    return lease.Leases(
-        client=client,
-        table=table,
-        backoff=config.call_backoff(),
-        safety_margin_ms=config.LEASE_SAFETY_MARGIN_MS,
-    )
+    """The service's lease settings (the clock-skew margin: ``lease.SAFETY_MARGIN_MS``)."""
+    return lease.Leases(client=client, table=table, backoff=config.call_backoff())
 
 
 def ttl_ms(ttl_seconds: float) -> int:
@@ -49,7 +44,7 @@ def locked(exc: lease.Held, now_ms: int) -> Locked:
     )
 
 
-def lock_lost(exc: lease.Lost, fence: int) -> LockLost:
+def lock_lost(exc: lease.LeaseLost, fence: int) -> LockLost:
     current = exc.current or {}
     details: dict[str, Any] = {}
     if current.get("fence") is not None:
@@ -74,13 +69,13 @@ class Locks:
         current = self._lease(resource, owner, fence)
         try:
             return public(self.leases.renew(current, ttl_ms(ttl_seconds)))
-        except lease.Lost as exc:
+        except lease.LeaseLost as exc:
             raise lock_lost(exc, fence) from exc
 
     def release(self, resource: str, owner: str, fence: int) -> None:
         try:
             self.leases.release(self._lease(resource, owner, fence))
-        except lease.Lost as exc:
+        except lease.LeaseLost as exc:
             raise lock_lost(exc, fence) from exc
 
     @staticmethod

@@ -51,10 +51,8 @@ from botocore.exceptions import ClientError
 
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
-from turnstile import codec, metrics, retry, sharded, transact, versioned
+from turnstile import codec, creation, metrics, retry, sharded, transact, versioned
 from turnstile.idempotency import Claim, IdempotencyStore
-
-STRATEGIES = ("atomic", "versioned")
 
 
 class _Sharded(Exception):
@@ -92,27 +90,19 @@ class Products:
     def _key(self, product_id: str) -> dict[str, Any]:
         return {"productId": product_id}
 
-    def counter(self, product_id: str, shards: int) -> sharded.Counter:
-        return sharded.Counter(self.table, "productId", product_id, shards, "stock")
+    def counter(self, product_id: str, shards: int) -> sharded.ShardedCounter:
+        return sharded.ShardedCounter(self.table, "productId", product_id, shards, "stock")
 
     def create(self, product_id: str, name: str, stock: int, shards: int = 1) -> dict[str, Any]:
         if shards > 1:
             return self._create_sharded(product_id, name, stock, shards)
         item = {"productId": product_id, "name": name, "stock": stock, "version": 1}
         try:
-            retry.call(
-                lambda: self.client.put_item(
-                    TableName=self.table,
-                    Item=codec.encode_item(item),
-                    ConditionExpression="attribute_not_exists(productId)",
-                ),
-                backoff=self.backoff,
-                idempotent=False,
+            creation.create_if_absent(
+                self.client, table=self.table, item=item, key_attr="productId", backoff=self.backoff
             )
-        except ClientError as exc:
-            if retry.condition_failed(exc):
-                raise AlreadyExists(f"product {product_id!r} already exists") from exc
-            raise
+        except creation.AlreadyExists as exc:
+            raise AlreadyExists(f"product {product_id!r} already exists") from exc
         return item
 
     def _create_sharded(
@@ -120,17 +110,8 @@ class Products:
     ) -> dict[str, Any]:
         counter = self.counter(product_id, shards)
         parent = {"productId": product_id, "name": name, "shards": shards, "version": 1}
-        items = [parent, *sharded.shard_items(counter, stock, version=1)]
-        elements = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": codec.encode_item(item),
-                    "ConditionExpression": "attribute_not_exists(productId)",
-                }
-            }
-            for item in items
-        ]
+        created = [parent, *sharded.shard_items(counter, stock, version=1)]
+        elements = [creation.put_new_op(self.table, item, "productId") for item in created]
         try:
             transact.transact_write(self.client, elements, backoff=self.backoff)
         except transact.Cancelled as exc:
@@ -296,7 +277,7 @@ class Products:
         }
 
     def _purchase_sharded_keyed(
-        self, counter: sharded.Counter, quantity: int, purchase_id: str, claim: Claim
+        self, counter: sharded.ShardedCounter, quantity: int, purchase_id: str, claim: Claim
     ) -> dict[str, Any]:
         store = self.idempotency
         assert store is not None, "a claim needs an idempotency store"

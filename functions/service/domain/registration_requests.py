@@ -43,7 +43,7 @@ from botocore.exceptions import ClientError
 from service import config
 from service.domain.errors import AlreadyRegistered, EventFull, NotFound
 from service.domain.events import Events, now_iso
-from turnstile import capacity, codec, retry, transact, versioned
+from turnstile import capacity, codec, creation, retry, transact, versioned
 
 PENDING = "PENDING"
 ACCEPTED = "ACCEPTED"
@@ -88,14 +88,9 @@ class RegistrationRequests:
             "requestedAt": self.clock(),
             config.TTL_ATTRIBUTE: int(self.epoch()) + self.keep_seconds,
         }
-        retry.call(
-            lambda: self.client.put_item(
-                TableName=self.table,
-                Item=codec.encode_item(item),
-                ConditionExpression="attribute_not_exists(eventId)",
-            ),
-            backoff=self.backoff,
-            idempotent=False,
+        # A fresh request id: the condition only guards against writing over an existing request.
+        creation.create_if_absent(
+            self.client, table=self.table, item=item, key_attr="eventId", backoff=self.backoff
         )
         return {"requestId": request_id, "status": PENDING}
 

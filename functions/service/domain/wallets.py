@@ -208,7 +208,7 @@ class Wallets:
             items.append(self.idempotency.complete_op(claim, 201, receipt))
         try:
             self.leases.transact(held, items)
-        except lease.Lost as exc:
+        except lease.LeaseLost as exc:
             settled = self._refund_unless_credited(charge_id, wallet_id, amount, top_up_id)
             if settled is not None:
                 return settled

@@ -1,6 +1,6 @@
 """Print an ID token of the local identity provider for one person (``make token``).
 
-    python -m local.token alice [--admin] [--password PW] [--auth-file .local/auth.json]
+    python -m local.issue_token alice [--admin] [--password PW] [--auth-file .local/auth.json]
 
 Needs ``make local`` running (it writes ``.local/auth.json``). The token is obtained the standard
 way (API.md v2): ``AdminCreateUser`` if the user is new, ``AdminSetUserPassword`` (permanent),

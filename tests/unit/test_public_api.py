@@ -1,0 +1,42 @@
+"""The public API is what each module lists in ``__all__`` (the semver promise: CHANGELOG.md)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import turnstile
+
+MODULES = sorted(
+    info.name for info in pkgutil.iter_modules(turnstile.__path__) if not info.name.startswith("_")
+)
+
+
+def test_the_package_lists_its_modules() -> None:
+    # Given the package on disk, then every module the docs reference is there
+    assert {"errors", "lease", "versioned", "idempotency", "sharded"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_public_module_declares_all_and_every_listed_name_exists(name: str) -> None:
+    # Given a public module of the library
+    module = importlib.import_module(f"turnstile.{name}")
+    # Then it declares its public names, without duplicates, and each one resolves
+    exported = getattr(module, "__all__", None)
+    assert isinstance(exported, list) and exported, f"turnstile.{name} has no __all__"
+    assert len(set(exported)) == len(exported)
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert missing == [], f"turnstile.{name}.__all__ lists names it does not define: {missing}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_private_name_is_exported(name: str) -> None:
+    module = importlib.import_module(f"turnstile.{name}")
+    assert [n for n in module.__all__ if n.startswith("_")] == []
+
+
+def test_the_version_is_a_semver_string() -> None:
+    major, minor, patch = turnstile.__version__.split(".")
+    assert all(part.isdigit() for part in (major, minor, patch))
