@@ -91,3 +91,17 @@ class _Raw:
 
     def stream(self, **kwargs: Any) -> Iterator[bytes]:
         yield self._body
+
+
+@pytest.fixture
+def stream_table(ddb: Any, unique: str) -> str:
+    """A table with a NEW_AND_OLD_IMAGES stream, for the stream pump's tests."""
+    name = f"pump-{unique}"
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    return name

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from service.domain.products import Products
 from service.handlers import products
+from tests.helpers import purchase, stock_of
 from tests.integration.conftest import invoke
-from tests.integration.test_purchase_faults import purchase, stock_of
 from tests.unit.conftest import proxy_event
 
 

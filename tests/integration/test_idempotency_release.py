@@ -7,8 +7,8 @@ import pytest
 
 from service.domain.products import Products
 from service.handlers import products
+from tests.helpers import purchase, stock_of
 from tests.integration.conftest import Faults, invoke
-from tests.integration.test_purchase_faults import purchase, stock_of
 from turnstile import retry
 
 pytestmark = pytest.mark.integration

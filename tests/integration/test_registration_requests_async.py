@@ -23,7 +23,7 @@ from service.domain.registration_requests import (
 )
 from service.handlers import registration_consumer
 from tests.conftest import table_environment
-from tests.integration.test_event_signup_concurrency import registration_items
+from tests.helpers import registration_items
 from turnstile import codec
 
 pytestmark = pytest.mark.integration
