@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+import requests
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from local import template as cfn
 from local.dynamodb_local import CREDENTIALS
@@ -17,8 +21,6 @@ from service.domain.events import REGISTRATION_PREFIX
 from service.domain.inventory import UNIT, Inventory
 from service.domain.products import Products
 from service.handlers import wallets
-from tests.integration.conftest import invoke
-from tests.unit.conftest import proxy_event
 from turnstile import codec, retry
 
 _PATIENT: dict[str, Any] = {}
@@ -217,3 +219,146 @@ def storm(service: Inventory, sku: str, *, quantity: int, attempts: int, workers
     for thread in threads:
         thread.join()
     return history
+
+
+def claims_of(sub: str, *, admin: bool = False) -> dict[str, str]:
+    """A caller's claims in API Gateway's REST shape (every value a string, groups joined)."""
+    claims = {"sub": sub, "token_use": "id", "cognito:username": sub}
+    if admin:
+        claims["cognito:groups"] = "admins"
+    return claims
+
+
+ADMIN = claims_of("test-admin", admin=True)
+
+
+ALICE = claims_of("alice")
+
+
+BOB = claims_of("bob")
+
+
+def signed_in(event: dict[str, Any], claims: dict[str, str] | None) -> dict[str, Any]:
+    """``event`` as the authorizer passes it on for ``claims`` (``None``: no authorizer ran)."""
+    context = dict(event.get("requestContext") or {})
+    context.pop("authorizer", None)
+    if claims is not None:
+        context["authorizer"] = {"claims": claims}
+    return {**event, "requestContext": context}
+
+
+def table_environment(template: dict[str, Any]) -> dict[str, str]:
+    """The table variables every function gets, with physical name = logical id (as locally)."""
+    names = {logical: logical for logical in cfn.resources(template, "AWS::DynamoDB::Table")}
+    return cfn.merged_environment(cfn.function_environments(template, names))
+
+
+def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
+    return client.scan(TableName=table, ConsistentRead=True)["Items"]
+
+
+def proxy_event(
+    method: str,
+    resource: str,
+    path: str,
+    *,
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+    caller: dict[str, str] | None = ADMIN,
+) -> dict[str, Any]:
+    """A REST proxy event as API Gateway sends it, after its authorizer verified ``caller``'s
+    token (an administrator unless said; ``None``: no claims at all)."""
+    return signed_in(
+        {
+            "resource": resource,
+            "path": path,
+            "httpMethod": method,
+            "headers": headers if headers is not None else {"Content-Type": "application/json"},
+            "pathParameters": params,
+            "body": body,
+            "isBase64Encoded": False,
+            "requestContext": {"requestId": "test"},
+        },
+        caller,
+    )
+
+
+def invoke(handler: Callable[..., dict[str, Any]], event: dict[str, Any]) -> tuple[int, dict, Any]:
+    response = handler(event, None)
+    body = json.loads(response["body"]) if response.get("body") else None
+    return response["statusCode"], response.get("headers") or {}, body
+
+
+class Faults:
+    """botocore ``before-send`` hooks: decide, per call, what DynamoDB "says".
+
+    ``throttle(op, times)`` answers the next ``times`` calls of ``op`` with a throttling error
+    without sending them. ``lose_reply(op, times)`` sends the next ``times`` calls of ``op`` to
+    DynamoDB for real (so they are applied) and then raises a read timeout, as if the reply had
+    been lost on the way back.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.plans: dict[str, list[str]] = {}
+        self.sent: dict[str, int] = {}
+        client.meta.events.register("before-send.dynamodb", self._before_send)
+
+    def throttle(self, operation: str, times: int) -> None:
+        self.plans.setdefault(operation, []).extend(["throttle"] * times)
+
+    def lose_reply(self, operation: str, times: int = 1) -> None:
+        self.plans.setdefault(operation, []).extend(["lose_reply"] * times)
+
+    def _before_send(self, request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
+        target = request.headers.get("X-Amz-Target", b"")
+        operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+        self.sent[operation] = self.sent.get(operation, 0) + 1
+        plan = self.plans.get(operation)
+        if not plan:
+            return None
+        action = plan.pop(0)
+        if action == "throttle":
+            body = json.dumps(
+                {
+                    "__type": "com.amazonaws.dynamodb.v20120810#"
+                    "ProvisionedThroughputExceededException",
+                    "message": "injected throttle",
+                }
+            ).encode()
+            raw = _Raw(body)
+            return AWSResponse(
+                request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, raw
+            )
+        # lose_reply: apply it for real, then pretend the answer never came
+        requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=10)
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class Person(requests.Session):
+    """An authenticated client: every request carries ``Authorization: Bearer <ID token>``."""
+
+    def __init__(self, username: str, token: str, sub: str) -> None:
+        super().__init__()
+        self.username = username
+        self.token = token
+        self.sub = sub
+        self.headers["Authorization"] = f"Bearer {token}"
+
+    @property
+    def authorization(self) -> dict[str, str]:
+        """The header, for a request sent on another connection."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def session(self) -> Person:
+        """Another connection for the same person (a ``requests.Session`` is one per thread)."""
+        return Person(self.username, self.token, self.sub)

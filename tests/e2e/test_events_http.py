@@ -11,7 +11,7 @@ import requests
 
 from local.pump import StreamPump
 from service.handlers import registration_consumer
-from tests.e2e.conftest import Person
+from tests.helpers import Person
 
 CAPACITY = 100  # seed 001's shape: 1000 registrations from 100 threads for 100 seats
 ATTEMPTS = 1000

@@ -16,8 +16,7 @@ from typing import Any
 from service.domain.errors import DomainError
 from service.domain.products import Products
 from service.handlers import products
-from tests.helpers import emf_documents, purchase, totals
-from tests.integration.conftest import Faults, invoke
+from tests.helpers import Faults, emf_documents, invoke, purchase, totals
 from turnstile import metrics, retry
 
 WORKERS = 20

@@ -14,8 +14,7 @@ from botocore.config import Config
 from local.dynamodb_local import DynamoDBLocal
 from service.domain.products import Products
 from service.handlers import products
-from tests.helpers import purchase, stock_of
-from tests.integration.conftest import Faults, invoke
+from tests.helpers import Faults, invoke, purchase, stock_of
 from turnstile import retry
 
 

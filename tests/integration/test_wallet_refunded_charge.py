@@ -23,8 +23,7 @@ from service.domain import locks
 from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets, lease_resource
 from service.handlers import wallets as wallet_handler
-from tests.integration.conftest import invoke
-from tests.unit.conftest import proxy_event
+from tests.helpers import invoke, proxy_event
 from turnstile import retry
 from turnstile.idempotency import IdempotencyStore
 

@@ -7,8 +7,7 @@ from typing import Any
 
 from service.domain.payments import FakeProvider
 from service.handlers import wallets
-from tests.helpers import balance, top_up
-from tests.integration.conftest import Faults, invoke
+from tests.helpers import Faults, balance, invoke, top_up
 from turnstile import retry
 
 

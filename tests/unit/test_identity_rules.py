@@ -20,8 +20,7 @@ from service import policy
 from service.api import routes
 from service.domain.payments import FakeProvider
 from service.handlers import wallets
-from tests.conftest import ADMIN, ALICE, BOB
-from tests.unit.conftest import proxy_event, scan_all
+from tests.helpers import ADMIN, ALICE, BOB, proxy_event, scan_all
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,7 @@ import pytest
 
 from service import observability
 from service.handlers.registration_consumer import pending_age_ms
-from tests.conftest import ALICE
-from tests.helpers import emf_documents, totals
+from tests.helpers import ALICE, emf_documents, totals
 from turnstile import metrics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -292,7 +292,7 @@ def test_an_idempotency_key_is_scoped_to_its_caller():
 def test_renewing_or_releasing_someone_elses_lease_is_lock_lost(moto_ddb, moto_tables):
     from service.domain import locks as domain
     from service.domain.errors import LockLost
-    from tests.unit.conftest import scan_all
+    from tests.helpers import scan_all
 
     locks = domain.Locks(domain.leases(moto_ddb, moto_tables["leases"]))
     # Given alice holds r-policy (owner resolved from her token, no body owner)
