@@ -3,9 +3,16 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Python 3.12 matches the Lambda runtime; fall back to whatever python3 is there (code is 3.11-safe).
-# Each candidate must actually run: a pyenv shim for an inactive version exists but fails.
-PYTHON ?= $(shell for p in python3.12 /root/.pyenv/versions/3.12.1/bin/python3.12 python3; do \
-	"$$p" -c 'import sys; assert sys.version_info >= (3, 11)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
+# Candidates in order: python3.12 on PATH; pyenv's 3.12 (`pyenv which` with PYENV_VERSION set to the
+# newest installed 3.12.x: a bare shim for an inactive version exists but refuses); uv's; python3.
+# Each must actually run and be >= 3.11; the first that does is used, by its absolute path.
+PYTHON ?= $(shell { \
+	echo python3.12; \
+	v=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.[0-9]+)?$$' | sort -V | tail -n 1); \
+	[ -n "$$v" ] && PYENV_VERSION=$$v pyenv which python3.12 2>/dev/null; \
+	uv python find 3.12 2>/dev/null; \
+	echo python3; } | while read -r p; do \
+	"$$p" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 3000
@@ -57,6 +64,11 @@ lock: $(VENV)/.installed
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
 layers: $(VENV)/.installed
 	$(BIN)/python -m infra.layer --arch all
+# checkov pins boto3, packaging and networkx below ours: it gets a venv of its own.
+$(VENV)/checkov/.installed: requirements-checkov.txt $(VENV)/.installed
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -68,7 +80,7 @@ node_modules/.installed: package.json package-lock.json
 	  echo "installing Java 17 for DynamoDB Local"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
-install: $(VENV)/.installed node_modules/.installed .java
+install: $(VENV)/.installed $(VENV)/checkov/.installed node_modules/.installed .java
 
 synth: install layers
 	$(BIN)/python app.py

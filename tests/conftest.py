@@ -7,9 +7,9 @@
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
 * ``ddb``: a thread-safe low-level client for DynamoDB Local, with turnstile's retry settings.
 
-``claims_of`` / ``ADMIN`` / ``ALICE`` / ``BOB``: verified callers as API Gateway's Cognito
-authorizer hands them to a handler (``requestContext.authorizer.claims``), for tiers that call
-handlers with events. The HTTP tier uses real tokens of the local identity provider instead.
+Plain helpers every tier shares (``claims_of`` / ``ADMIN`` / ``ALICE`` / ``BOB``: verified
+callers in API Gateway's claim shape; ``proxy_event``, ``invoke``, ``Faults``...) live in
+``tests/helpers.py``: test modules import that module, never a conftest or another test module.
 """
 
 from __future__ import annotations
@@ -35,28 +35,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def claims_of(sub: str, *, admin: bool = False) -> dict[str, str]:
-    """A caller's claims in API Gateway's REST shape (every value a string, groups joined)."""
-    claims = {"sub": sub, "token_use": "id", "cognito:username": sub}
-    if admin:
-        claims["cognito:groups"] = "admins"
-    return claims
-
-
-ADMIN = claims_of("test-admin", admin=True)
-ALICE = claims_of("alice")
-BOB = claims_of("bob")
-
-
-def signed_in(event: dict[str, Any], claims: dict[str, str] | None) -> dict[str, Any]:
-    """``event`` as the authorizer passes it on for ``claims`` (``None``: no authorizer ran)."""
-    context = dict(event.get("requestContext") or {})
-    context.pop("authorizer", None)
-    if claims is not None:
-        context["authorizer"] = {"claims": claims}
-    return {**event, "requestContext": context}
-
-
 @pytest.fixture(scope="session")
 def assembly(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The cloud assembly of one synth (cdk-nag's report and acknowledgements included)."""
@@ -70,12 +48,6 @@ def template(assembly: Any) -> dict[str, Any]:
     import app
 
     return dict(assembly.get_stack_by_name(app.STACK_NAME).template)
-
-
-def table_environment(template: dict[str, Any]) -> dict[str, str]:
-    """The table variables every function gets, with physical name = logical id (as locally)."""
-    names = {logical: logical for logical in cfn.resources(template, "AWS::DynamoDB::Table")}
-    return cfn.merged_environment(cfn.function_environments(template, names))
 
 
 @pytest.fixture(scope="session")

@@ -115,7 +115,8 @@ class Member:
 
 def join_ops(counter: CapacityRow, member: Member) -> list[dict[str, Any]]:
     """The two transaction elements of a join (see the module docstring)."""
-    assert member.item is not None, "a join writes the member item"
+    if member.item is None:
+        raise ValueError("a join writes the member item: Member.item is required")
     partition = next(iter(member.key))
     return [
         {

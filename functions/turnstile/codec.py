@@ -55,6 +55,17 @@ def decode_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {name: _plain(_deserializer.deserialize(value)) for name, value in item.items()}
 
 
+def new_item(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``Attributes`` of an UpdateItem issued with ``ReturnValues="ALL_NEW"``, decoded.
+
+    DynamoDB always returns them for that call; their absence is a broken contract (a stub or an
+    emulator answering wrongly), raised as ``RuntimeError`` rather than returned as ``None``."""
+    item = decode_item(response.get("Attributes"))
+    if item is None:
+        raise RuntimeError("UpdateItem with ReturnValues=ALL_NEW returned no Attributes")
+    return item
+
+
 def values(**named: Any) -> dict[str, Any]:
     """ExpressionAttributeValues from keywords: ``values(q=1)`` -> ``{":q": {"N": "1"}}``."""
     return {f":{name}": encode(value) for name, value in named.items()}

@@ -497,6 +497,4 @@ def fenced_update(
             metrics.count("FencedWriteRefused", pattern=PATTERN)
             raise StaleFence(fence, codec.old_item(exc)) from exc
         raise
-    item = codec.decode_item(response["Attributes"])
-    assert item is not None
-    return item
+    return codec.new_item(response)

@@ -150,9 +150,7 @@ def claim(
             raise NoSuchSlot() from exc
         metrics.count("SlotTaken", pattern=PATTERN)
         raise SlotTaken(current) from exc
-    item = codec.decode_item(response["Attributes"])
-    assert item is not None
-    return item
+    return codec.new_item(response)
 
 
 def claim_any(

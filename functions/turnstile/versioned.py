@@ -155,9 +155,7 @@ def update_if_version(
             metrics.count("VersionMismatch", pattern=PATTERN)
             raise VersionMismatch(codec.old_item(exc)) from exc
         raise
-    item = codec.decode_item(response["Attributes"])
-    assert item is not None
-    return item
+    return codec.new_item(response)
 
 
 def update_versioned(

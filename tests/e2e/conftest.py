@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from local import bridge, run, workers
 from local.dynamodb_local import DynamoDBLocal
@@ -30,27 +29,7 @@ from local.identity import AuthConfig, IdentityProvider, cognito_client
 from local.issue_token import id_token
 from local.tokens import TokenVerifier
 from service import config
-from tests.conftest import table_environment
-
-
-class Person(requests.Session):
-    """An authenticated client: every request carries ``Authorization: Bearer <ID token>``."""
-
-    def __init__(self, username: str, token: str, sub: str) -> None:
-        super().__init__()
-        self.username = username
-        self.token = token
-        self.sub = sub
-        self.headers["Authorization"] = f"Bearer {token}"
-
-    @property
-    def authorization(self) -> dict[str, str]:
-        """The header, for a request sent on another connection."""
-        return {"Authorization": f"Bearer {self.token}"}
-
-    def session(self) -> Person:
-        """Another connection for the same person (a ``requests.Session`` is one per thread)."""
-        return Person(self.username, self.token, self.sub)
+from tests.helpers import Person, table_environment
 
 
 @pytest.fixture(scope="session")

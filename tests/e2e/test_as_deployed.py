@@ -19,7 +19,7 @@ import pytest
 
 from local import workers
 from service import catalog
-from tests.conftest import ALICE, signed_in
+from tests.helpers import ALICE, signed_in
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_POWERTOOLS = "3.23.0"  # Powertools' SSM parameters: layer 27 of ...python312-arm64

@@ -31,7 +31,7 @@ from local.issue_token import id_token
 from local.tokens import JwksUnavailable, TokenVerifier, gateway_claims
 from service import config, runtime
 from service.domain.errors import Unauthorized
-from tests.e2e.conftest import Person
+from tests.helpers import Person
 
 PASSWORD = "Correct-Horse-9!"  # mallory's, so other app clients can sign her in too
 MOTO_KID = "dummy"  # the kid of moto's one signing key

@@ -10,7 +10,7 @@ from typing import Any
 import requests
 
 from local.pump import StreamPump
-from tests.e2e.conftest import Person
+from tests.helpers import Person
 
 DECIDER = "service.handlers.registration_consumer.handler"
 CAPACITY = 100  # seed 001's shape: 1000 registrations from 100 threads for 100 seats

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from tests.e2e.conftest import Person
+from tests.helpers import Person
 
 ATTEMPTS = 1000  # seed 002: 1000 purchase attempts of one unit, 100 threads, stock 100
 CLIENTS = 100

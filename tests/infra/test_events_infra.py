@@ -8,7 +8,7 @@ import pytest
 
 from local import template as cfn
 from service import config
-from tests.infra.test_stack import api_methods
+from tests.helpers import api_methods
 
 
 def one(template: dict[str, Any], kind: str, contains: str) -> tuple[str, dict[str, Any]]:

@@ -16,6 +16,7 @@ from aws_cdk.assertions import Match, Template
 from local import template as cfn
 from service import config
 from service.api.errors import STATUS
+from tests.helpers import api_methods
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,23 +181,6 @@ EXPECTED_ROUTES = {
     ("POST", "/inventory/{sku}/reservations/{reservationId}/confirm", "inventory"),
     ("DELETE", "/inventory/{sku}/reservations/{reservationId}", "inventory"),
 }
-
-
-def api_methods(template: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every API Gateway method by (HTTP method, full path), the path rebuilt from the
-    resources' PathPart and ParentId chain."""
-    resources = cfn.resources(template, "AWS::ApiGateway::Resource")
-
-    def path(ref: Any) -> str:
-        if isinstance(ref, dict) and "Ref" in ref and ref["Ref"] in resources:
-            properties = resources[ref["Ref"]]["Properties"]
-            return path(properties["ParentId"]) + "/" + properties["PathPart"]
-        return ""  # the API's root resource
-
-    return {
-        (m["Properties"]["HttpMethod"], path(m["Properties"]["ResourceId"])): m["Properties"]
-        for m in cfn.resources(template, "AWS::ApiGateway::Method").values()
-    }
 
 
 def test_every_route_is_a_method_on_its_function(template):

@@ -15,28 +15,12 @@ from typing import Any
 import pytest
 
 from service.domain.errors import AlreadyRegistered, EventFull, NotFound
-from service.domain.events import REGISTRATION_PREFIX, Events
-from turnstile import codec
+from service.domain.events import Events
+from tests.helpers import registration_items
 
 pytestmark = pytest.mark.integration
 
 REGISTERED = "REGISTERED"
-
-
-def registration_items(ddb: Any, table: str, event_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "eventId = :e AND begins_with(sk, :p)",
-        "ExpressionAttributeValues": codec.values(e=event_id, p=REGISTRATION_PREFIX),
-        "ConsistentRead": True,
-    }
-    while True:
-        response = ddb.query(**kwargs)
-        items.extend(codec.decode_item(raw) or {} for raw in response["Items"])
-        if "LastEvaluatedKey" not in response:
-            return items
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
 def attempt_concurrently(

@@ -18,8 +18,7 @@ from service.domain.errors import DomainError
 from service.domain.events import Events
 from service.domain.products import Products
 from service.handlers import products as products_handler
-from tests.integration.conftest import invoke
-from tests.unit.conftest import proxy_event
+from tests.helpers import invoke, proxy_event
 from turnstile import retry
 
 

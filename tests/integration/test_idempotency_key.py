@@ -8,9 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from service.domain.products import Products
 from service.handlers import products
-from tests.integration.conftest import invoke
-from tests.integration.test_purchase_faults import purchase, stock_of
-from tests.unit.conftest import proxy_event
+from tests.helpers import invoke, proxy_event, purchase, stock_of
 
 
 def test_a_retried_purchase_returns_the_first_receipt(wired, ddb, tables, unique):
@@ -87,7 +85,7 @@ def test_a_keyed_create_is_replayed_not_refused(wired, ddb, tables, unique):
 def test_an_idempotency_store_outage_is_503_not_500_and_buys_nothing(
     wired, ddb, tables, dynamodb_local, unique
 ):
-    from tests.integration.conftest import Faults
+    from tests.helpers import Faults
     from turnstile import retry
 
     Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
@@ -104,7 +102,7 @@ def test_an_idempotency_store_outage_is_503_not_500_and_buys_nothing(
 def test_a_committed_create_is_answered_even_if_its_answer_cannot_be_stored(
     wired, ddb, tables, dynamodb_local, unique
 ):
-    from tests.integration.conftest import Faults
+    from tests.helpers import Faults
     from turnstile import retry
 
     # Given storing answers fails (the completion is an UpdateItem; the create is a PutItem)

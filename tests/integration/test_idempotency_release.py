@@ -7,8 +7,7 @@ import pytest
 
 from service.domain.products import Products
 from service.handlers import products
-from tests.integration.conftest import Faults, invoke
-from tests.integration.test_purchase_faults import purchase, stock_of
+from tests.helpers import Faults, invoke, purchase, stock_of
 from turnstile import retry
 
 pytestmark = pytest.mark.integration

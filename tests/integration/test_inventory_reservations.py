@@ -6,39 +6,16 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import pytest
 
-from local.dynamodb_local import CREDENTIALS
 from service.domain.errors import AlreadyConfirmed, Expired, NotFound, OutOfStock
 from service.domain.inventory import UNIT, Inventory
-from turnstile import codec, retry
+from tests.helpers import patient, storm, units_in_table
 
 pytestmark = pytest.mark.integration
-
-
-_PATIENT: dict[str, Any] = {}
-
-
-def patient(client: Any) -> Any:
-    """The same DynamoDB Local, with a client that waits long for answers: DynamoDB Local makes a
-    transaction wait for item locks, and on a loaded shared machine that wait can pass the usual
-    5 s read timeout."""
-    endpoint = client.meta.endpoint_url
-    if endpoint in _PATIENT:
-        return _PATIENT[endpoint]
-    _PATIENT[endpoint] = boto3.session.Session().client(
-        "dynamodb",
-        endpoint_url=endpoint,
-        region_name=client.meta.region_name,
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        config=retry.client_config(read_timeout=60),
-    )
-    return _PATIENT[endpoint]
 
 
 @dataclass
@@ -49,16 +26,6 @@ class Clock:
         return self.now
 
 
-@dataclass
-class History:
-    """What every attempt got back, recorded by the threads themselves."""
-
-    succeeded: list[dict[str, Any]] = field(default_factory=list)
-    out_of_stock: int = 0
-    errors: list[BaseException] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
 def inventory(ddb: Any, tables: Any, clock: Any = None) -> Inventory:
     extra = {"clock": clock} if clock is not None else {}
     return Inventory(
@@ -67,52 +34,6 @@ def inventory(ddb: Any, tables: Any, clock: Any = None) -> Inventory:
         summary_table=tables["inventory_summary"],
         **extra,
     )
-
-
-def units_in_table(ddb: Any, table: str, sku: str) -> list[dict[str, Any]]:
-    items, start = [], None
-    while True:
-        request: dict[str, Any] = {
-            "TableName": table,
-            "KeyConditionExpression": "sku = :sku AND begins_with(sk, :unit)",
-            "ExpressionAttributeValues": codec.values(sku=sku, unit=UNIT),
-            "ConsistentRead": True,
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = ddb.query(**request)
-        items += [codec.decode_item(raw) for raw in response["Items"]]
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            return items
-
-
-def storm(service: Inventory, sku: str, *, quantity: int, attempts: int, workers: int) -> History:
-    history = History()
-    barrier = threading.Barrier(workers)
-
-    def worker(count: int) -> None:
-        barrier.wait()
-        for _ in range(count):
-            try:
-                reservation = service.reserve(sku, quantity, hold_seconds=600)
-            except OutOfStock:
-                with history.lock:
-                    history.out_of_stock += 1
-            except Exception as exc:  # noqa: BLE001 - recorded, then asserted empty
-                with history.lock:
-                    history.errors.append(exc)
-            else:
-                with history.lock:
-                    history.succeeded.append(reservation)
-
-    per_worker = attempts // workers
-    threads = [threading.Thread(target=worker, args=(per_worker,)) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return history
 
 
 def test_seed_002_workload_exactly_the_stock_is_reserved_once(ddb, tables, unique):

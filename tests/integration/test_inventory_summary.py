@@ -16,7 +16,7 @@ from service.domain.errors import OutOfStock
 from service.domain.inventory import Inventory
 from service.domain.inventory_summary import Summaries
 from service.handlers import inventory_summary
-from tests.integration.test_inventory_reservations import patient
+from tests.helpers import patient
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,7 @@ from local.pump import StreamPump
 from service.domain.errors import AlreadyExists, OutOfStock
 from service.domain.inventory import CREATION_FILTER, SUMMARY, Inventory, unit_id
 from service.handlers import inventory_creator
-from tests.integration.conftest import Faults, _Raw
-from tests.integration.test_inventory_reservations import storm, units_in_table
+from tests.helpers import Faults, _Raw, storm, units_in_table
 from turnstile import codec, metrics, retry
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_lease_races import Clock, item
+from tests.helpers import Clock, item
 from turnstile import codec, lease
 
 

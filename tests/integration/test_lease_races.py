@@ -11,24 +11,8 @@ from typing import Any
 import pytest
 
 from bench.leases import lease_workload
+from tests.helpers import Clock, item
 from turnstile import codec, lease, retry
-
-
-class Clock:
-    """An injected wall clock (epoch seconds) that only moves when told to."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def item(ddb: Any, table: str, key: str) -> dict[str, Any] | None:
-    response = ddb.get_item(
-        TableName=table, Key=codec.encode_item({"resource": key}), ConsistentRead=True
-    )
-    return codec.decode_item(response.get("Item"))
 
 
 def test_hundred_threads_racing_for_one_resource_exactly_one_wins(ddb, tables, unique):

@@ -16,9 +16,7 @@ from typing import Any
 from service.domain.errors import DomainError
 from service.domain.products import Products
 from service.handlers import products
-from tests.integration.conftest import Faults, invoke
-from tests.integration.test_purchase_faults import purchase
-from tests.unit.test_observability import emf_documents, totals
+from tests.helpers import Faults, emf_documents, invoke, purchase, totals
 from turnstile import metrics, retry
 
 WORKERS = 20

@@ -17,11 +17,7 @@ from service.domain.payments import FakeProvider
 from service.domain.products import Products
 from service.domain.wallets import Wallets
 from service.handlers import events, inventory, products, wallets
-from tests.integration.conftest import Faults, invoke
-from tests.integration.test_lease_races import Clock
-from tests.integration.test_purchase_faults import purchase, stock_of
-from tests.integration.test_wallet_retries import balance, top_up
-from tests.unit.conftest import proxy_event
+from tests.helpers import Clock, Faults, balance, invoke, proxy_event, purchase, stock_of, top_up
 from turnstile import idempotency, lease, metrics, retry
 
 

@@ -7,7 +7,6 @@ under the same ClientRequestToken and the purchase completes exactly once."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from botocore.config import Config
@@ -15,32 +14,12 @@ from botocore.config import Config
 from local.dynamodb_local import DynamoDBLocal
 from service.domain.products import Products
 from service.handlers import products
-from tests.integration.conftest import Faults, invoke
-from tests.unit.conftest import proxy_event
+from tests.helpers import Faults, invoke, purchase, stock_of
 from turnstile import retry
 
 
 def new_client(db: DynamoDBLocal, config: Config | None = None) -> Any:
     return db.client(config=config or retry.client_config())
-
-
-def purchase(product_id: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Idempotency-Key"] = key
-    return proxy_event(
-        "POST",
-        "/products/{productId}/purchases",
-        f"/products/{product_id}/purchases",
-        body=json.dumps(body),
-        headers=headers,
-        params={"productId": product_id},
-    )
-
-
-def stock_of(ddb: Any, tables: Any, product_id: str) -> tuple[int, int]:
-    item = Products(client=ddb, table=tables["products"]).get(product_id)
-    return item["stock"], item["version"]
 
 
 def test_brief_throttling_is_retried_and_the_purchase_applies_once(

@@ -22,8 +22,7 @@ from service.domain.registration_requests import (
     RegistrationRequests,
 )
 from service.handlers import registration_consumer
-from tests.conftest import table_environment
-from tests.integration.test_event_signup_concurrency import registration_items
+from tests.helpers import registration_items, table_environment
 from turnstile import codec
 
 pytestmark = pytest.mark.integration

@@ -4,31 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from local.pump import StreamPump
-
-
-@pytest.fixture
-def stream_table(ddb: Any, unique: str) -> str:
-    name = f"pump-{unique}"
-    ddb.create_table(
-        TableName=name,
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
-    return name
-
-
-def put(ddb: Any, table: str, *keys: str) -> None:
-    for key in keys:
-        ddb.put_item(TableName=table, Item={"pk": {"S": key}})
-
-
-def keys_of(event: dict[str, Any]) -> list[str]:
-    return [record["dynamodb"]["Keys"]["pk"]["S"] for record in event["Records"]]
+from tests.helpers import keys_of, put
 
 
 def test_records_arrive_in_write_order_in_lambda_shape(ddb, streams, stream_table):

@@ -10,12 +10,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local.pump import StreamPump
-from tests.integration.test_stream_pump import keys_of, put, stream_table  # noqa: F401
+from tests.helpers import keys_of, put
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_refused_iterator_is_replaced_from_the_checkpoint(ddb, streams, stream_table):  # noqa: F811
+def test_a_refused_iterator_is_replaced_from_the_checkpoint(ddb, streams, stream_table):
     # Given a pump that has finished k0, k1, and a streams client that refuses the next read once
     seen: list[str] = []
 

@@ -4,10 +4,14 @@ A keyed top-up charges the provider, loses its lease while charging, refunds the
 before its answer is stored. The client's retry under the same key gets the provider's first
 charge back for that key (as real payment APIs do); before the fix it credited it although it was
 refunded: a credit without a standing charge. Now the retry is refused and nothing is credited.
+
+Time is a clock the test moves (the leases' and the idempotency store's injected ``clock``), so
+"the charge outlasts the lease" and "the claim lapses" are steps of the test, not sleeps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -19,8 +23,7 @@ from service.domain import locks
 from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets, lease_resource
 from service.handlers import wallets as wallet_handler
-from tests.integration.conftest import invoke
-from tests.unit.conftest import proxy_event
+from tests.helpers import invoke, proxy_event
 from turnstile import retry
 from turnstile.idempotency import IdempotencyStore
 
@@ -47,7 +50,8 @@ def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
 ):
     client = dynamodb_local.client(config=retry.client_config())
     wired(client)
-    leases = locks.leases(client, tables[config.LEASES])
+    now = [time.time()]  # the one clock of this test: it moves only when the test says so
+    leases = dataclasses.replace(locks.leases(client, tables[config.LEASES]), clock=lambda: now[0])
     dying = {"now": False}
 
     def die_after_refund(request: AWSPreparedRequest, **_: object) -> None:
@@ -59,7 +63,7 @@ def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
 
     def slow_first_charge(wallet_id: str, amount: int, reference: str) -> None:
         if not provider.calls():
-            time.sleep(0.4)  # past the 200 ms lease: another request takes the wallet meanwhile
+            now[0] += 0.4  # past the 200 ms lease: another request takes the wallet meanwhile
             leases.release(leases.acquire(lease_resource(wallet_id), "intruder", 1000))
 
     provider = FakeProvider(before_charge=slow_first_charge)
@@ -77,6 +81,7 @@ def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
         lock_ms=300,
         keep_seconds=60,
         replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
+        clock=lambda: now[0],
     )
     runtime.idempotency.set(store)
     wallet_handler.wallets.set(
@@ -93,7 +98,7 @@ def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
     with pytest.raises(Died):
         wallet_handler.handler(top_up(unique, 25, key), None)
     assert [call.kind for call in provider.calls()] == ["charge", "refund"]
-    time.sleep(0.5)  # the first attempt's claim lapses; the client retries with its key
+    now[0] += 0.5  # the first attempt's claim (300 ms) lapses; the client retries with its key
     status, _, body = invoke(wallet_handler.handler, top_up(unique, 25, key))
     refunded = {call.charge_id for call in provider.calls("refund")}
     assert status != 201 or body["chargeId"] not in refunded, body  # the bug: 201, refunded

@@ -3,39 +3,12 @@ the first attempt charged the provider and then failed to record it."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from service.domain.payments import FakeProvider
 from service.handlers import wallets
-from tests.integration.conftest import Faults, invoke
-from tests.unit.conftest import proxy_event
+from tests.helpers import Faults, balance, invoke, top_up
 from turnstile import retry
-
-
-def top_up(wallet_id: str, amount: int, key: str | None) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Idempotency-Key"] = key
-    return proxy_event(
-        "POST",
-        "/wallets/{walletId}/top-ups",
-        f"/wallets/{wallet_id}/top-ups",
-        body=json.dumps({"amount": amount}),
-        headers=headers,
-        params={"walletId": wallet_id},
-    )
-
-
-def balance(wallet_id: str) -> int:
-    status, _, body = invoke(
-        wallets.handler,
-        proxy_event(
-            "GET", "/wallets/{walletId}", f"/wallets/{wallet_id}", params={"walletId": wallet_id}
-        ),
-    )
-    assert status == 200
-    return int(body["balance"])
 
 
 def use(wired: Any, client: Any, provider: FakeProvider) -> None:

@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from local import template as cfn
 from service import config, runtime
-from tests.conftest import ADMIN, signed_in, table_environment
+from tests.helpers import table_environment
 from turnstile import retry
 
 
@@ -53,34 +53,3 @@ def moto_ddb(moto_env: dict[str, str], template: dict[str, Any]) -> Iterator[Any
 def moto_tables(moto_ddb: Any) -> config.Tables:
     names = [key.removesuffix("_TABLE").lower() for key in os.environ if key.endswith("_TABLE")]
     return config.Tables.from_env(*names)
-
-
-def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
-    return client.scan(TableName=table, ConsistentRead=True)["Items"]
-
-
-def proxy_event(
-    method: str,
-    resource: str,
-    path: str,
-    *,
-    body: str | None = None,
-    headers: dict[str, str] | None = None,
-    params: dict[str, str] | None = None,
-    caller: dict[str, str] | None = ADMIN,
-) -> dict[str, Any]:
-    """A REST proxy event as API Gateway sends it, after its authorizer verified ``caller``'s
-    token (an administrator unless said; ``None``: no claims at all)."""
-    return signed_in(
-        {
-            "resource": resource,
-            "path": path,
-            "httpMethod": method,
-            "headers": headers if headers is not None else {"Content-Type": "application/json"},
-            "pathParameters": params,
-            "body": body,
-            "isBase64Encoded": False,
-            "requestContext": {"requestId": "test"},
-        },
-        caller,
-    )

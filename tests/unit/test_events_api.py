@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from service.handlers import events
-from tests.unit.conftest import proxy_event, scan_all
+from tests.helpers import proxy_event, scan_all
 
 E = "/events/{eventId}"
 REG = "/events/{eventId}/registrations"

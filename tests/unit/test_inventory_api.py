@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from service.handlers import inventory
-from tests.unit.conftest import proxy_event, scan_all
+from tests.helpers import proxy_event, scan_all
 
 RESERVATIONS = "/inventory/{sku}/reservations"
 RESERVATION = "/inventory/{sku}/reservations/{reservationId}"

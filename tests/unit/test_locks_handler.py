@@ -12,7 +12,7 @@ from service.domain import locks as domain
 from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets
 from service.handlers import locks, wallets
-from tests.unit.conftest import proxy_event, scan_all
+from tests.helpers import proxy_event, scan_all
 
 LOCK = "/locks/{resource}"
 

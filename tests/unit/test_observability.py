@@ -13,28 +13,10 @@ import pytest
 
 from service import observability
 from service.handlers.registration_consumer import pending_age_ms
-from tests.conftest import ALICE
+from tests.helpers import ALICE, emf_documents, totals
 from turnstile import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def emf_documents(output: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in output.splitlines() if line.startswith('{"_aws"')]
-
-
-def totals(documents: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """Sum of every value per (pattern, metric) over EMF documents."""
-    summed: dict[tuple[str, str], float] = {}
-    for document in documents:
-        for directive in document["_aws"]["CloudWatchMetrics"]:
-            for definition in directive["Metrics"]:
-                name = definition["Name"]
-                values = document[name]
-                values = values if isinstance(values, list) else [values]
-                key = (document["pattern"], name)
-                summed[key] = summed.get(key, 0.0) + sum(values)
-    return summed
 
 
 def test_pending_sums_counts_keeps_durations_and_take_empties_it():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from service import policy
@@ -30,17 +33,128 @@ def test_caller_is_the_claims_sub_and_admins_are_the_admins_group():
     assert not policy.caller_from_claims(claims("sub-bob", "administrators")).is_admin
 
 
-@pytest.mark.parametrize(
-    "groups",
-    ["admins", "readers,admins", "[readers admins]", ["readers", "admins"], " admins , x"],
-)
-def test_groups_are_read_in_every_shape_gateways_hand_them_over(groups):
+def id_token(payload: dict[str, object]) -> str:
+    """A compact JWS of ``payload`` as it sits in the Authorization header API Gateway verified
+    (the signature is not checked again behind the gateway, so any bytes serve here)."""
+
+    def b64(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    return f"{b64({'alg': 'RS256', 'kid': 'k'})}.{b64(payload)}.c2ln"
+
+
+def signed_event(groups: list[str], *, flattened: str | None = None, **headers: object):
+    """A REST proxy event of a caller in ``groups``: the authorizer's flattened claim (REST
+    joins a list with commas) and the verified token itself in the Authorization header."""
+    payload = {"sub": "s", "token_use": "id", "exp": 1_900_000_000, "cognito:groups": groups}
+    shaped = {"sub": "s", "token_use": "id", "exp": "Sun Mar 17 17:46:40 UTC 2030"}
+    shaped["cognito:groups"] = ",".join(groups) if flattened is None else flattened
+    token = f"Bearer {id_token(payload)}"
+    return {
+        "headers": {"Authorization": token, **headers},
+        "multiValueHeaders": {"Authorization": [token]},
+        "requestContext": {"authorizer": {"claims": shaped}},
+    }
+
+
+@pytest.mark.parametrize("groups", ["admins", ["readers", "admins"], ("admins",)])
+def test_groups_are_read_from_an_unambiguous_claim(groups):
+    # Given a claim that can name only one list of groups: one bare name, or a real list
     assert policy.caller_from_claims({"sub": "s", "cognito:groups": groups}).is_admin
 
 
-@pytest.mark.parametrize("groups", ["admins2", "[xadmins]", "", None, []])
-def test_no_false_administrators(groups):
-    assert not policy.caller_from_claims({"sub": "s", "cognito:groups": groups}).is_admin
+@pytest.mark.parametrize(
+    "groups",
+    [
+        "admins2",
+        "[xadmins]",
+        "",
+        None,
+        [],
+        "Admins",
+        "ADMINS",
+        "admins ",
+        " admins",
+        "admins\n",
+        # flattened strings that a single hostile group name produces: never an administrator
+        "staff,admins",
+        "[staff,admins]",
+        "[staff admins]",
+        " admins]",
+        "[admins",
+        "admins,",
+        ",admins",
+        "admins,admins",
+        ["staff,admins"],
+        ["[staff admins]"],
+        ["Admins"],
+        ["admins "],
+    ],
+)
+def test_hostile_or_near_group_names_never_make_an_administrator(groups):
+    # Given only the authorizer's claim (no token to read the real list from)
+    caller = policy.caller_from_claims({"sub": "s", "cognito:groups": groups})
+    # Then nobody is an administrator by a name that merely contains or resembles "admins"
+    assert not caller.is_admin
+
+
+@pytest.mark.parametrize(
+    "hostile", ["staff,admins", "[staff,admins]", "admins,", "[staff", " admins]", "Admins"]
+)
+def test_a_hostile_group_name_in_a_signed_token_is_still_not_admins(hostile):
+    # Given a user whose only group has a hostile name: REST flattens it to a string that also
+    # reads as several groups
+    event = signed_event([hostile])
+    # Then the signed list in the token decides: one group, not named exactly "admins"
+    assert not policy.caller_from_event(event).is_admin
+
+
+def test_a_hostile_pair_of_groups_is_read_exactly():
+    # Given a user in "[staff" and "admins]" (flattened "[staff,admins]")
+    assert not policy.caller_from_event(signed_event(["[staff", "admins]"])).is_admin
+
+
+@pytest.mark.parametrize("groups", [["staff", "admins"], ["admins", "readers,x"], ["admins"]])
+def test_an_administrator_in_several_groups_is_read_from_the_signed_token(groups):
+    # Given a real member of "admins" (and maybe of others): the flattened claim is ambiguous
+    event = signed_event(groups)
+    # Then the verified token's list decides, and it says admins
+    caller = policy.caller_from_event(event)
+    assert caller.is_admin
+    assert caller.groups == frozenset(groups)
+
+
+def test_an_ambiguous_claim_without_the_token_is_no_group():
+    # Given the flattened claim of staff + admins but no Authorization header to read the list
+    event = signed_event(["staff", "admins"])
+    event.pop("headers")
+    event.pop("multiValueHeaders")
+    # Then the caller is authenticated but in no group (fail closed)
+    caller = policy.caller_from_event(event)
+    assert caller.sub == "s" and caller.groups == frozenset()
+
+
+def test_a_token_of_another_caller_is_not_read():
+    # Given the claims of "s" but a token (say, a second header) of someone else
+    event = signed_event(["staff", "admins"])
+    other = id_token({"sub": "mallory", "exp": 1_900_000_000, "cognito:groups": ["admins"]})
+    event["headers"]["Authorization"] = other
+    event["multiValueHeaders"]["Authorization"] = [other]
+    assert not policy.caller_from_event(event).is_admin
+
+
+def test_two_authorization_headers_are_not_read():
+    # Given two Authorization values (which one did the gateway verify?)
+    event = signed_event(["staff", "admins"])
+    token = event["headers"]["Authorization"]
+    event["multiValueHeaders"] = {"Authorization": [token], "authorization": ["x.e30.y"]}
+    assert not policy.caller_from_event(event).is_admin
+
+
+def test_a_token_whose_expiry_is_not_the_claims_is_not_read():
+    event = signed_event(["staff", "admins"])
+    event["requestContext"]["authorizer"]["claims"]["exp"] = "Mon Mar 18 17:46:40 UTC 2030"
+    assert not policy.caller_from_event(event).is_admin
 
 
 @pytest.mark.parametrize("missing", [None, {}, {"sub": ""}, {"sub": "  "}, {"email": "a@b"}])
@@ -178,7 +292,7 @@ def test_an_idempotency_key_is_scoped_to_its_caller():
 def test_renewing_or_releasing_someone_elses_lease_is_lock_lost(moto_ddb, moto_tables):
     from service.domain import locks as domain
     from service.domain.errors import LockLost
-    from tests.unit.conftest import scan_all
+    from tests.helpers import scan_all
 
     locks = domain.Locks(domain.leases(moto_ddb, moto_tables["leases"]))
     # Given alice holds r-policy (owner resolved from her token, no body owner)

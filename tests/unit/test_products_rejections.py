@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from service.handlers import products
-from tests.unit.conftest import proxy_event, scan_all
+from tests.helpers import proxy_event, scan_all
 
 PURCHASES = "/products/{productId}/purchases"
 

@@ -21,7 +21,7 @@ from service import catalog
 from service.api import models, routes
 from service.api.errors import STATUS
 from service.api.resolver import Resolver
-from tests.unit.conftest import proxy_event
+from tests.helpers import proxy_event
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY_ROUTES = [route for route in routes.ROUTES if route.body is not None]

@@ -6,7 +6,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
-from tests.integration.conftest import Faults
+from tests.helpers import Faults
 from turnstile import retry
 
 

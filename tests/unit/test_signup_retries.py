@@ -15,7 +15,7 @@ from service.domain.errors import AlreadyRegistered, EventFull, NotFound
 from service.domain.events import Events
 from service.domain.registration_requests import ACCEPTED, RegistrationRequests
 from service.handlers import events as events_handler
-from tests.unit.conftest import proxy_event
+from tests.helpers import proxy_event
 from turnstile import codec, retry
 
 NO_WAIT = retry.Backoff(attempts=4, base=0.001, cap=0.001, sleep=lambda seconds: None)

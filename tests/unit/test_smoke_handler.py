@@ -1,7 +1,7 @@
 import json
 
 from service.handlers import products
-from tests.unit.conftest import proxy_event, scan_all
+from tests.helpers import proxy_event, scan_all
 
 
 def test_create_product_through_handler(moto_ddb, moto_tables):

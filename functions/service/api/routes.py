@@ -2,7 +2,7 @@
 
 A declaration names the function that serves the route, its method and path template, the model of
 its body, its success status, the error codes its domain can answer, whether it honours
-``Idempotency-Key``, and the headers it reads. From these:
+``Idempotency-Key``, the headers it reads, and whether only administrators may call it. From these:
 
 * each function's Powertools resolver registers its routes (``service.api.resolver.declared``)
   and documents them in its OpenAPI document;
@@ -35,6 +35,7 @@ class Route:
     errors: tuple[str, ...] = ()
     idempotent: bool = False
     headers: tuple[str, ...] = ()
+    admin: bool = False  # a catalogue write: administrators only (service.policy)
 
     @property
     def params(self) -> list[str]:
@@ -58,6 +59,7 @@ ROUTES: tuple[Route, ...] = (
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
+        admin=True,
     ),
     Route(
         "products",
@@ -76,6 +78,7 @@ ROUTES: tuple[Route, ...] = (
         body=models.ProductChanges,
         errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
         headers=("If-Match",),
+        admin=True,
     ),
     Route(
         "products",
@@ -158,6 +161,7 @@ ROUTES: tuple[Route, ...] = (
         body=models.NewInventory,
         status=201,
         errors=("ALREADY_EXISTS",),
+        admin=True,
     ),
     Route(
         "inventory",
@@ -214,6 +218,7 @@ ROUTES: tuple[Route, ...] = (
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
+        admin=True,
     ),
     Route(
         "events",

@@ -279,8 +279,7 @@ class Products:
     def _purchase_sharded_keyed(
         self, counter: sharded.ShardedCounter, quantity: int, purchase_id: str, claim: Claim
     ) -> dict[str, Any]:
-        store = self.idempotency
-        assert store is not None, "a claim needs an idempotency store"
+        store = self._store()
         for attempt in range(1, self.conflicts.attempts + 1):
             try:
                 items = sharded.read_items(self.client, counter, self.backoff)
@@ -384,11 +383,11 @@ class Products:
 
         also = None
         if claim is not None:
-            store = self.idempotency
-            assert store is not None, "a claim needs an idempotency store"
+            store = self._store()
 
             def also(item: dict[str, Any] | None, changes: Any) -> list[dict[str, Any]]:
-                assert item is not None
+                if item is None:  # versioned.update reads the item before it calls this
+                    raise RuntimeError("the product to complete a claim with was not read")
                 after = {**item, **changes, "version": item["version"] + 1}
                 receipt = self._receipt(purchase_id, product_id, quantity, after)
                 return [store.complete_op(claim, 201, receipt)]
@@ -410,6 +409,13 @@ class Products:
         if claim is not None:
             claim.completed = True
         return self._receipt(purchase_id, product_id, quantity, written.item)
+
+    def _store(self) -> IdempotencyStore:
+        """The idempotency store a keyed purchase completes its claim in (an explicit check, not an
+        ``assert``: ``python -O`` would drop that)."""
+        if self.idempotency is None:
+            raise RuntimeError("a claim needs an idempotency store (Products(idempotency=...))")
+        return self.idempotency
 
     @staticmethod
     def _out_of_stock(item: dict[str, Any], quantity: int) -> OutOfStock:

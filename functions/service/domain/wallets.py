@@ -204,7 +204,8 @@ class Wallets:
             },
         ]
         if claim is not None:
-            assert self.idempotency is not None, "a claim needs an idempotency store"
+            if self.idempotency is None:
+                raise RuntimeError("a claim needs an idempotency store (Wallets(idempotency=...))")
             items.append(self.idempotency.complete_op(claim, 201, receipt))
         try:
             self.leases.transact(held, items)

@@ -1,0 +1,375 @@
+"""Helpers several test modules share (builders, readers, a test clock): plain functions, so a
+test module never imports another test module (which would also collect its tests twice)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import requests
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import ReadTimeoutError
+
+from local import iam
+from local import template as cfn
+from local.dynamodb_local import CREDENTIALS
+from service.domain.errors import OutOfStock
+from service.domain.events import REGISTRATION_PREFIX
+from service.domain.inventory import UNIT, Inventory
+from service.domain.products import Products
+from service.handlers import wallets
+from turnstile import codec, retry
+
+_PATIENT: dict[str, Any] = {}
+
+
+@dataclass
+class History:
+    """What every attempt got back, recorded by the threads themselves."""
+
+    succeeded: list[dict[str, Any]] = field(default_factory=list)
+    out_of_stock: int = 0
+    errors: list[BaseException] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def api_methods(template: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every API Gateway method by (HTTP method, full path), the path rebuilt from the
+    resources' PathPart and ParentId chain."""
+    resources = cfn.resources(template, "AWS::ApiGateway::Resource")
+
+    def path(ref: Any) -> str:
+        if isinstance(ref, dict) and "Ref" in ref and ref["Ref"] in resources:
+            properties = resources[ref["Ref"]]["Properties"]
+            return path(properties["ParentId"]) + "/" + properties["PathPart"]
+        return ""  # the API's root resource
+
+    return {
+        (m["Properties"]["HttpMethod"], path(m["Properties"]["ResourceId"])): m["Properties"]
+        for m in cfn.resources(template, "AWS::ApiGateway::Method").values()
+    }
+
+
+def put(ddb: Any, table: str, *keys: str) -> None:
+    for key in keys:
+        ddb.put_item(TableName=table, Item={"pk": {"S": key}})
+
+
+def keys_of(event: dict[str, Any]) -> list[str]:
+    return [record["dynamodb"]["Keys"]["pk"]["S"] for record in event["Records"]]
+
+
+def registration_items(ddb: Any, table: str, event_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "eventId = :e AND begins_with(sk, :p)",
+        "ExpressionAttributeValues": codec.values(e=event_id, p=REGISTRATION_PREFIX),
+        "ConsistentRead": True,
+    }
+    while True:
+        response = ddb.query(**kwargs)
+        items.extend(codec.decode_item(raw) or {} for raw in response["Items"])
+        if "LastEvaluatedKey" not in response:
+            return items
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def emf_documents(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith('{"_aws"')]
+
+
+def totals(documents: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Sum of every value per (pattern, metric) over EMF documents."""
+    summed: dict[tuple[str, str], float] = {}
+    for document in documents:
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for definition in directive["Metrics"]:
+                name = definition["Name"]
+                values = document[name]
+                values = values if isinstance(values, list) else [values]
+                key = (document["pattern"], name)
+                summed[key] = summed.get(key, 0.0) + sum(values)
+    return summed
+
+
+def top_up(wallet_id: str, amount: int, key: str | None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    return proxy_event(
+        "POST",
+        "/wallets/{walletId}/top-ups",
+        f"/wallets/{wallet_id}/top-ups",
+        body=json.dumps({"amount": amount}),
+        headers=headers,
+        params={"walletId": wallet_id},
+    )
+
+
+def balance(wallet_id: str) -> int:
+    status, _, body = invoke(
+        wallets.handler,
+        proxy_event(
+            "GET", "/wallets/{walletId}", f"/wallets/{wallet_id}", params={"walletId": wallet_id}
+        ),
+    )
+    assert status == 200
+    return int(body["balance"])
+
+
+class Clock:
+    """An injected wall clock (epoch seconds) that only moves when told to."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def item(ddb: Any, table: str, key: str) -> dict[str, Any] | None:
+    response = ddb.get_item(
+        TableName=table, Key=codec.encode_item({"resource": key}), ConsistentRead=True
+    )
+    return codec.decode_item(response.get("Item"))
+
+
+def purchase(product_id: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    return proxy_event(
+        "POST",
+        "/products/{productId}/purchases",
+        f"/products/{product_id}/purchases",
+        body=json.dumps(body),
+        headers=headers,
+        params={"productId": product_id},
+    )
+
+
+def stock_of(ddb: Any, tables: Any, product_id: str) -> tuple[int, int]:
+    item = Products(client=ddb, table=tables["products"]).get(product_id)
+    return item["stock"], item["version"]
+
+
+def patient(client: Any) -> Any:
+    """The same DynamoDB Local, with a client that waits long for answers: DynamoDB Local makes a
+    transaction wait for item locks, and on a loaded shared machine that wait can pass the usual
+    5 s read timeout."""
+    endpoint = client.meta.endpoint_url
+    if endpoint in _PATIENT:
+        return _PATIENT[endpoint]
+    _PATIENT[endpoint] = boto3.session.Session().client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name=client.meta.region_name,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        config=retry.client_config(read_timeout=60),
+    )
+    return _PATIENT[endpoint]
+
+
+def units_in_table(ddb: Any, table: str, sku: str) -> list[dict[str, Any]]:
+    items, start = [], None
+    while True:
+        request: dict[str, Any] = {
+            "TableName": table,
+            "KeyConditionExpression": "sku = :sku AND begins_with(sk, :unit)",
+            "ExpressionAttributeValues": codec.values(sku=sku, unit=UNIT),
+            "ConsistentRead": True,
+        }
+        if start:
+            request["ExclusiveStartKey"] = start
+        response = ddb.query(**request)
+        items += [codec.decode_item(raw) for raw in response["Items"]]
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            return items
+
+
+def storm(service: Inventory, sku: str, *, quantity: int, attempts: int, workers: int) -> History:
+    history = History()
+    barrier = threading.Barrier(workers)
+
+    def worker(count: int) -> None:
+        barrier.wait()
+        for _ in range(count):
+            try:
+                reservation = service.reserve(sku, quantity, hold_seconds=600)
+            except OutOfStock:
+                with history.lock:
+                    history.out_of_stock += 1
+            except Exception as exc:  # noqa: BLE001 - recorded, then asserted empty
+                with history.lock:
+                    history.errors.append(exc)
+            else:
+                with history.lock:
+                    history.succeeded.append(reservation)
+
+    per_worker = attempts // workers
+    threads = [threading.Thread(target=worker, args=(per_worker,)) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return history
+
+
+def claims_of(sub: str, *, admin: bool = False) -> dict[str, str]:
+    """A caller's claims in API Gateway's REST shape (every value a string, groups joined)."""
+    claims = {"sub": sub, "token_use": "id", "cognito:username": sub}
+    if admin:
+        claims["cognito:groups"] = "admins"
+    return claims
+
+
+ADMIN = claims_of("test-admin", admin=True)
+
+
+ALICE = claims_of("alice")
+
+
+BOB = claims_of("bob")
+
+
+def signed_in(event: dict[str, Any], claims: dict[str, str] | None) -> dict[str, Any]:
+    """``event`` as the authorizer passes it on for ``claims`` (``None``: no authorizer ran)."""
+    context = dict(event.get("requestContext") or {})
+    context.pop("authorizer", None)
+    if claims is not None:
+        context["authorizer"] = {"claims": claims}
+    return {**event, "requestContext": context}
+
+
+def table_environment(template: dict[str, Any]) -> dict[str, str]:
+    """The table variables every function gets, with physical name = logical id (as locally)."""
+    names = {logical: logical for logical in cfn.resources(template, "AWS::DynamoDB::Table")}
+    return cfn.merged_environment(cfn.function_environments(template, names))
+
+
+def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
+    return client.scan(TableName=table, ConsistentRead=True)["Items"]
+
+
+def proxy_event(
+    method: str,
+    resource: str,
+    path: str,
+    *,
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
+    caller: dict[str, str] | None = ADMIN,
+) -> dict[str, Any]:
+    """A REST proxy event as API Gateway sends it, after its authorizer verified ``caller``'s
+    token (an administrator unless said; ``None``: no claims at all)."""
+    return signed_in(
+        {
+            "resource": resource,
+            "path": path,
+            "httpMethod": method,
+            "headers": headers if headers is not None else {"Content-Type": "application/json"},
+            "pathParameters": params,
+            "body": body,
+            "isBase64Encoded": False,
+            "requestContext": {"requestId": "test"},
+        },
+        caller,
+    )
+
+
+# Every function's role policy by handler path, filled once per session by the integration tier's
+# ``role_policies`` fixture: :func:`invoke` calls a handler as its function, under that policy.
+POLICIES: dict[str, iam.RolePolicy] = {}
+
+
+def invoke(handler: Callable[..., dict[str, Any]], event: dict[str, Any]) -> tuple[int, dict, Any]:
+    """Call ``handler`` as its function: its role's policy applies to the wired clients."""
+    policy = POLICIES.get(f"{handler.__module__}.{handler.__name__}")
+    if policy is None:
+        raise LookupError(f"no function of the template runs {handler.__module__}")
+    with iam.acting_as(policy):
+        response = handler(event, None)
+    body = json.loads(response["body"]) if response.get("body") else None
+    return response["statusCode"], response.get("headers") or {}, body
+
+
+class Faults:
+    """botocore ``before-send`` hooks: decide, per call, what DynamoDB "says".
+
+    ``throttle(op, times)`` answers the next ``times`` calls of ``op`` with a throttling error
+    without sending them. ``lose_reply(op, times)`` sends the next ``times`` calls of ``op`` to
+    DynamoDB for real (so they are applied) and then raises a read timeout, as if the reply had
+    been lost on the way back.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.plans: dict[str, list[str]] = {}
+        self.sent: dict[str, int] = {}
+        client.meta.events.register("before-send.dynamodb", self._before_send)
+
+    def throttle(self, operation: str, times: int) -> None:
+        self.plans.setdefault(operation, []).extend(["throttle"] * times)
+
+    def lose_reply(self, operation: str, times: int = 1) -> None:
+        self.plans.setdefault(operation, []).extend(["lose_reply"] * times)
+
+    def _before_send(self, request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
+        target = request.headers.get("X-Amz-Target", b"")
+        operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+        self.sent[operation] = self.sent.get(operation, 0) + 1
+        plan = self.plans.get(operation)
+        if not plan:
+            return None
+        action = plan.pop(0)
+        if action == "throttle":
+            body = json.dumps(
+                {
+                    "__type": "com.amazonaws.dynamodb.v20120810#"
+                    "ProvisionedThroughputExceededException",
+                    "message": "injected throttle",
+                }
+            ).encode()
+            raw = _Raw(body)
+            return AWSResponse(
+                request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, raw
+            )
+        # lose_reply: apply it for real, then pretend the answer never came
+        requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=10)
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class Person(requests.Session):
+    """An authenticated client: every request carries ``Authorization: Bearer <ID token>``."""
+
+    def __init__(self, username: str, token: str, sub: str) -> None:
+        super().__init__()
+        self.username = username
+        self.token = token
+        self.sub = sub
+        self.headers["Authorization"] = f"Bearer {token}"
+
+    @property
+    def authorization(self) -> dict[str, str]:
+        """The header, for a request sent on another connection."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def session(self) -> Person:
+        """Another connection for the same person (a ``requests.Session`` is one per thread)."""
+        return Person(self.username, self.token, self.sub)
