@@ -74,6 +74,8 @@ def main() -> None:
         "maxrss_kb": peak_rss_kb(),
         "status": status,
         "modules": len(sys.modules),
+        # which of the heavy optional imports this start paid for
+        "loaded": sorted(m for m in job.get("watch", ()) if m in sys.modules),
     }
     with open(sys.argv[2], "w") as out:
         out.write(json.dumps(result))
