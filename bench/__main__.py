@@ -15,7 +15,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench import hot, http_auth, inventory, leases, products, signup  # noqa: E402
+from bench import coldstart, hot, http_auth, inventory, leases, products, signup  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling, tally_delta  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per strategy; median shown")
     parser.add_argument("--only", default="", help="comma-separated sections")
+    parser.add_argument(
+        "--cold-repeat", type=int, default=coldstart.REPEATS, help="cold starts per function"
+    )
     args = parser.parse_args(argv)
     only = {s for s in args.only.split(",") if s}
     # The stream consumers' EMF lines would bury the tables; the bench reads ``metrics.tally``.
@@ -135,7 +138,37 @@ def main(argv: list[str] | None = None) -> int:
             run_http(db, loaded, client, meter, names)
         if not only or "hot" in only:
             run_hot(db, names)
+        if not only or "coldstart" in only:
+            run_coldstart(db, loaded, names, args.cold_repeat)
     return 0
+
+
+COLD_TARGET = 1.3  # import + first request of an API function, over the baseline
+
+
+def run_coldstart(
+    db: DynamoDBLocal, loaded: dict[str, Any], names: dict[str, str], repeats: int
+) -> None:
+    print(f"\n## coldstart ({repeats} cold starts per function and as many baselines)", flush=True)
+    rows, tops = coldstart.run(db, loaded, names, repeats)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "coldstart.json").write_text(json.dumps(rows, indent=2))
+    (RESULTS / "coldstart_importtime.json").write_text(json.dumps(tops, indent=2))
+    table = markdown(rows, coldstart.COLUMNS)
+    image = coldstart.chart(rows, RESULTS / "coldstart.png", COLD_TARGET)
+    note = (
+        "Each function from its as-deployed tree (cdk.out asset + layer), fresh `python -I -S -B`, "
+        f"median of {repeats}; baseline = `import boto3` + one DynamoDB client in the same tree, "
+        "run alternately before/after each start; ratios pair by pair. First request: API = "
+        "unauthenticated (401), products also an authenticated GET and a purchase (DynamoDB "
+        "Local); streams = one skipped record (a TTL REMOVE)."
+    )
+    (RESULTS / "coldstart.md").write_text(f"{note}\n\n{table}\n")
+    print(f"\n{note}\n\n{table}")
+    for name, top in tops.items():
+        shown = ", ".join(f"{e['module']} {e['cumulative_us'] / 1000:.0f}" for e in top)
+        print(f"- importtime {name} (cumulative ms): {shown}")
+    print(f"\n(written: {RESULTS / 'coldstart.json'}, {RESULTS / 'coldstart.md'}, {image})")
 
 
 HOT_COLUMNS = [

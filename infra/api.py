@@ -186,7 +186,7 @@ class RestApi(Construct):
         integrations: dict[str, apigw.LambdaIntegration] = {}
         for spec, route in routes:
             integration = integrations.setdefault(
-                spec.name, apigw.LambdaIntegration(functions[spec.name])
+                spec.name, apigw.LambdaIntegration(functions.alias(spec.name))
             )
             self._add_method(route, integration)
 

@@ -63,7 +63,7 @@ class StreamConsumers(Construct):
                 "dynamodb:ListStreams has no resource-level permissions; the DynamoDB event "
                 "source adds exactly that one action on *, the stream actions are scoped.",
             )
-            functions[spec.name].add_event_source(
+            functions.alias(spec.name).add_event_source(
                 sources.DynamoEventSource(
                     tables[spec.source],
                     starting_position=lambda_.StartingPosition.TRIM_HORIZON,

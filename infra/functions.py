@@ -5,6 +5,11 @@ own layer (``infra.layer``: Powertools, pydantic, the X-Ray SDK and boto3, built
 Every function is traced (X-Ray active tracing; ``service.observability`` traces the handler and
 patches botocore so each DynamoDB call is a subsegment) and named for Powertools by
 ``POWERTOOLS_SERVICE_NAME``; its EMF metrics go to the ``turnstile`` namespace.
+
+SnapStart (``ApplyOn: PublishedVersions``) on every function: each gets a published version and an
+alias, :data:`ALIAS`, and everything that invokes a function (API Gateway's integrations, the
+stream event source mappings) invokes that alias, never ``$LATEST`` (which SnapStart does not
+cover). ``service.snapstart`` makes what must be unique per environment after each restore.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra import bytecode
 from infra.layer import layer_dir
 from infra.nag import acknowledge
 from infra.tables import Tables
@@ -26,6 +32,7 @@ from turnstile import record_keys as idempotency
 # all of turnstile is pure Python, so nothing needs a native build for it.
 ARCHITECTURE = lambda_.Architecture.ARM_64
 RUNTIME = lambda_.Runtime.PYTHON_3_12
+ALIAS = "live"  # what API Gateway and the event source mappings invoke
 
 
 def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
@@ -56,9 +63,10 @@ class Functions(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         layer = dependencies_layer(self)
-        code = lambda_.Code.from_asset(code_path, exclude=["**/__pycache__", "**/*.pyc"])
+        code = bytecode.asset(code_path)  # compiled for 3.12, hashed by its sources
         retention_days = int(self.node.try_get_context("turnstile:logRetentionDays") or 30)
         self.by_name: dict[str, lambda_.Function] = {}
+        self.aliases: dict[str, lambda_.Alias] = {}
         for spec in specs:
             logical = spec.name.capitalize()
             log_group = logs.LogGroup(
@@ -90,6 +98,7 @@ class Functions(Construct):
                 log_group=log_group,
                 logging_format=lambda_.LoggingFormat.JSON,
                 tracing=lambda_.Tracing.ACTIVE,
+                snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS,
                 environment={
                     "POWERTOOLS_SERVICE_NAME": f"turnstile-{spec.name}",
                     "POWERTOOLS_METRICS_NAMESPACE": observability.NAMESPACE,
@@ -130,9 +139,18 @@ class Functions(Construct):
                 "(infra.layer) and the tests run on that interpreter.",
             )
             self.by_name[spec.name] = function
+            # A new version whenever the code or configuration changes (its logical id hashes
+            # them), snapshotted when published; the alias moves to it.
+            self.aliases[spec.name] = lambda_.Alias(
+                self, f"{logical}Live", alias_name=ALIAS, version=function.current_version
+            )
 
     def __getitem__(self, name: str) -> lambda_.Function:
         return self.by_name[name]
+
+    def alias(self, name: str) -> lambda_.Alias:
+        """What invokes function ``name``: its :data:`ALIAS` alias (SnapStart needs a version)."""
+        return self.aliases[name]
 
 
 def idempotency_partitions(spec: FunctionSpec) -> list[str]:

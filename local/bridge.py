@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import calendar
-import importlib
 import json
 import logging
 import re
@@ -45,7 +44,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request as WsgiRequest
 from werkzeug.wrappers import Response as WsgiResponse
 
-from local import docs
+from local import docs, init_report
 from local.tokens import JwksUnavailable
 from service import catalog
 from service.api.errors import STATUS, error_body
@@ -160,7 +159,7 @@ class Bridge:
             handler = (
                 functions[spec.handler]
                 if functions is not None
-                else importlib.import_module(spec.module).handler
+                else init_report.load(spec.handler, spec.name)[0]
             )
             for route in spec.routes():  # declared, so the same as API Gateway's methods
                 self.targets.append(

@@ -20,7 +20,6 @@ on AWS the queue depth says it.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import threading
@@ -32,6 +31,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from local import init_report
+from local import template as template_
 from turnstile import metrics
 
 log = logging.getLogger("local.pump")
@@ -51,8 +52,8 @@ class MappingSpec:
     filters: tuple[dict[str, Any], ...] = ()
 
     def load_handler(self) -> Handler:
-        module, _, name = self.handler.rpartition(".")
-        return getattr(importlib.import_module(module), name)
+        handler, _ = init_report.load(self.handler, self.function_name)
+        return handler
 
 
 def mapping_specs(template: dict[str, Any], table_names: dict[str, str]) -> list[MappingSpec]:
@@ -65,11 +66,11 @@ def mapping_specs(template: dict[str, Any], table_names: dict[str, str]) -> list
         source = properties["EventSourceArn"].get("Fn::GetAtt", [None])[0]
         if source not in table_names:
             continue  # not a DynamoDB stream of ours
-        function = resources[properties["FunctionName"]["Ref"]]["Properties"]
+        logical, function = template_.invoked_function(template, properties["FunctionName"])
         specs.append(
             MappingSpec(
-                function_name=properties["FunctionName"]["Ref"],
-                handler=function["Handler"],
+                function_name=logical,
+                handler=function["Properties"]["Handler"],
                 table=table_names[source],
                 batch_size=int(properties.get("BatchSize", 100)),
                 retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),

@@ -79,6 +79,36 @@ def create_tables(client: Any, template: dict[str, Any]) -> dict[str, str]:
     return created
 
 
+_INVOKABLE = ("AWS::Lambda::Function", "AWS::Lambda::Alias")
+
+
+def _refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        if set(value) == {"Ref"} and isinstance(value["Ref"], str):
+            return [value["Ref"]]
+        return [ref for inner in value.values() for ref in _refs(inner)]
+    if isinstance(value, list):
+        return [ref for inner in value for ref in _refs(inner)]
+    return []
+
+
+def invoked_function(template: dict[str, Any], target: Any) -> tuple[str, dict[str, Any]]:
+    """The function (logical id, resource) that ``target`` invokes: a logical id, or a
+    ``FunctionName`` that refers to the function or to one of its aliases (an event source
+    mapping names an alias as ``<function name>:<alias>``, built from the alias's ``Ref``)."""
+    resources_ = template["Resources"]
+    named = [target] if isinstance(target, str) else _refs(target)
+    found = [ref for ref in named if resources_.get(ref, {}).get("Type") in _INVOKABLE]
+    if len(found) != 1:
+        raise ValueError(f"{target!r} does not name one function or alias")
+    logical = found[0]
+    resource = resources_[logical]
+    if resource["Type"] == "AWS::Lambda::Alias":
+        logical = resource["Properties"]["FunctionName"]["Ref"]
+        resource = resources_[logical]
+    return logical, resource
+
+
 def resolve(value: Any, names: dict[str, str]) -> str:
     """An environment value from the template: a literal, or a Ref to a table."""
     if isinstance(value, str):

@@ -5,17 +5,20 @@ sets one environment variable per table (``infra``), and each function reads its
 :func:`tables` from the same entry. Routes are declared in ``service.api.routes``.
 
 Read by the CDK stack and the local runner at deploy or start time, so it imports no Lambda
-runtime module (boto3, Powertools, domains): only ``service.config`` and the route declarations.
+runtime module (boto3, Powertools, domains): only ``service.config``. Every function reads its
+table names here at run time, so the route declarations (and their pydantic models) are imported
+only when routes are asked for: a stream consumer's cold start never loads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service import config
-from service.api import routes as declared
-from service.api.routes import Route
+
+if TYPE_CHECKING:
+    from service.api.routes import Route
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,8 @@ class FunctionSpec:
         return f"{self.module}.handler"
 
     def routes(self) -> tuple[Route, ...]:
+        from service.api import routes as declared
+
         return declared.of(self.name)
 
 

@@ -42,6 +42,11 @@ compare it with what they counted themselves.
 
 Import time: nothing is built and nothing is patched when this module is imported; the Logger,
 the Tracer (which patches botocore) and the sink registration happen on the first invocation.
+The Tracer is built only where it traces (:func:`tracing_enabled`): Powertools' ``Tracer``
+imports the X-Ray SDK even when it is disabled, and that import builds the SDK's global recorder
+and its X-Ray client (botocore loading the X-Ray model): the largest part of a first request
+outside Lambda. In Lambda, with SnapStart, :func:`parts` runs before the snapshot
+(``service.snapstart.before_snapshot``), so a restored environment does not pay it either.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
+from service import snapstart
 from turnstile import metrics
 
 NAMESPACE = "turnstile"
@@ -240,8 +246,22 @@ def _chunks(group: list[metrics.Figure]) -> list[list[metrics.Figure]]:
 @dataclass
 class _Parts:
     logger: Any
-    tracer: Any
+    tracer: Any  # None where tracing is off (see tracing_enabled)
     pending: Pending
+
+
+_TRUTHY = ("1", "true", "yes", "on", "y")
+
+
+def tracing_enabled() -> bool:
+    """Whether Powertools' Tracer would trace here: in Lambda (``LAMBDA_TASK_ROOT``), not in an
+    emulator (SAM CLI, Chalice), and not turned off by ``POWERTOOLS_TRACE_DISABLED``. Powertools
+    decides the same in a private method; these are the environment variables it documents."""
+    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in _TRUTHY:
+        return False
+    if os.environ.get("AWS_SAM_LOCAL") or os.environ.get("AWS_CHALICE_CLI_MODE"):
+        return False
+    return bool(os.environ.get("LAMBDA_TASK_ROOT"))
 
 
 _parts: _Parts | None = None
@@ -254,12 +274,25 @@ def parts() -> _Parts:
     if _parts is None:
         with _parts_lock:
             if _parts is None:
-                from aws_lambda_powertools import Logger, Tracer
+                from aws_lambda_powertools.logging import Logger
 
+                tracer = None
+                if tracing_enabled():
+                    from aws_lambda_powertools.tracing import Tracer
+
+                    tracer = Tracer(patch_modules=("botocore",))
                 pending = Pending()
                 metrics.add_sink(pending)
-                _parts = _Parts(Logger(), Tracer(patch_modules=("botocore",)), pending)
+                _parts = _Parts(Logger(), tracer, pending)
     return _parts
+
+
+def _prime() -> None:
+    parts()
+
+
+# SnapStart: build the Logger and Tracer before the snapshot, not in each restored environment.
+snapstart.before_snapshot(_prime)
 
 
 def flush() -> int:
@@ -302,7 +335,9 @@ def observed(handler: Handler) -> Handler:
     def build() -> tuple[_Parts, Callable[..., Any], Callable[..., Any]]:
         built = parts()
         if not wrapped:
-            traced = built.tracer.capture_lambda_handler(handler, capture_response=False)
+            traced = handler
+            if built.tracer is not None:
+                traced = built.tracer.capture_lambda_handler(handler, capture_response=False)
             wrapped["traced"] = traced
             wrapped["logged"] = built.logger.inject_lambda_context(
                 traced, correlation_id_path=CORRELATION_PATH

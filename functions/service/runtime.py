@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import boto3
 
-from service import config
+from service import config, snapstart
 from turnstile import retry
 from turnstile.idempotency import IdempotencyStore
 
@@ -48,6 +48,10 @@ class Lazy(Generic[T]):
         """Inject a value (tests, local runner); ``None`` rebuilds on next use."""
         with self._lock:
             self._value = value
+
+
+# A restored SnapStart environment builds its own clients (and their connections) on first use.
+snapstart.after_restore(Lazy.reset_all)
 
 
 def _build_dynamodb() -> Any:

@@ -57,7 +57,7 @@ def test_the_decider_mapping_cannot_block_the_shard(template, mapping):
 
 
 def test_the_mapping_invokes_the_decider_handler(template, mapping):
-    function = template["Resources"][mapping["FunctionName"]["Ref"]]["Properties"]
+    function = cfn.invoked_function(template, mapping["FunctionName"])[1]["Properties"]
     assert function["Handler"] == "service.handlers.registration_consumer.handler"
     variables = function["Environment"]["Variables"]
     assert set(variables) >= {

@@ -49,11 +49,10 @@ def test_summary_table_has_no_stream_so_the_consumer_never_reads_its_own_writes(
 
 
 def test_summary_consumer_mapping_reports_partial_failures_and_has_a_dead_letter_queue(template):
-    functions = cfn.resources(template, "AWS::Lambda::Function")
     (mapping,) = [
         m
         for m in cfn.resources(template, "AWS::Lambda::EventSourceMapping").values()
-        if functions[m["Properties"]["FunctionName"]["Ref"]]["Properties"]["Handler"]
+        if handler_of(template, m["Properties"]["FunctionName"])
         == "service.handlers.inventory_summary.handler"
     ]
     properties = mapping["Properties"]
@@ -96,11 +95,10 @@ def test_every_inventory_route_is_an_api_method(template):
 
 
 def test_creation_worker_is_a_filtered_stream_consumer_one_chunk_per_invocation(template):
-    functions = cfn.resources(template, "AWS::Lambda::Function")
     (mapping,) = [
         m
         for m in cfn.resources(template, "AWS::Lambda::EventSourceMapping").values()
-        if functions[m["Properties"]["FunctionName"]["Ref"]]["Properties"]["Handler"]
+        if handler_of(template, m["Properties"]["FunctionName"])
         == "service.handlers.inventory_creator.handler"
     ]
     properties = mapping["Properties"]
@@ -113,9 +111,14 @@ def test_creation_worker_is_a_filtered_stream_consumer_one_chunk_per_invocation(
     assert json.loads(only["Pattern"]) == {
         "dynamodb": {"Keys": {"sk": {"S": ["sku"]}}, "NewImage": {"status": {"S": ["CREATING"]}}}
     }
-    worker = functions[mapping["Properties"]["FunctionName"]["Ref"]]["Properties"]
+    worker = cfn.invoked_function(template, mapping["Properties"]["FunctionName"])[1]["Properties"]
     assert worker["Timeout"] == 120
     assert {k for k in worker["Environment"]["Variables"] if k.endswith("_TABLE")} == {
         "INVENTORY_TABLE",
         "INVENTORY_SUMMARY_TABLE",
     }
+
+
+def handler_of(template: dict[str, Any], function_name: Any) -> str:
+    """The handler of the function a mapping's ``FunctionName`` invokes (through its alias)."""
+    return str(cfn.invoked_function(template, function_name)[1]["Properties"]["Handler"])

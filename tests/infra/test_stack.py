@@ -191,8 +191,12 @@ def test_every_route_is_a_method_on_its_function(template):
         integration = methods[(method, path)]["Integration"]
         assert integration["Type"] == "AWS_PROXY"
         target = json.dumps(integration["Uri"])
-        (logical,) = [name for name in functions if name in target]
-        assert functions[logical]["Properties"]["Handler"] == f"service.handlers.{function}.handler"
+        # API Gateway invokes the function's SnapStart alias, never $LATEST
+        aliases = cfn.resources(template, "AWS::Lambda::Alias")
+        assert not [name for name in functions if f'"{name}"' in target], target
+        (alias,) = [name for name in aliases if f'"{name}"' in target]
+        _, invoked = cfn.invoked_function(template, alias)
+        assert invoked["Properties"]["Handler"] == f"service.handlers.{function}.handler"
 
 
 def test_every_method_with_a_body_is_validated_by_a_model(template):

@@ -30,12 +30,17 @@ class Route:
     path: str  # API Gateway's template: /products/{productId}
     operation: str  # operationId, and the name of the Python function that serves the route
     summary: str
-    body: type[BaseModel] | None = None
+    body_name: str | None = None  # the model of its body (``service.api.models.HOMES``)
     status: int = 200
     errors: tuple[str, ...] = ()
     idempotent: bool = False
     headers: tuple[str, ...] = ()
     admin: bool = False  # a catalogue write: administrators only (service.policy)
+
+    @property
+    def body(self) -> type[BaseModel] | None:
+        """The model of the route's body, imported from its function's module on first use."""
+        return models.body(self.body_name) if self.body_name is not None else None
 
     @property
     def params(self) -> list[str]:
@@ -55,7 +60,7 @@ ROUTES: tuple[Route, ...] = (
         "/products",
         "create_product",
         "Create a product at version 1",
-        body=models.NewProduct,
+        body_name="NewProduct",
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
@@ -75,7 +80,7 @@ ROUTES: tuple[Route, ...] = (
         "/products/{productId}",
         "update_product",
         "Change name and/or stock if the product is still at the If-Match version",
-        body=models.ProductChanges,
+        body_name="ProductChanges",
         errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
         headers=("If-Match",),
         admin=True,
@@ -86,7 +91,7 @@ ROUTES: tuple[Route, ...] = (
         "/products/{productId}/restocks",
         "restock",
         "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
-        body=models.Restock,
+        body_name="Restock",
         errors=("NOT_FOUND", "CONFLICT"),
     ),
     Route(
@@ -95,7 +100,7 @@ ROUTES: tuple[Route, ...] = (
         "/products/{productId}/purchases",
         "purchase",
         "Buy quantity units; strategy atomic (one conditional write) or versioned (seed 000)",
-        body=models.Purchase,
+        body_name="Purchase",
         status=201,
         errors=("NOT_FOUND", "OUT_OF_STOCK", "CONFLICT"),
         idempotent=True,
@@ -107,7 +112,7 @@ ROUTES: tuple[Route, ...] = (
         "/locks/{resource}",
         "acquire_lock",
         "Acquire a lease; the fence grows with every acquisition and fences protected writes",
-        body=models.Acquire,
+        body_name="Acquire",
         status=201,
         errors=("LOCKED",),
     ),
@@ -117,7 +122,7 @@ ROUTES: tuple[Route, ...] = (
         "/locks/{resource}",
         "renew_lock",
         "Renew the lease held by owner with fence",
-        body=models.Renew,
+        body_name="Renew",
         errors=("LOCK_LOST",),
     ),
     Route(
@@ -126,7 +131,7 @@ ROUTES: tuple[Route, ...] = (
         "/locks/{resource}",
         "release_lock",
         "Release the lease held by owner with fence (the fence keeps counting)",
-        body=models.Release,
+        body_name="Release",
         status=204,
         errors=("LOCK_LOST",),
     ),
@@ -137,7 +142,7 @@ ROUTES: tuple[Route, ...] = (
         "/wallets/{walletId}/top-ups",
         "top_up_wallet",
         "Charge the payment provider and credit the wallet, under the wallet's lease",
-        body=models.TopUp,
+        body_name="TopUp",
         status=201,
         errors=("LOCKED", "LOCK_LOST", "PAYMENT_FAILED"),
         idempotent=True,
@@ -158,7 +163,7 @@ ROUTES: tuple[Route, ...] = (
         "create_inventory",
         "Create a sku: 201 at once with status CREATING (READY for up to 1000 units) and "
         "Location; the units are created in resumable chunks, progress on GET /inventory/{sku}",
-        body=models.NewInventory,
+        body_name="NewInventory",
         status=201,
         errors=("ALREADY_EXISTS",),
         admin=True,
@@ -186,7 +191,7 @@ ROUTES: tuple[Route, ...] = (
         "/inventory/{sku}/reservations",
         "reserve",
         "Hold quantity units, all or none, skipping units others hold (SKIP LOCKED)",
-        body=models.Reservation,
+        body_name="Reservation",
         status=201,
         errors=("NOT_FOUND", "OUT_OF_STOCK"),
     ),
@@ -214,7 +219,7 @@ ROUTES: tuple[Route, ...] = (
         "/events",
         "create_event",
         "Create an event with a capacity; nobody registered yet",
-        body=models.NewEvent,
+        body_name="NewEvent",
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
@@ -234,7 +239,7 @@ ROUTES: tuple[Route, ...] = (
         "/events/{eventId}/registrations",
         "register",
         "Register a user: one transaction on the event counter and the registration",
-        body=models.Registration,
+        body_name="Registration",
         status=201,
         errors=("NOT_FOUND", "EVENT_FULL", "ALREADY_REGISTERED", "CONFLICT"),
         idempotent=True,
@@ -261,7 +266,7 @@ ROUTES: tuple[Route, ...] = (
         "/events/{eventId}/registration-requests",
         "request_registration",
         "Ask for a seat; decided asynchronously, in order, by the stream consumer",
-        body=models.Registration,
+        body_name="Registration",
         status=202,
         errors=("NOT_FOUND",),
         idempotent=True,

@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from service import catalog, policy, runtime
-from service.api import models
+from service.api.bodies import inventory as models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain.inventory import Inventory
 from service.observability import observed

@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header
 
 from service import catalog, runtime
-from service.api import models
+from service.api.bodies import products as models
 from service.api.errors import HttpError
 from service.api.resolver import Id, Resolver, created, ok
 from service.domain.products import Products

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from service import catalog, policy, runtime
-from service.api import models
+from service.api.bodies import wallets as models
 from service.api.resolver import Id, Resolver, created, ok
 from service.domain import locks
 from service.domain.payments import FakeProvider, PaymentProvider

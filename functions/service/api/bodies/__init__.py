@@ -1,0 +1,1 @@
+"""Request bodies, one module per function (``service.api.models`` explains why)."""

@@ -1,0 +1,21 @@
+"""Events' request bodies (seed 001)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from service import config
+from service.api.models import Body, Identifier, Name, OnBehalfOf, Shards
+
+
+class NewEvent(Body):
+    eventId: Identifier
+    name: Name
+    capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY)]
+    shards: Shards = 1
+
+
+class Registration(Body):
+    userId: str = OnBehalfOf  # type: ignore[assignment]

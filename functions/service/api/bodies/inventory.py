@@ -1,0 +1,23 @@
+"""Inventory's request bodies (seed 002)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from service import config
+from service.api.models import Body, Identifier
+
+
+class NewInventory(Body):
+    sku: Identifier
+    units: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_UNITS)]
+
+
+class Reservation(Body):
+    quantity: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_QUANTITY)]
+    holdSeconds: Annotated[
+        float,
+        Field(ge=config.INVENTORY_MIN_HOLD_SECONDS, le=config.INVENTORY_MAX_HOLD_SECONDS),
+    ] = config.INVENTORY_HOLD_SECONDS

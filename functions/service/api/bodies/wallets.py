@@ -1,0 +1,14 @@
+"""Wallets' request bodies (seed 004)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from service import config
+from service.api.models import Body
+
+
+class TopUp(Body):
+    amount: Annotated[int, Field(ge=1, le=config.MAX_TOP_UP)]
