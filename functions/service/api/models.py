@@ -5,17 +5,22 @@ become the OpenAPI components and, through their JSON Schema, the API Gateway re
 (``infra.api``). This module imports pydantic and ``service.config`` only, so deploy-time code can
 read it without loading boto3, Powertools or the domains.
 
-Strict on purpose, because these numbers are money and stock: ``true``, ``"3"``, ``3.0`` and
-``1e40`` are not integers, unknown fields are refused, NaN and Infinity are not numbers (the JSON
-parser refuses them before the model sees them, see ``service.api.envelope``). Optional fields
-default to an absent value, never to ``null``: a client that sends ``null`` is refused.
+Strict on purpose, because these numbers are money and stock: ``true``, ``"3"`` and ``3.5`` are
+not integers, unknown fields are refused, NaN and Infinity are not numbers (the JSON parser refuses
+them before the model sees them, see ``service.api.envelope``). Optional fields default to an
+absent value, never to ``null``: a client that sends ``null`` is refused.
+
+An integer field takes what JSON Schema's ``integer`` admits (the OpenAPI document says
+``integer``): a JSON number with no fractional part, written ``3``, ``3.0`` or ``3e0``; ``1e40`` is
+one too, and then out of its field's range. :data:`INTEGRAL` is that rule, ahead of pydantic's
+strict ``int`` (which refuses every float).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from service import config
 
@@ -23,13 +28,26 @@ from service import config
 # the input (Python's ``re`` would also accept a final newline, and "abc\n" would reach a header).
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
+
+def _integral(value: Any) -> Any:
+    """A float with no fractional part becomes that int (JSON Schema's ``integer``); anything
+    else is left for the strict ``int`` check to refuse (a bool is an int to Python: not here)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Every integer field of a body: ``Annotated[int, Field(<bounds>), INTEGRAL]`` (after the bounds,
+# so that they stay JSON Schema's minimum and maximum).
+INTEGRAL = BeforeValidator(_integral)
+
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Fence = Annotated[int, Field(ge=1, le=2**53 - 1)]
+Fence = Annotated[int, Field(ge=1, le=2**53 - 1), INTEGRAL]
 LockTtl = Annotated[float, Field(ge=config.LOCK_MIN_TTL_SECONDS, le=config.LOCK_MAX_TTL_SECONDS)]
-Stock = Annotated[int, Field(ge=0, le=1_000_000_000)]
+Stock = Annotated[int, Field(ge=0, le=1_000_000_000), INTEGRAL]
 # Sharded stock or capacity (hot items): shards per product or event, fixed at creation.
-Shards = Annotated[int, Field(ge=1, le=config.MAX_STOCK_SHARDS)]
+Shards = Annotated[int, Field(ge=1, le=config.MAX_STOCK_SHARDS), INTEGRAL]
 STRATEGIES = ("atomic", "versioned")
 
 
@@ -51,7 +69,7 @@ class ProductChanges(Body):
 
     # absent, not null: a null is refused (strict str), so the schema has no "null" type
     name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
-    stock: int = Field(default=None, ge=0, le=1_000_000_000)  # type: ignore[assignment]
+    stock: Annotated[int, INTEGRAL] = Field(default=None, ge=0, le=1_000_000_000)  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _something_to_change(self) -> ProductChanges:
@@ -64,18 +82,18 @@ class ProductChanges(Body):
 
 
 class Restock(Body):
-    units: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    units: Annotated[int, Field(ge=1, le=1_000_000_000), INTEGRAL]
 
 
 class Purchase(Body):
-    quantity: Annotated[int, Field(ge=1, le=config.MAX_PURCHASE_QUANTITY)]
+    quantity: Annotated[int, Field(ge=1, le=config.MAX_PURCHASE_QUANTITY), INTEGRAL]
     strategy: Literal["atomic", "versioned"] = "atomic"
 
 
 class NewEvent(Body):
     eventId: Identifier
     name: Name
-    capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY)]
+    capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY), INTEGRAL]
     shards: Shards = 1
 
 
@@ -91,11 +109,11 @@ class Registration(Body):
 
 class NewInventory(Body):
     sku: Identifier
-    units: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_UNITS)]
+    units: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_UNITS), INTEGRAL]
 
 
 class Reservation(Body):
-    quantity: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_QUANTITY)]
+    quantity: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_QUANTITY), INTEGRAL]
     holdSeconds: Annotated[
         float,
         Field(ge=config.INVENTORY_MIN_HOLD_SECONDS, le=config.INVENTORY_MAX_HOLD_SECONDS),
@@ -119,7 +137,7 @@ class Release(Body):
 
 
 class TopUp(Body):
-    amount: Annotated[int, Field(ge=1, le=config.MAX_TOP_UP)]
+    amount: Annotated[int, Field(ge=1, le=config.MAX_TOP_UP), INTEGRAL]
 
 
 class ErrorBody(BaseModel):
