@@ -16,7 +16,7 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install local token test lint typecheck synth bench chaos clean
+.PHONY: help install local token test lint typecheck synth bench chaos fuzz clean
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
@@ -24,6 +24,7 @@ help:
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
+	@echo "make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -73,6 +74,11 @@ SEED ?=
 
 chaos: install synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
+
+EXAMPLES ?= 50
+
+fuzz: install synth
+	$(BIN)/python -m tests.e2e.conformance --max-examples $(EXAMPLES) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache bench/results
