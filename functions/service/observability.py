@@ -102,6 +102,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ShardFailover",
         "ShardConflict",
         "ShardRaceRefusal",
+        "CatalogueRetry",
         "SoldOutRead",
         "SoldOutHint",
         *RETRY_METRICS,
