@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import subprocess
+import tempfile
 import sys
 from dataclasses import dataclass
 from pathlib import Path
