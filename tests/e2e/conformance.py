@@ -78,7 +78,11 @@ def run(
     command += ["--seed", str(seed), "--generation-deterministic"] if seed is not None else []
     if report_dir is not None:
         command += ["--report", "junit", "--report-dir", str(report_dir)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    # schemathesis keeps a crash cache in its working directory: not in the repository
+    with tempfile.TemporaryDirectory(prefix="schemathesis-") as workdir:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, check=False, cwd=workdir
+        )
     return Outcome(done.returncode, done.stdout + done.stderr)
 
 
