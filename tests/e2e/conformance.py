@@ -15,8 +15,8 @@ import argparse
 import json
 import re
 import subprocess
-import tempfile
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
