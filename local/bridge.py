@@ -3,9 +3,11 @@
 A WSGI application served by Werkzeug's threaded server (HTTP/1.1 keep-alive, one thread per
 connection), so many clients can call at once, as they would call API Gateway. Which function
 answers which path comes from the route declarations (``service.api.routes``), as in the deployed
-API. Unknown routes get 404 NOT_FOUND, as the deployed gateway gives them (its gateway responses
-are set up that way). ``GET /openapi.json`` and ``GET /swagger`` document every route
-(``local.docs``).
+API. Unknown paths get 404 NOT_FOUND, as the deployed gateway gives them (its gateway responses
+are set up that way); a known path with a method it does not declare gets 405
+``METHOD_NOT_ALLOWED`` with ``Allow`` naming the declared ones (RFC 9110 15.5.6), before any token
+is looked at (see docs/http-api.md for what API Gateway does there). ``GET /openapi.json`` and
+``GET /swagger`` document every route (``local.docs``).
 
 Identity, as API Gateway's Cognito user-pool authorizer does it: every declared route needs a
 verified ID token (``Bridge(verifier=...)``, a :class:`local.tokens.TokenVerifier`); the verified
@@ -54,6 +56,8 @@ MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused befo
 JWKS_RETRY_AFTER_SECONDS = 1
 AUTHORIZER_CACHE_SECONDS = 300.0  # API Gateway's default resultsCacheTtl for an authorizer
 AUTHORIZER_CACHE_ENTRIES = 10_000
+DOCUMENT_PATH = "/openapi.json"
+SWAGGER_PATH = "/swagger"
 
 log = logging.getLogger("local")
 
@@ -173,6 +177,13 @@ class Bridge:
                 return target, found.groupdict()
         return None
 
+    def allowed(self, path: str) -> list[str]:
+        """The methods declared for ``path`` (empty: no such path), for 405's ``Allow``."""
+        if path in (DOCUMENT_PATH, SWAGGER_PATH):
+            return ["GET"]
+        methods = {target.method for target in self.targets if target.pattern.match(path)}
+        return sorted(methods)
+
     def event(
         self,
         request: WsgiRequest,
@@ -238,13 +249,19 @@ class Bridge:
         return response(environ, start_response)
 
     def _respond(self, request: WsgiRequest) -> tuple[WsgiResponse, str]:
-        if request.method == "GET" and request.path == "/openapi.json":
+        if request.method == "GET" and request.path == DOCUMENT_PATH:
             return _json(200, docs.document(request.host_url.rstrip("/"))), "-"
-        if request.method == "GET" and request.path == "/swagger":
+        if request.method == "GET" and request.path == SWAGGER_PATH:
             page = docs.swagger_page(request.host_url.rstrip("/"))
             return WsgiResponse(page, status=200, content_type="text/html; charset=utf-8"), "-"
         found = self.match(request.method, request.path)
         if found is None:
+            allowed = self.allowed(request.path)
+            if allowed:
+                message = f"{request.method} is not a method of {request.path}"
+                response = _json(405, error_body("METHOD_NOT_ALLOWED", message))
+                response.headers["Allow"] = ", ".join(allowed)
+                return response, "-"
             return _json(
                 404, error_body("NOT_FOUND", f"no route for {request.method} {request.path}")
             ), "-"

@@ -108,6 +108,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ShardFailover",
         "ShardConflict",
         "ShardRaceRefusal",
+        "CatalogueRetry",
         "SoldOutRead",
         "SoldOutHint",
         *RETRY_METRICS,

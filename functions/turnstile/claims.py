@@ -351,6 +351,7 @@ def reserve(
     page_size: int | None = None,
     rounds: int = 6,
     owner: str | None = None,
+    eligible: Callable[[Key], bool] | None = None,
 ) -> Claimed:
     """Claim ``quantity`` units until ``until_ms`` in ONE ``TransactWriteItems``, skipping units
     others hold; ``holder(lead)`` names the reservation after its lead unit (the first), which
@@ -364,6 +365,9 @@ def reserve(
     reservation that was applied is not applied twice; if every resend fails the outcome is
     unknown and the error propagates (the units, if taken, are held by a reservation whose lead
     unit lists them, and come free when the hold lapses).
+
+    ``eligible``: when given, only the units it accepts are claimed (the others are skipped as
+    if held): units that exist but are not yet offered, say.
     """
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
@@ -383,6 +387,8 @@ def reserve(
         units,
         seen,
     )
+    if eligible is not None:
+        candidates = (key for key in candidates if eligible(key))
     # Look before writing anything: when the index cannot even show ``quantity`` candidates, say
     # so without a single write (the common answer once a sku sells out).
     chosen = list(itertools.islice(candidates, quantity))

@@ -97,6 +97,12 @@ class ShardedCounter:
     def key(self, shard: int) -> dict[str, Any]:
         return {self.key_attr: f"{self.base}#{shard}", **dict(self.extra_key)}
 
+    @property
+    def identity(self) -> tuple[Any, ...]:
+        """What tells this counter from every other one in the process: its table, key and
+        count attribute, not its bare id (an event and a product may share an id)."""
+        return (self.table, self.key_attr, self.base, self.extra_key, self.count_attr)
+
     def wire_key(self, shard: int) -> dict[str, Any]:
         return codec.encode_item(self.key(shard))
 
@@ -146,22 +152,22 @@ class SoldOutHints:
 
     trust_seconds: float = 0.1
     clock: Callable[[], float] = time.monotonic
-    _empty: dict[str, float] = field(default_factory=dict)
+    _empty: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def empty(self, counter: ShardedCounter) -> bool:
-        return counter.base in self._empty
+        return counter.identity in self._empty
 
     def fresh(self, counter: ShardedCounter) -> bool:
-        seen = self._empty.get(counter.base)
+        seen = self._empty.get(counter.identity)
         return seen is not None and self.clock() - seen < self.trust_seconds
 
     def mark(self, counter: ShardedCounter, empty: bool) -> None:
         with self._lock:
             if empty:
-                self._empty[counter.base] = self.clock()
+                self._empty[counter.identity] = self.clock()
             else:
-                self._empty.pop(counter.base, None)
+                self._empty.pop(counter.identity, None)
 
 
 hints = SoldOutHints()
@@ -248,7 +254,7 @@ def _decrement_many(client: DynamoDBClient, counter: ShardedCounter, takes: dict
     )
 
 
-def _spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[int, int]:
+def spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[int, int]:
     """Shards (largest first) whose counts add up to ``quantity``: how much to take from each."""
     order = sorted(range(len(counts)), key=lambda k: (-counts[k], rand.random()))
     takes: dict[int, int] = {}
@@ -323,7 +329,7 @@ def take(
         rand.shuffle(candidates)
         if candidates:
             continue
-        takes = _spread(counts, quantity, rand)
+        takes = spread(counts, quantity, rand)
         calls += 1
         try:
             _decrement_many(client, counter, takes)
@@ -411,10 +417,15 @@ def add(
     backoff: retry.Backoff,
     also: Sequence[dict[str, Any]] = (),
     stamp: dict[str, Any] | None = None,
+    increments: Sequence[str] = (),
 ) -> None:
     """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
-    shard is written, so ``stamp`` reaches all of them."""
+    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
+    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
+    a copy of a parent's counter stays equal to it when the parent is incremented alongside)."""
     names, sets, stamped = _stamp(stamp)
+    adds = "".join(f", #i{i} :one" for i in range(len(increments)))
+    added = {f"#i{i}": name for i, name in enumerate(increments)}
     elements = [*also]
     for shard, share in enumerate(split(units, counter.shards)):
         elements.append(
@@ -422,14 +433,21 @@ def add(
                 "Update": {
                     "TableName": counter.table,
                     "Key": counter.wire_key(shard),
-                    "UpdateExpression": "ADD #count :share" + (f" SET {sets[2:]}" if sets else ""),
+                    "UpdateExpression": "ADD #count :share"
+                    + adds
+                    + (f" SET {sets[2:]}" if sets else ""),
                     "ConditionExpression": "attribute_exists(#pk)",
                     "ExpressionAttributeNames": {
                         "#pk": counter.key_attr,
                         "#count": counter.count_attr,
                         **names,
+                        **added,
                     },
-                    "ExpressionAttributeValues": {**codec.values(share=share), **stamped},
+                    "ExpressionAttributeValues": {
+                        **codec.values(share=share),
+                        **(codec.values(one=1) if increments else {}),
+                        **stamped,
+                    },
                 }
             }
         )

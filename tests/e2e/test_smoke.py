@@ -16,10 +16,28 @@ def test_unknown_route_is_404_in_contract_shape_with_or_without_a_token(api_url,
     for response in (
         requests.get(f"{api_url}/nowhere", timeout=10),
         alice.get(f"{api_url}/nowhere", timeout=10),
-        requests.put(f"{api_url}/products", json={}, timeout=10),
+        requests.put(f"{api_url}/nowhere/products", json={}, timeout=10),
     ):
         assert response.status_code == 404
         assert response.json()["error"] == "NOT_FOUND"
+
+
+def test_a_method_a_path_does_not_declare_is_405_with_allow(api_url, alice):
+    # issue 22: TRACE /products was 404; a known path with an undeclared method is 405, and Allow
+    # names the methods it has (RFC 9110 15.5.6), with or without a token
+    cases = [
+        ("TRACE", "/products", "POST"),
+        ("PUT", "/products", "POST"),
+        ("DELETE", "/products/p1", "GET, PATCH"),
+        ("GET", "/locks/r1", "DELETE, POST, PUT"),
+        ("POST", "/openapi.json", "GET"),
+    ]
+    for method, path, allow in cases:
+        for client in (requests, alice):
+            response = client.request(method, f"{api_url}{path}", timeout=10)
+            assert response.status_code == 405, (method, path, response.text)
+            assert response.headers["Allow"] == allow
+            assert response.json()["error"] == "METHOD_NOT_ALLOWED"
 
 
 def test_swagger_ui_is_served_locally_with_the_document_inline(api_url):

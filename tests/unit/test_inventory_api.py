@@ -105,7 +105,7 @@ def test_out_of_stock_and_duplicate_sku_are_409(moto_ddb, moto_tables):
         ({"sku": "ok"}, "VALIDATION_ERROR"),
         ({"sku": "ok", "units": 0}, "VALIDATION_ERROR"),
         ({"sku": "ok", "units": 100_001}, "VALIDATION_ERROR"),
-        ({"sku": "ok", "units": 2.0}, "VALIDATION_ERROR"),
+        ({"sku": "ok", "units": 2.5}, "VALIDATION_ERROR"),
         ({"sku": "ok", "units": True}, "VALIDATION_ERROR"),
         ({"sku": "has space", "units": 2}, "VALIDATION_ERROR"),
         ({"sku": "ok", "units": 2, "extra": 1}, "VALIDATION_ERROR"),

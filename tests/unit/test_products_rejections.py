@@ -61,7 +61,7 @@ def answer(event: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         ('{"quantity": -1}', 400, "VALIDATION_ERROR"),
         ('{"quantity": 1001}', 400, "VALIDATION_ERROR"),
         ('{"quantity": "3"}', 400, "VALIDATION_ERROR"),
-        ('{"quantity": 3.0}', 400, "VALIDATION_ERROR"),
+        ('{"quantity": 3.5}', 400, "VALIDATION_ERROR"),
         ('{"quantity": 1e40}', 400, "VALIDATION_ERROR"),
         ('{"quantity": 1e400}', 400, "BAD_JSON"),
         ('{"quantity": true}', 400, "VALIDATION_ERROR"),
@@ -92,7 +92,15 @@ def test_bad_purchase_bodies_are_refused_and_write_nothing(seeded, raw_body, sta
 
 @pytest.mark.parametrize(
     "headers",
-    [{"Content-Type": "text/plain"}, {}, {"Content-Type": "application/x-www-form-urlencoded"}],
+    [
+        {"Content-Type": "text/plain"},
+        {},
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        # issue 22: no boundary made Powertools' multipart parser fail: a 500
+        {"Content-Type": "multipart/form-data"},
+        {"Content-Type": "multipart/form-data; boundary=x"},
+        {"Content-Type": "application/json; charset=iso-8859-1"},
+    ],
 )
 def test_a_body_that_is_not_declared_json_gets_415(seeded, headers):
     before = seeded["snapshot"]()
@@ -108,6 +116,27 @@ def test_json_with_a_charset_is_accepted(seeded):
         )
     )
     assert status == 201 and body["remainingStock"] == 9
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["APPLICATION/JSON", 'Application/Json; Charset="UTF-8"', "application/json;charset=utf8"],
+)
+def test_media_types_are_case_insensitive(seeded, content_type):
+    # issue 22, 3.9: RFC 9110 media types and parameter names are case-insensitive
+    status, body = answer(purchase_event('{"quantity": 1}', headers={"Content-Type": content_type}))
+    assert status == 201, body
+    assert body["remainingStock"] == 9
+
+
+def test_an_integral_json_number_is_an_integer_and_a_fraction_is_not(seeded):
+    # issue 22: {"quantity": 2.0} is JSON Schema's integer 2: it buys 2
+    status, body = answer(purchase_event('{"quantity": 2.0}'))
+    assert (status, body["quantity"], body["remainingStock"]) == (201, 2, 8)
+    before = seeded["snapshot"]()
+    status, body = answer(purchase_event('{"quantity": 2.5}'))
+    assert (status, body["error"]) == (400, "VALIDATION_ERROR")
+    assert seeded["snapshot"]() == before
 
 
 def test_purchase_of_an_unknown_product_is_404_for_both_strategies(seeded):

@@ -5,10 +5,15 @@ become the OpenAPI components and, through their JSON Schema, the API Gateway re
 (``infra.api``). This module imports pydantic and ``service.config`` only, so deploy-time code can
 read it without loading boto3, Powertools or the domains.
 
-Strict on purpose, because these numbers are money and stock: ``true``, ``"3"``, ``3.0`` and
-``1e40`` are not integers, unknown fields are refused, NaN and Infinity are not numbers (the JSON
-parser refuses them before the model sees them, see ``service.api.envelope``). Optional fields
-default to an absent value, never to ``null``: a client that sends ``null`` is refused.
+Strict on purpose, because these numbers are money and stock: ``true``, ``"3"`` and ``3.5`` are
+not integers, unknown fields are refused, NaN and Infinity are not numbers (the JSON parser refuses
+them before the model sees them, see ``service.api.envelope``). Optional fields default to an
+absent value, never to ``null``: a client that sends ``null`` is refused.
+
+An integer field takes what JSON Schema's ``integer`` admits (the OpenAPI document says
+``integer``): a JSON number with no fractional part, written ``3``, ``3.0`` or ``3e0``; ``1e40`` is
+one too, and then out of its field's range. :data:`INTEGRAL` is that rule, ahead of pydantic's
+strict ``int`` (which refuses every float).
 
 Each function's bodies live in ``service.api.bodies.<function>``: a function's cold start builds
 its own models only (building a pydantic model costs a few milliseconds of CPU each, the 16 of
@@ -21,7 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from service import config
 
@@ -36,13 +41,26 @@ if TYPE_CHECKING:
 # the input (Python's ``re`` would also accept a final newline, and "abc\n" would reach a header).
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 
+
+def _integral(value: Any) -> Any:
+    """A float with no fractional part becomes that int (JSON Schema's ``integer``); anything
+    else is left for the strict ``int`` check to refuse (a bool is an int to Python: not here)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Every integer field of a body: ``Annotated[int, Field(<bounds>), INTEGRAL]`` (after the bounds,
+# so that they stay JSON Schema's minimum and maximum).
+INTEGRAL = BeforeValidator(_integral)
+
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Fence = Annotated[int, Field(ge=1, le=2**53 - 1)]
+Fence = Annotated[int, Field(ge=1, le=2**53 - 1), INTEGRAL]
 LockTtl = Annotated[float, Field(ge=config.LOCK_MIN_TTL_SECONDS, le=config.LOCK_MAX_TTL_SECONDS)]
-Stock = Annotated[int, Field(ge=0, le=1_000_000_000)]
+Stock = Annotated[int, Field(ge=0, le=1_000_000_000), INTEGRAL]
 # Sharded stock or capacity (hot items): shards per product or event, fixed at creation.
-Shards = Annotated[int, Field(ge=1, le=config.MAX_STOCK_SHARDS)]
+Shards = Annotated[int, Field(ge=1, le=config.MAX_STOCK_SHARDS), INTEGRAL]
 
 
 class Body(BaseModel):

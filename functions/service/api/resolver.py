@@ -9,12 +9,13 @@ strict models of ``service.api.models``; :func:`answer` and the exception handle
 to the contract's ``{"error", "message"}`` bodies. A client error never becomes a 5xx; a 5xx
 means an outage (503, ``Retry-After`` where a retry helps) or a bug (500).
 
-Hand-written here, and why: Powertools keeps the request being served in class attributes
-(``BaseRouter.current_event``, ``lambda_context``) and one context dict per resolver. That is right
-in Lambda, which runs one request per process at a time, and wrong for the local bridge and the
-concurrency tests, which serve many requests at once from threads. :class:`Resolver` keeps that
-state per thread (``resolve`` below, 10 lines), and builds every route's middleware stack once,
-under a lock, before the first request (Powertools builds it lazily, racing under threads).
+Where the resolver must reach past Powertools' public API (per-request state for threads, the two
+steps of resolving, middleware stacks built once), it goes through one adapter module,
+:mod:`service.api.powertools_adapter`, which says why and is tested against the locked version.
+
+Before Powertools sees a request, :func:`service.api.envelope.problem` checks its envelope (size,
+media type, a body where none is taken), so nothing a client puts in ``Content-Type`` reaches
+Powertools' own body parsing (a multipart type without a boundary used to be a 500).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 from aws_lambda_powertools.event_handler.openapi.params import Path
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from service import policy, runtime
 from service.api import envelope, keyed, models, routes
+from service.api import powertools_adapter as adapter
 from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
 from service.domain.errors import DomainError
 from turnstile import retry, transact
@@ -95,6 +96,9 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
+_IF_MATCH = ("header", "if-match")
+
+
 # -- success -----------------------------------------------------------------------------------
 
 
@@ -151,7 +155,13 @@ def responses(route: routes.Route) -> dict[int, Any]:
     by_status: dict[int, list[str]] = {}
     for code in _codes(route):
         by_status.setdefault(STATUS[code], []).append(code)
-    documented: dict[int, Any] = {route.status: {"description": "success"}}
+    success: dict[str, Any] = {"description": "success"}
+    if route.status == 204:
+        success = {"description": "done: no body", "content": {}}
+    links = routes.links(route)
+    if links:
+        success["links"] = links
+    documented: dict[int, Any] = {route.status: success}
     for status, codes in sorted(by_status.items()):
         documented[status] = {
             "description": " or ".join(codes),
@@ -178,17 +188,18 @@ def _single_valued(result: dict[str, Any]) -> dict[str, Any]:
 # -- the resolver ------------------------------------------------------------------------------
 
 
-class Resolver(APIGatewayRestResolver):
+class Resolver(adapter.RequestState, APIGatewayRestResolver):
     """One API function's routes, validation, middlewares and exception handlers."""
-
-    _state = threading.local()  # the request each thread is serving
 
     def __init__(
         self,
         function: str,
         idempotency_store: Callable[[], Any] = lambda: runtime.idempotency.get(),
     ) -> None:
-        super().__init__(enable_validation=True, json_body_deserializer=envelope.parse_json)
+        adapter.RequestState.__init__(self, function)  # before Powertools sets self.context
+        APIGatewayRestResolver.__init__(
+            self, enable_validation=True, json_body_deserializer=envelope.parse_json
+        )
         self.function = function
         self.declarations = {route.operation: route for route in routes.of(function)}
         self._by_resource = {(r.method, r.path): r for r in self.declarations.values()}
@@ -203,47 +214,14 @@ class Resolver(APIGatewayRestResolver):
         self.not_found(self._not_found)
         self.exception_handler(Exception)(self._bug)
 
-    # Per-thread request state (see the module docstring).
-    @property
-    def current_event(self) -> Any:
-        return self._state.event
-
-    @current_event.setter
-    def current_event(self, value: Any) -> None:
-        self._state.event = value
-
-    @property
-    def lambda_context(self) -> LambdaContext:
-        return getattr(self._state, "lambda_context", None)  # type: ignore[return-value]
-
-    @lambda_context.setter
-    def lambda_context(self, value: LambdaContext) -> None:
-        self._state.lambda_context = value
-
-    @property
-    def context(self) -> dict[str, Any]:
-        if not hasattr(self._state, "context"):
-            self._state.context = {}
-        found: dict[str, Any] = self._state.context
-        return found
-
-    @context.setter
-    def context(self, value: dict[str, Any]) -> None:
-        self._state.context = value
-
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         self._build_stacks()
-        self.current_event = self._to_proxy_event(dict(event))
-        self.lambda_context = context
-        self.context = {}
-        try:
+        with self.serving(envelope.normalized(dict(event)), context, envelope.parse_json):
             refused = self._admit(event)
-            built = ResponseBuilder(refused) if refused is not None else self._resolve()
-            return _single_valued(self._build_response(built))
-        finally:
-            self._state.caller = None
-            self.context = {}
-            self.lambda_context = None  # type: ignore[assignment]
+            if refused is None:
+                refused = self._envelope()
+            built = ResponseBuilder(refused) if refused is not None else adapter.route(self)
+            return _single_valued(adapter.build(self, built))
 
     def _admit(self, event: Mapping[str, Any]) -> Response | None:
         """Who is calling, before anything else runs (validation included, as API Gateway's
@@ -256,12 +234,20 @@ class Resolver(APIGatewayRestResolver):
             )
         except DomainError as exc:
             return refusal(exc.code, exc.message, exc.details)
-        self._state.caller = caller
+        self.request_caller = caller
         return None
 
+    def _envelope(self) -> Response | None:
+        """The refusal of a request whose body is wrong before its content is looked at (413,
+        415, a body where none is taken), as API Gateway decides before its validator."""
+        event = self.current_event
+        route = self._by_resource.get((event.http_method.upper(), event.resource))
+        problem = envelope.problem(event, route)
+        return refusal(problem.code, problem.message) if problem is not None else None
+
     def caller(self) -> policy.Caller:
-        """The verified caller of the request this thread is serving."""
-        found: policy.Caller | None = getattr(self._state, "caller", None)
+        """The verified caller of the request being served."""
+        found: policy.Caller | None = self.request_caller
         if found is None:  # pragma: no cover - resolve() admits before any route runs
             raise RuntimeError("no caller: the request was not admitted by resolve()")
         return found
@@ -271,9 +257,7 @@ class Resolver(APIGatewayRestResolver):
             return
         with self._ready_lock:
             if not self._ready:
-                for route in self._static_routes + self._dynamic_routes:
-                    if not route._middleware_stack_built:
-                        route._build_middleware_stack(self._router_middlewares, self)
+                adapter.build_stacks(self)
                 self._ready = True
 
     # Routes.
@@ -289,10 +273,7 @@ class Resolver(APIGatewayRestResolver):
         missing = [name for name in route.params if name not in annotations]
         if missing:
             raise TypeError(f"{func.__name__} must take the path parameters {missing}")
-        middlewares = [
-            envelope.middleware(route),
-            keyed.middleware(route, self._idempotency_store, answer, self.caller),
-        ]
+        middlewares = [keyed.middleware(route, self._idempotency_store, answer, self.caller)]
         return self.route(
             route.rule,
             route.method,
@@ -313,11 +294,6 @@ class Resolver(APIGatewayRestResolver):
         return found if found is not None else self._bug(exc)
 
     def _invalid(self, exc: Exception) -> Response:
-        event = self.current_event
-        route = self._by_resource.get((event.http_method.upper(), event.resource))
-        problem = envelope.problem(event, route)
-        if problem is not None:
-            return refusal(problem.code, problem.message)
         if isinstance(exc, RequestUnsupportedContentType):
             return refusal("UNSUPPORTED_MEDIA_TYPE", "send the body as application/json")
         if isinstance(exc, UnicodeDecodeError):
@@ -325,6 +301,13 @@ class Resolver(APIGatewayRestResolver):
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []
         if any(error.get("type") == "json_invalid" for error in errors):
             return refusal("BAD_JSON", "the body is not valid JSON")
+        # If-Match alone at fault: missing is 428 (the contract's precondition), malformed 400
+        if errors and all(tuple(e.get("loc", ()))[:2] == _IF_MATCH for e in errors):
+            if any(e.get("type") == "missing" for e in errors):
+                return refusal(
+                    "PRECONDITION_REQUIRED", 'send If-Match: "<version>" from the ETag you read'
+                )
+            return refusal("BAD_REQUEST", 'If-Match must be an ETag such as "3", or *')
         return refusal("VALIDATION_ERROR", _validation_message(list(errors)))
 
     def _not_found(self, exc: Exception) -> Response:

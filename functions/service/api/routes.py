@@ -36,11 +36,17 @@ class Route:
     idempotent: bool = False
     headers: tuple[str, ...] = ()
     admin: bool = False  # a catalogue write: administrators only (service.policy)
+    returns: tuple[str, ...] = ()  # ids its success body carries that other routes take
 
     @property
     def body(self) -> type[BaseModel] | None:
         """The model of the route's body, imported from its function's module on first use."""
         return models.body(self.body_name) if self.body_name is not None else None
+
+    @property
+    def creates(self) -> bool:
+        """A create operation: its answer names something other routes act on (OpenAPI links)."""
+        return self.method == "POST" and self.status in (201, 202)
 
     @property
     def params(self) -> list[str]:
@@ -194,6 +200,7 @@ ROUTES: tuple[Route, ...] = (
         body_name="Reservation",
         status=201,
         errors=("NOT_FOUND", "OUT_OF_STOCK"),
+        returns=("reservationId",),
     ),
     Route(
         "inventory",
@@ -243,6 +250,7 @@ ROUTES: tuple[Route, ...] = (
         status=201,
         errors=("NOT_FOUND", "EVENT_FULL", "ALREADY_REGISTERED", "CONFLICT"),
         idempotent=True,
+        returns=("userId",),
     ),
     Route(
         "events",
@@ -270,6 +278,7 @@ ROUTES: tuple[Route, ...] = (
         status=202,
         errors=("NOT_FOUND",),
         idempotent=True,
+        returns=("requestId",),
     ),
     Route(
         "events",
@@ -280,6 +289,31 @@ ROUTES: tuple[Route, ...] = (
         errors=("NOT_FOUND",),
     ),
 )
+
+
+def links(route: Route) -> dict[str, dict[str, object]]:
+    """OpenAPI links from a create operation's success to every route that takes ids it knows:
+    its path's (``$request.path``), its answer's (``returns``: ``$response.body``) and its body's
+    (``$request.body``), in that order. What a stateful fuzzer follows, and a reader too."""
+    if not route.creates:
+        return {}
+    fields = set(route.body.model_fields) if route.body is not None else set()
+    sources: dict[str, str] = {}
+    for name in sorted(fields):
+        sources[name] = f"$request.body#/{name}"
+    for name in route.returns:
+        sources[name] = f"$response.body#/{name}"
+    for name in route.params:
+        sources[name] = f"$request.path.{name}"
+    found: dict[str, dict[str, object]] = {}
+    for target in ROUTES:
+        if target is route or not target.params or not set(target.params) <= set(sources):
+            continue
+        found[target.operation] = {
+            "operationId": target.operation,
+            "parameters": {name: sources[name] for name in target.params},
+        }
+    return found
 
 
 def of(function: str) -> tuple[Route, ...]:

@@ -27,8 +27,10 @@ hold is claimable by anyone, so units of abandoned reservations come back withou
 Creation is asynchronous above ``INVENTORY_INLINE_UNITS``: POST writes the header (CREATING) and
 answers; the creation worker (a filtered stream consumer, ``handlers.inventory_creator``) writes
 one chunk per header change with :meth:`Inventory.advance`. Units are reservable as soon as they
-exist: creation never writes over a unit (``attribute_not_exists``), so a unit claimed while its
-chunk is still being written, or rewritten after a crash, is never reset to free.
+are recorded (a reservation's header read tells which chunks are; the summary counts a chunk's
+units in the transaction that records it, so no count shown is ever negative). Creation never
+writes over a unit (``attribute_not_exists``), so a unit rewritten after a crash is never reset to
+free.
 
 Seq 0 is a unit's creation: each chunk adds its units to the summary's counts in the transaction
 that records the chunk (one write instead of one per unit), and the consumer skips seq-0 records.
@@ -415,6 +417,7 @@ class Inventory:
                 rand=self.rand,
                 rounds=config.INVENTORY_RESERVE_ROUNDS,
                 owner=owner,
+                eligible=self._offered(header),
             )
         except claims.NotEnough as exc:
             raise OutOfStock(
@@ -426,6 +429,16 @@ class Inventory:
             "units": [unit_id(key["sk"]) for key in taken.keys],
             "expiresAt": until_ms,
         }
+
+    def _offered(self, header: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
+        """While a sku is CREATING, only the units of recorded chunks are offered: a chunk's
+        units are counted (``available += n``) when it is recorded, so a unit claimed earlier
+        would show a negative ``available`` on ``GET /inventory/{sku}`` (issue 22, 3.7). The
+        header only moves forward, so a unit offered by the header read stays recorded."""
+        created = int(self.progress(header)["unitsCreated"])
+        if created >= int(header["units"]):
+            return None
+        return lambda key: int(unit_id(str(key["sk"]))) < created
 
     def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, int, bool]:
         """The reservation's lead unit if it still names this reservation, its expiry, and

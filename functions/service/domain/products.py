@@ -34,8 +34,10 @@ each with ``stock`` and a copy of ``version``, written by :mod:`turnstile.sharde
   admins editing), but not one that raced with sales: ``PATCH stock`` sets the total to exactly the
   value sent, in one transaction over every shard, whatever was sold in between. To add units
   without losing concurrent sales, use :meth:`Products.restock`.
-* a keyed purchase (``Idempotency-Key``) reads every shard and commits the decrement of one shard,
-  conditioned on the count read, with its stored answer in one transaction (retried on a race).
+* a keyed purchase (``Idempotency-Key``) reads every shard and commits the decrement of one shard
+  that holds the whole quantity (or, when none does, of several whose counts add up to it, as the
+  unkeyed path does), each conditioned on the count read, with its stored answer in one
+  transaction (retried on a race). ``OUT_OF_STOCK`` only when the shards together hold too few.
 
 The process remembers which products are sharded (``shards`` never changes after creation); the
 first purchase of a product in a process learns it from the product item's ALL_OLD image.
@@ -43,6 +45,7 @@ first purchase of a product in a process learns it from the product item's ALL_O
 
 from __future__ import annotations
 
+import random
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,24 +150,32 @@ class Products:
                 conflicts=self.conflicts,
             )
             return self.get(product_id)
-        version = parent["version"]
         try:
             sharded.add(
                 self.client,
                 self.counter(product_id, shards),
                 units,
                 backoff=self.backoff,
-                also=[self._bump(product_id, version, {})],
-                stamp={"version": version + 1},
+                also=[self._bump(product_id, None, {})],
+                increments=("version",),
             )
-        except transact.Cancelled:
-            raise Conflict("the product changed meanwhile; retry") from None
+        except transact.Cancelled as exc:
+            raise NotFound(f"no product {product_id!r}") from exc
         return self.get(product_id)
 
-    def _bump(self, product_id: str, expected: int, changes: dict[str, Any]) -> dict[str, Any]:
-        """Transaction element: the product item at ``expected`` gets ``changes`` and version+1."""
+    def _bump(
+        self, product_id: str, expected: int | None, changes: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Transaction element: the product item at ``expected`` (``None``: at any version, as
+        long as it exists) gets ``changes`` and version+1."""
         names = {"#version": "version"}
-        values = codec.values(expected=expected, one=1)
+        values = codec.values(one=1)
+        if expected is None:
+            names["#pk"] = "productId"
+            condition = "attribute_exists(#pk)"
+        else:
+            values.update(codec.values(expected=expected))
+            condition = "#version = :expected"
         sets = ["#version = #version + :one"]
         for i, (name, value) in enumerate(changes.items()):
             names[f"#c{i}"] = name
@@ -175,7 +186,7 @@ class Products:
                 "TableName": self.table,
                 "Key": codec.encode_item(self._key(product_id)),
                 "UpdateExpression": "SET " + ", ".join(sets),
-                "ConditionExpression": "#version = :expected",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -186,22 +197,24 @@ class Products:
         self, product_id: str, expected_version: int | None, changes: dict[str, Any]
     ) -> dict:
         """Apply ``changes`` only if the product is still at ``expected_version`` (HTTP If-Match);
-        ``None`` means "any version" (``If-Match: *``)."""
-        if expected_version is None:
-            expected_version = self.get(product_id)["version"]
+        ``None`` (``If-Match: *``) means any current representation (RFC 9110): no version check,
+        only that the product exists."""
         if self.shard_counts.get(product_id, 0) != 1:
             shards = self._parent(product_id).get("shards", 1)
             if shards > 1:
                 return self._update_sharded(product_id, shards, expected_version, changes)
         try:
-            item = versioned.update_if_version(
-                self.client,
-                table=self.table,
-                key=self._key(product_id),
-                expected=expected_version,
-                changes=changes,
-                backoff=self.backoff,
-            )
+            if expected_version is None:
+                item = self._update_any(product_id, changes)
+            else:
+                item = versioned.update_if_version(
+                    self.client,
+                    table=self.table,
+                    key=self._key(product_id),
+                    expected=expected_version,
+                    changes=changes,
+                    backoff=self.backoff,
+                )
         except versioned.VersionMismatch as exc:
             if exc.current is None:
                 raise NotFound(f"no product {product_id!r}") from exc
@@ -212,7 +225,57 @@ class Products:
             ) from exc
         return _public(item)
 
+    def _update_any(self, product_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """``changes`` and version+1 on an unsharded product at whatever version it is: one
+        write, so sales in between (each moves the version) cannot make it fail."""
+        names = {"#pk": "productId", "#version": "version", "#shards": "shards"}
+        values = codec.values(one=1)
+        sets = ["#version = #version + :one"]
+        for i, (name, value) in enumerate(changes.items()):
+            names[f"#c{i}"] = name
+            values[f":c{i}"] = codec.encode(value)
+            sets.append(f"#c{i} = :c{i}")
+        try:
+            response = retry.call(
+                lambda: self.client.update_item(
+                    TableName=self.table,
+                    Key=codec.encode_item(self._key(product_id)),
+                    UpdateExpression="SET " + ", ".join(sets),
+                    ConditionExpression="attribute_exists(#pk) AND "
+                    "(attribute_not_exists(#shards) OR #shards = :one)",
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                    ReturnValues="ALL_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.backoff,
+                idempotent=False,
+            )
+        except ClientError as exc:
+            if retry.condition_failed(exc):
+                raise versioned.VersionMismatch(codec.old_item(exc)) from exc
+            raise
+        return codec.decode_item(response["Attributes"]) or {}
+
     def _update_sharded(
+        self, product_id: str, shards: int, expected: int | None, changes: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``expected`` None (``If-Match: *``): the catalogue version is read and checked, and a
+        race with another catalogue change (sales do not move it) is read again and retried, so
+        the client never sees a version it did not name."""
+        attempt = 1
+        while True:
+            at = expected if expected is not None else self._parent(product_id)["version"]
+            try:
+                return self._update_sharded_at(product_id, shards, at, changes)
+            except VersionMismatch:
+                if expected is not None or attempt >= self.conflicts.attempts:
+                    raise
+                metrics.count("CatalogueRetry", pattern=sharded.PATTERN)
+                self.conflicts.pause(attempt)
+                attempt += 1
+
+    def _update_sharded_at(
         self, product_id: str, shards: int, expected: int, changes: dict[str, Any]
     ) -> dict[str, Any]:
         catalogue = {k: v for k, v in changes.items() if k != "stock"}
@@ -285,37 +348,49 @@ class Products:
                 items = sharded.read_items(self.client, counter, self.backoff)
             except sharded.Missing as exc:
                 raise NotFound(f"no product {counter.base!r}") from exc
-            able = [k for k, item in enumerate(items) if item["stock"] >= quantity]
-            if not able:
-                total = sum(item["stock"] for item in items)
+            counts = [int(item["stock"]) for item in items]
+            if sum(counts) < quantity:
+                total = sum(counts)
                 raise OutOfStock(f"only {total} left, {quantity} requested", available=total)
-            shard = able[uuid.uuid4().int % len(able)]
-            seen = items[shard]
-            after = {"stock": seen["stock"] - quantity, "version": seen["version"]}
+            # One shard that holds the whole quantity, at random; else several together (as the
+            # unkeyed path does), each written only if it still holds what was read.
+            able = [k for k, count in enumerate(counts) if count >= quantity]
+            if able:
+                takes = {able[uuid.uuid4().int % len(able)]: quantity}
+            else:
+                takes = sharded.spread(counts, quantity, random.Random())
+            first = next(iter(takes))
+            after = {
+                "stock": sum(counts[k] - take for k, take in takes.items()),
+                "version": items[first]["version"],
+            }
             receipt = {
                 **self._receipt(purchase_id, counter.base, quantity, after),
-                "shard": shard,
+                "shard": first,
             }
-            element = {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": counter.wire_key(shard),
-                    "UpdateExpression": "SET #stock = :after",
-                    "ConditionExpression": "#stock = :seen",
-                    "ExpressionAttributeNames": {"#stock": "stock"},
-                    "ExpressionAttributeValues": codec.values(
-                        seen=seen["stock"], after=after["stock"]
-                    ),
+            elements = [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": counter.wire_key(shard),
+                        "UpdateExpression": "SET #stock = :after",
+                        "ConditionExpression": "#stock = :seen",
+                        "ExpressionAttributeNames": {"#stock": "stock"},
+                        "ExpressionAttributeValues": codec.values(
+                            seen=counts[shard], after=counts[shard] - take
+                        ),
+                    }
                 }
-            }
+                for shard, take in takes.items()
+            ]
             try:
                 transact.transact_write(
                     self.client,
-                    [element, store.complete_op(claim, 201, receipt)],
+                    [*elements, store.complete_op(claim, 201, receipt)],
                     backoff=self.backoff,
                 )
             except transact.Cancelled as exc:
-                if not exc.failed_at(0):
+                if not any(exc.failed_at(i) for i in range(len(elements))):
                     raise
                 metrics.count("ShardConflict", pattern=sharded.PATTERN)
                 self.conflicts.pause(attempt)

@@ -25,12 +25,14 @@ products: runtime.Lazy[Products] = runtime.Lazy(
 )
 
 
-def expected_version(if_match: str | None) -> int | None:
-    """The version named by ``If-Match`` (``None`` for ``*``); 428 when the header is missing."""
-    if if_match is None:
-        raise HttpError(
-            "PRECONDITION_REQUIRED", 'send If-Match: "<version>" from the ETag you read'
-        )
+# What If-Match may say: ``*`` (any current representation) or one ETag as this API writes them
+# (``"3"``; weak ``W/"3"`` and a bare ``3`` are read alike). Declared on the header parameter, so
+# the OpenAPI document says it; a missing header is 428 (``Resolver._invalid``).
+IF_MATCH_PATTERN = r'^\s*(\*|(W/)?"[0-9]{1,18}"|[0-9]{1,18})\s*$'
+
+
+def expected_version(if_match: str) -> int | None:
+    """The version named by ``If-Match`` (``None`` for ``*``)."""
     value = if_match.strip()
     if value == "*":
         return None
@@ -57,7 +59,16 @@ def get_product(productId: Id) -> Response[Any]:
 def update_product(
     productId: Id,
     body: models.ProductChanges,
-    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+    if_match: Annotated[
+        str,
+        Header(
+            alias="If-Match",
+            pattern=IF_MATCH_PATTERN,
+            max_length=64,
+            description='"<version>" from the ETag read (412 if it moved on), or * for any '
+            "current version; required (428 without it)",
+        ),
+    ],
 ) -> Response[Any]:
     version = expected_version(if_match)
     product = products.get().update(productId, version, body.changes())

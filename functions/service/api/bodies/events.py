@@ -7,13 +7,13 @@ from typing import Annotated
 from pydantic import Field
 
 from service import config
-from service.api.models import Body, Identifier, Name, OnBehalfOf, Shards
+from service.api.models import INTEGRAL, Body, Identifier, Name, OnBehalfOf, Shards
 
 
 class NewEvent(Body):
     eventId: Identifier
     name: Name
-    capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY)]
+    capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY), INTEGRAL]
     shards: Shards = 1
 
 

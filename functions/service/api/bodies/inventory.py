@@ -7,16 +7,16 @@ from typing import Annotated
 from pydantic import Field
 
 from service import config
-from service.api.models import Body, Identifier
+from service.api.models import INTEGRAL, Body, Identifier
 
 
 class NewInventory(Body):
     sku: Identifier
-    units: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_UNITS)]
+    units: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_UNITS), INTEGRAL]
 
 
 class Reservation(Body):
-    quantity: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_QUANTITY)]
+    quantity: Annotated[int, Field(ge=1, le=config.INVENTORY_MAX_QUANTITY), INTEGRAL]
     holdSeconds: Annotated[
         float,
         Field(ge=config.INVENTORY_MIN_HOLD_SECONDS, le=config.INVENTORY_MAX_HOLD_SECONDS),

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from service import config
-from service.api.models import Body, Identifier, Name, Shards, Stock
+from service.api.models import INTEGRAL, Body, Identifier, Name, Shards, Stock
 
 
 class NewProduct(Body):
@@ -24,7 +24,7 @@ class ProductChanges(Body):
 
     # absent, not null: a null is refused (strict str), so the schema has no "null" type
     name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
-    stock: int = Field(default=None, ge=0, le=1_000_000_000)  # type: ignore[assignment]
+    stock: Annotated[int, INTEGRAL] = Field(default=None, ge=0, le=1_000_000_000)  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _something_to_change(self) -> ProductChanges:
@@ -37,9 +37,9 @@ class ProductChanges(Body):
 
 
 class Restock(Body):
-    units: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    units: Annotated[int, Field(ge=1, le=1_000_000_000), INTEGRAL]
 
 
 class Purchase(Body):
-    quantity: Annotated[int, Field(ge=1, le=config.MAX_PURCHASE_QUANTITY)]
+    quantity: Annotated[int, Field(ge=1, le=config.MAX_PURCHASE_QUANTITY), INTEGRAL]
     strategy: Literal["atomic", "versioned"] = "atomic"

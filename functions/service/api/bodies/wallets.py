@@ -7,8 +7,8 @@ from typing import Annotated
 from pydantic import Field
 
 from service import config
-from service.api.models import Body
+from service.api.models import INTEGRAL, Body
 
 
 class TopUp(Body):
-    amount: Annotated[int, Field(ge=1, le=config.MAX_TOP_UP)]
+    amount: Annotated[int, Field(ge=1, le=config.MAX_TOP_UP), INTEGRAL]

@@ -1,0 +1,69 @@
+"""Issue 22's document findings: what the OpenAPI document promises is what the server does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from local import docs
+from service.api import routes
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    return docs.document("http://localhost")
+
+
+def operation(document: dict[str, Any], route: routes.Route) -> dict[str, Any]:
+    found: dict[str, Any] = document["paths"][route.path][route.method.lower()]
+    return found
+
+
+@pytest.mark.parametrize("route", [r for r in routes.ROUTES if r.status == 204], ids=str)
+def test_a_204_is_documented_without_a_body(document, route):
+    success = operation(document, route)["responses"]["204"]
+    assert not success.get("content"), success
+
+
+def test_patch_declares_its_required_if_match_and_the_428_without_it(document):
+    (route,) = [r for r in routes.ROUTES if r.method == "PATCH"]
+    patch = operation(document, route)
+    (header,) = [p for p in patch["parameters"] if p["in"] == "header"]
+    assert header["name"].lower() == "if-match" and header["required"] is True
+    assert header["schema"]["type"] == "string" and "pattern" in header["schema"]
+    examples = patch["responses"]["428"]["content"]["application/json"]["examples"]
+    assert "PRECONDITION_REQUIRED" in examples
+    assert (
+        "VERSION_MISMATCH" in patch["responses"]["412"]["content"]["application/json"]["examples"]
+    )
+
+
+def test_create_operations_link_to_the_operations_using_their_ids(document):
+    links = {
+        route.operation: operation(document, route)["responses"][str(route.status)].get("links")
+        for route in routes.ROUTES
+        if route.creates
+    }
+    assert links["create_product"]["purchase"] == {
+        "operationId": "purchase",
+        "parameters": {"productId": "$request.body#/productId"},
+    }
+    assert links["reserve"]["confirm"]["parameters"] == {
+        "sku": "$request.path.sku",
+        "reservationId": "$response.body#/reservationId",
+    }
+    assert links["register"]["unregister"]["parameters"]["userId"] == "$response.body#/userId"
+    assert "get_registration_request" in links["request_registration"]
+    assert "get_inventory" in links["create_inventory"] and "get_event" in links["create_event"]
+    assert {"renew_lock", "release_lock"} <= set(links["acquire_lock"])
+    assert "get_wallet" in links["top_up_wallet"]
+    # every link names an operation of the document, with every path parameter it takes
+    operations = {
+        op["operationId"]: op for item in document["paths"].values() for op in item.values()
+    }
+    for of_route in links.values():
+        for link in (of_route or {}).values():
+            target = operations[link["operationId"]]
+            wanted = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
+            assert set(link["parameters"]) == wanted
