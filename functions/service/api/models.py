@@ -103,8 +103,11 @@ class Reservation(Body):
 
 
 class Acquire(Body):
+    """Without ``waitMs``: one attempt. With it: queue (FIFO) and wait up to ``waitMs``."""
+
     owner: str = LeaseOwner  # type: ignore[assignment]
     ttlSeconds: LockTtl
+    waitMs: int = Field(default=None, ge=0, le=config.LOCK_MAX_WAIT_MS)  # type: ignore[assignment]
 
 
 class Renew(Body):
