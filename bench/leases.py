@@ -362,6 +362,7 @@ def dead_holders(
     resources: int = 10,
     waiters: int = 3,
     seed: int = 7,
+    retry_ttl_ms: int = RETRY_DEAD_TTL_MS,
 ) -> list[float]:
     """Takeover times (ms): on each of ``resources`` resources at once, a holder acquires, (queue:
     heartbeats for a random 0-2 H), then dies without releasing while ``waiters`` others wait.
@@ -384,7 +385,7 @@ def dead_holders(
             with queue.heartbeat(held):
                 time.sleep(lives_ms / 1000)
         else:
-            leases.acquire(resource, "doomed", RETRY_DEAD_TTL_MS)
+            leases.acquire(resource, "doomed", retry_ttl_ms)
         died = time.perf_counter()  # no release, no more heartbeats
         served: list[float] = []
 
@@ -394,7 +395,7 @@ def dead_holders(
                 got = queue.acquire(resource, owner, wait_ms=120_000)
             else:
                 got = leases.acquire_wait(
-                    resource, owner, RETRY_DEAD_TTL_MS, wait_ms=120_000, waits=waits
+                    resource, owner, retry_ttl_ms, wait_ms=120_000, waits=waits
                 )
             with guard:
                 served.append(time.perf_counter())
@@ -435,6 +436,7 @@ def rows(
     resources: int = 5,
     dead_resources: int = 10,
     strategies: list[tuple[str, str, QueueSettings | None]] | None = None,
+    retry_ttl_ms: int = RETRY_DEAD_TTL_MS,
 ) -> list[dict[str, Any]]:
     """One row per strategy: the contended workload, then the dead-holder scenario."""
     table_rows = []
@@ -449,7 +451,12 @@ def rows(
             settings=settings,
         )
         takeovers = dead_holders(
-            client, table, strategy=strategy, settings=settings, resources=dead_resources
+            client,
+            table,
+            strategy=strategy,
+            settings=settings,
+            resources=dead_resources,
+            retry_ttl_ms=retry_ttl_ms,
         )
         bound = None
         if settings is not None:
@@ -466,7 +473,7 @@ def rows(
                 "fence_violations": summary["fence_violations"],
                 "takeover_p50_ms": round(percentile(takeovers, 0.50), 1),
                 "takeover_p99_ms": round(percentile(takeovers, 0.99), 1),
-                "takeover_bound_ms": bound if bound is not None else RETRY_DEAD_TTL_MS,
+                "takeover_bound_ms": bound if bound is not None else retry_ttl_ms,
                 "write_p99_ms": summary["write_p99_ms"],
                 "wall_seconds": summary["wall_seconds"],
                 "acquisitions": summary["acquisitions"],

@@ -59,18 +59,23 @@ served meanwhile leaves no row behind)::
       Put <resource>#q#<k>  owner "", expiresAt = now + L
         ConditionExpression: attribute_not_exists(#resource)
 
-**Acquire** (waiter ``t`` is the head and the lease is free: released, expired, or never held).
-The fence comes from the lease item's own fence, as a plain :meth:`Leases.acquire` takes it, so
-fences strictly increase across both kinds of acquisition and never go behind the item they
-live on::
+**Acquire** (waiter ``t`` is the head). The head does not read the holder: it tries to claim,
+once at once and then every poll (or at the holder's expiry), and a refusal hands back the item as
+it is. The fence comes from the lease item's own fence, as a plain :meth:`Leases.acquire` takes
+it, so fences strictly increase across both kinds of acquisition and never go behind the item
+they live on (a restored table continues from the restored item's fence)::
 
-    TransactWriteItems
-      Update <resource>
-        SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
-            #fence = :fence, #head = :next            (:fence = :seen + 1, :next = t + 1)
-        REMOVE #releasedAt, #purgeAt
-        ConditionExpression: #head = :ticket AND #fence = :seen AND #expiresAt < :now
-      Delete <resource>#q#<t>          (unconditional: the head condition makes ticket t ours)
+    UpdateItem <resource>
+      UpdateExpression: SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                            #head = :next                                  (:next = t + 1)
+                        REMOVE #releasedAt, #purgeAt
+                        ADD #fence :one
+      ConditionExpression: #head = :ticket AND #expiresAt < :now
+      ReturnValues: ALL_OLD  (new fence = old fence + 1; ALL_OLD on a refusal too)
+
+then removes its own row (``DeleteItem <resource>#q#<t>``, unconditional: the head condition made
+ticket t this waiter's), which tells its successor to look at the head. A timeout of the claim is
+settled by reading the item (this owner, head past t: it is ours).
 
 A waiter whose ticket shows it at the head of an empty queue with a free lease claims at once,
 without writing its row (it writes the row only before it would wait).
@@ -381,14 +386,15 @@ class LeaseQueue:
                 continue
             watching = None
             holder_until = int(wait.item.get("expiresAt", 0))
-            if holder_until < self.leases.now_ms():
-                held = self._claim(wait, duration, remaining_ms)
-                if held is not None:
-                    return held
-                continue
-            # Next in line and the holder is live: look again at its expiry, or after one poll.
-            until_expiry = (holder_until - self.leases.now_ms() + 1) / 1000
-            self._nap(wait, deadline, min(self.settings.poll_ms / 1000, until_expiry))
+            if holder_until >= self.leases.now_ms():
+                # Next in line and the holder is live: try again at its expiry, or after one poll.
+                until_expiry = (holder_until - self.leases.now_ms() + 1) / 1000
+                self._nap(wait, deadline, min(self.settings.poll_ms / 1000, until_expiry))
+            # The claim is the look: refused, it hands back the lease item as it is now.
+            held = self._claim(wait, duration, remaining_ms)
+            if held is not None:
+                return held
+            fresh = True
 
     def _expected_turn(self, wait: _Wait) -> float:
         """Seconds to sleep before looking at the predecessor again: the place in the queue times
@@ -504,24 +510,22 @@ class LeaseQueue:
     def _claim(
         self, wait: _Wait, duration: int, remaining_ms: Callable[[], int] | None
     ) -> lease.Lease | None:
-        """Take the free lease as the head; None when the item changed meanwhile (look again)."""
-        seen = wait.item
-        fence = int(seen.get("fence", 0)) + 1
+        """Take the lease as the head if it is free; None (``wait.item`` refreshed) if not."""
         now = self.leases.now_ms()
         expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
-        items = [
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": codec.encode_item({"resource": wait.resource}),
-                    "UpdateExpression": (
+        wait.calls += 1
+        metrics.count("LeaseAttempt", pattern=PATTERN)
+        try:
+            response = retry.call(
+                lambda: self._client.update_item(
+                    TableName=self._table,
+                    Key=codec.encode_item({"resource": wait.resource}),
+                    UpdateExpression=(
                         "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
-                        "#fence = :fence, #head = :next REMOVE #releasedAt, #purgeAt"
+                        "#head = :next REMOVE #releasedAt, #purgeAt ADD #fence :one"
                     ),
-                    "ConditionExpression": (
-                        "#head = :ticket AND #fence = :seen AND #expiresAt < :now"
-                    ),
-                    "ExpressionAttributeNames": _names(
+                    ConditionExpression="#head = :ticket AND #expiresAt < :now",
+                    ExpressionAttributeNames=_names(
                         "#owner",
                         "#expiresAt",
                         "#acquiredAt",
@@ -530,49 +534,53 @@ class LeaseQueue:
                         "#releasedAt",
                         "#purgeAt",
                     ),
-                    "ExpressionAttributeValues": codec.values(
+                    ExpressionAttributeValues=codec.values(
                         owner=wait.owner,
                         expiresAt=expires_at,
                         now=now,
-                        fence=fence,
                         next=wait.ticket + 1,
                         ticket=wait.ticket,
-                        seen=fence - 1,
+                        one=1,
                     ),
-                }
-            },
-            # Ticket t is this waiter's (the head condition says so): its row, or a placeholder
-            # a successor wrote before it, or nothing (it claimed at once) goes unconditionally.
-            {
-                "Delete": {
-                    "TableName": self._table,
-                    "Key": codec.encode_item({"resource": wait.key}),
-                }
-            },
-        ]
-        wait.calls += 1
-        metrics.count("LeaseAttempt", pattern=PATTERN)
-        try:
-            transact.transact_write(
-                self._client, items, backoff=self.leases.backoff, pattern=PATTERN
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.leases.backoff,
+                idempotent=False,  # ADD: a resend could take a second fence
+                pattern=PATTERN,
             )
-        except transact.Cancelled:
+        except ClientError as exc:
+            if not retry.condition_failed(exc):
+                raise
             metrics.count("LeaseBusy", pattern=PATTERN)
-            wait.item = self._get(wait, wait.resource) or {}
+            wait.item = codec.old_item(exc) or {}
             wait.head = int(wait.item.get("head", 1))
-            if wait.head > wait.ticket and self._mine(wait.item, wait.owner, fence):
-                return self._held(wait, seen, fence, expires_at, now)  # an unseen resend landed
             return None
-        except (errors.OutcomeUnknown, retry.RetriesExhausted):
+        except errors.OutcomeUnknown:
             current = self._get(wait, wait.resource) or {}
-            if self._mine(current, wait.owner, fence):
-                return self._held(wait, seen, fence, expires_at, now)
+            if str(current.get("owner", "")) == wait.owner and int(current.get("head", 1)) > (
+                wait.ticket
+            ):
+                self._remove_row(wait)
+                fence = int(current.get("fence", 0))
+                return self._held(wait, {}, fence, expires_at, now)
             raise
-        return self._held(wait, seen, fence, expires_at, now)
+        seen = codec.decode_item(response.get("Attributes")) or {}
+        self._remove_row(wait)
+        return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)
 
-    @staticmethod
-    def _mine(item: dict[str, Any], owner: str, fence: int) -> bool:
-        return str(item.get("owner", "")) == owner and int(item.get("fence", 0)) == fence
+    def _remove_row(self, wait: _Wait) -> None:
+        """The served waiter's row goes (its successor, watching it, then looks at the head)."""
+        wait.calls += 1
+        with contextlib.suppress(ClientError, BotoCoreError, errors.TurnstileError):
+            retry.call(
+                lambda: self._client.delete_item(
+                    TableName=self._table, Key=codec.encode_item({"resource": wait.key})
+                ),
+                backoff=self.leases.backoff,
+                idempotent=True,
+                pattern=PATTERN,
+            )
 
     def _held(
         self, wait: _Wait, seen: dict[str, Any], fence: int, expires_at: int, now: int
