@@ -74,7 +74,15 @@ def test_no_function_may_scan_or_batch_write(template, function):
 
 
 def test_the_narrowest_functions_as_written_out(template):
-    assert grants(template, "locks") == {config.LEASES: {"dynamodb:UpdateItem"}}
+    # acquire, renew, release; waitMs queues: waiter rows put, read and deleted
+    assert grants(template, "locks") == {
+        config.LEASES: {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        }
+    }
     assert grants(template, "wallets") == {
         config.LEASES: {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
         config.WALLETS: {"dynamodb:GetItem", "dynamodb:PutItem"},
