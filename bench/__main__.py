@@ -236,6 +236,7 @@ LEASE_COLUMNS = [
     "takeover_p99_ms",
     "takeover_bound_ms",
     "write_p99_ms",
+    "lost_leases",
     "wall_over_ceiling",
 ]
 

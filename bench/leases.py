@@ -32,6 +32,7 @@ heartbeat, no release) to the next acquisition of its resource.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import random
 import threading
@@ -66,6 +67,7 @@ class Round:
     accepted: bool  # the fenced write went through
     previous: dict[str, Any] | None  # the lease item as this acquisition found it (ALL_OLD)
     ticket: int | None = None  # the queue ticket it was served on
+    lost: bool = False  # taken over before its release (a heartbeat came later than L)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Outcome:
             "time_to_acquire_p99_ms": round(percentile(waits_ms, 0.99), 1),
             "failed_attempts": sum(max(0, r.attempts - 1) for r in self.rounds),
             "rejected_writes": sum(not r.accepted for r in self.rounds),
+            "lost_leases": sum(r.lost for r in self.rounds),
             "dynamodb_calls": self.dynamodb_calls,
             "calls_per_acquisition": round(self.lock_calls / max(1, acquisitions), 2),
             "total_calls_per_acquisition": round(self.dynamodb_calls / max(1, acquisitions), 2),
@@ -280,7 +283,11 @@ def lease_workload(
                     with counter.protected():
                         accepted = _protected_write(client, table, data_keys[which], held, backoff)
                 releasing = time.perf_counter()
-                leases.release(held)
+                try:
+                    leases.release(held)
+                    lost = False
+                except lease.Lost:  # its heartbeat came too late: a successor took over
+                    lost = True
                 mine.append(
                     Round(
                         worker,
@@ -294,6 +301,7 @@ def lease_workload(
                         accepted,
                         held.previous,
                         held.ticket,
+                        lost,
                     )
                 )
         except BaseException as exc:  # noqa: BLE001 - handed to the caller below
@@ -399,7 +407,8 @@ def dead_holders(
                 )
             with guard:
                 served.append(time.perf_counter())
-            leases.release(got)
+            with contextlib.suppress(lease.Lost):
+                leases.release(got)
 
         threads = [threading.Thread(target=wait, args=(w,)) for w in range(waiters)]
         for thread in threads:
@@ -478,6 +487,7 @@ def rows(
                 "wall_seconds": summary["wall_seconds"],
                 "acquisitions": summary["acquisitions"],
                 "rejected_writes": summary["rejected_writes"],
+                "lost_leases": summary["lost_leases"],
             }
         )
     return table_rows
