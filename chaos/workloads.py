@@ -304,36 +304,8 @@ def leases(
             return
         fence = int(op.value["fence"])
         client.nemesis.maybe_pause(f"{resource} fence {fence}", ttl + 0.4)
-        write = client.history.invoke(
-            "leases", client.name, "write", resource=resource, owner=owner, fence=fence
-        )
         held = lease.Lease(resource, owner, fence, expires_at=0, acquired_at=0)
-        item = {
-            "Update": {
-                "TableName": data_table,
-                "Key": {"resource": {"S": f"chaos-data/{resource}"}},
-                "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
-                "ExpressionAttributeNames": {"#log": "log"},
-                "ExpressionAttributeValues": {
-                    ":empty": {"L": []},
-                    ":f": {"L": [{"N": str(fence)}]},
-                },
-            }
-        }
-        with client.nemesis.invocation("fenced write"):
-            try:
-                fenced.transact(held, [item])
-                client.history.complete(write, OK, 200, {"fence": fence})
-            except lease.Lost as exc:
-                client.history.complete(write, FAIL, 409, {"current": exc.current})
-            except (
-                Crash,
-                retry.OutcomeUnknown,
-                retry.RetriesExhausted,
-                ClientError,
-                BotoCoreError,
-            ):
-                client.history.complete(write, UNKNOWN, None, "no answer")
+        fenced_append(client, "leases", fenced, held, data_table, f"chaos-data/{resource}")
         if client.rng.random() < 0.7:
             op = client.history.invoke(
                 "leases", client.name, "release", resource=resource, owner=owner, fence=fence
@@ -341,6 +313,36 @@ def leases(
             client.request(op, "DELETE", f"/locks/{resource}", {"owner": owner, "fence": fence})
 
     return step
+
+
+def fenced_append(
+    client: Client, pattern: str, leases: lease.Leases, held: lease.Lease, table: str, key: str
+) -> None:
+    """Append ``held``'s fence to the protected item ``key`` through :meth:`Leases.transact` (the
+    guard refuses a stale fence), recorded as a ``write`` op of ``pattern``."""
+    write = client.history.invoke(
+        pattern, client.name, "write", resource=held.resource, owner=held.owner, fence=held.fence
+    )
+    item = {
+        "Update": {
+            "TableName": table,
+            "Key": {"resource": {"S": key}},
+            "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
+            "ExpressionAttributeNames": {"#log": "log"},
+            "ExpressionAttributeValues": {
+                ":empty": {"L": []},
+                ":f": {"L": [{"N": str(held.fence)}]},
+            },
+        }
+    }
+    with client.nemesis.invocation(f"{pattern} fenced write"):
+        try:
+            leases.transact(held, [item])
+            client.history.complete(write, OK, 200, {"fence": held.fence})
+        except lease.Lost as exc:
+            client.history.complete(write, FAIL, 409, {"current": exc.current})
+        except (Crash, retry.OutcomeUnknown, retry.RetriesExhausted, ClientError, BotoCoreError):
+            client.history.complete(write, UNKNOWN, None, "no answer")
 
 
 class Killed(BaseException):
@@ -442,45 +444,21 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
             pause = settings.expiry_ms / 1000 + settings.heartbeat_ms / 1000 + 0.3
             client.nemesis.log("pause", f"{client.name} heartbeat {resource} {pause:.1f}s")
             time.sleep(pause)
-        fence = held.fence
-        write = client.history.invoke(
-            "queue", client.name, "write", resource=resource, owner=owner, fence=fence
+        fenced_append(
+            client, "queue", waiting.leases, beat.lease, data_table, f"chaos-qdata/{resource}"
         )
-        item = {
-            "Update": {
-                "TableName": data_table,
-                "Key": {"resource": {"S": f"chaos-qdata/{resource}"}},
-                "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
-                "ExpressionAttributeNames": {"#log": "log"},
-                "ExpressionAttributeValues": {
-                    ":empty": {"L": []},
-                    ":f": {"L": [{"N": str(fence)}]},
-                },
-            }
-        }
-        with client.nemesis.invocation("queue fenced write"):
-            try:
-                waiting.leases.transact(beat.lease, [item])
-                client.history.complete(write, OK, 200, {"fence": fence})
-            except lease.Lost as exc:
-                client.history.complete(write, FAIL, 409, {"current": exc.current})
-            except (
-                Crash,
-                retry.OutcomeUnknown,
-                retry.RetriesExhausted,
-                ClientError,
-                BotoCoreError,
-            ):
-                client.history.complete(write, UNKNOWN, None, "no answer")
-            with contextlib.suppress(
+        with (
+            client.nemesis.invocation("queue release"),
+            contextlib.suppress(
                 Crash,
                 lease.Lost,
                 retry.OutcomeUnknown,
                 retry.RetriesExhausted,
                 ClientError,
                 BotoCoreError,
-            ):
-                waiting.leases.release(beat.lease)
+            ),
+        ):
+            waiting.leases.release(beat.lease)
 
     return step
 
