@@ -159,13 +159,16 @@ def waiter_key(resource: str, ticket: int) -> str:
 @dataclass(frozen=True)
 class QueueSettings:
     """``heartbeat_ms`` (H): how often holders and waiters renew; ``expiry_ms`` (L): how long
-    after its last renewal a silent holder or waiter is passed over; ``poll_ms``: how often the
-    head looks at a live holder (an early release is noticed within one poll); ``margin_ms``:
+    after its last renewal a silent holder or waiter is passed over; ``poll_ms``: how soon the
+    head looks at a live holder again (then every 2, then 4 polls: an early release is noticed
+    within four polls, an expiry at once); ``margin_ms``:
     how long before a Lambda invocation ends waits and heartbeats stop.
 
-    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): a heartbeat write took
-    well under H at p99 on a loaded DynamoDB Local, so L = 3 H leaves two missed beats before a
-    live waiter could be passed over, and a dead holder is taken over within L + H + one poll.
+    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll (1.6 s p99
+    measured). On DynamoDB Local shared at load average 40-50 on two cores a write's p99 reached
+    H itself (0.54 s), and 2 holders in 1000 lost their lease to a late heartbeat (the fence
+    refused nothing they had written): where writes are that slow, raise H and L together.
     """
 
     heartbeat_ms: int = 500
@@ -221,6 +224,8 @@ class _Wait:
     item: dict[str, Any] = field(default_factory=dict)  # the lease item as last seen
     calls: int = 0
     row: bool = False  # its waiter row is written
+    fence_at_start: int = 0  # the lease's fence when the ticket was taken (for the pace)
+    polls: int = 0  # claim attempts as the head
 
     @property
     def key(self) -> str:
@@ -326,6 +331,7 @@ class LeaseQueue:
             self.on_ticket(resource, owner, ticket)
         head = int(item.get("head", 1))
         wait = _Wait(resource, owner, ticket, float("inf"), head, started, head, item, calls=1)
+        wait.fence_at_start = int(item.get("fence", 0))
         if not (head == ticket and int(item.get("expiresAt", 0)) < self.leases.now_ms()):
             self._write_row(wait)  # else it claims at once, and writes its row only if that fails
         return wait
@@ -389,7 +395,7 @@ class LeaseQueue:
             if holder_until >= self.leases.now_ms():
                 # Next in line and the holder is live: try again at its expiry, or after one poll.
                 until_expiry = (holder_until - self.leases.now_ms() + 1) / 1000
-                self._nap(wait, deadline, min(self.settings.poll_ms / 1000, until_expiry))
+                self._nap(wait, deadline, min(self._head_poll(wait), until_expiry))
             # The claim is the look: refused, it hands back the lease item as it is now.
             held = self._claim(wait, duration, remaining_ms)
             if held is not None:
@@ -397,16 +403,21 @@ class LeaseQueue:
             fresh = True
 
     def _expected_turn(self, wait: _Wait) -> float:
-        """Seconds to sleep before looking at the predecessor again: the place in the queue times
-        the observed time per turn, at least one poll, at most one heartbeat period."""
+        """Seconds to sleep before looking at the predecessor again: half the places ahead of it
+        times the observed time per acquisition (fences handed out since this ticket), at least
+        two polls, at most one heartbeat period."""
+        poll = self.settings.poll_ms / 1000
         elapsed = self.monotonic() - wait.started
-        served = wait.head - wait.head_at_start
-        per_turn = elapsed / served if served > 0 else self.settings.poll_ms / 1000
+        served = int(wait.item.get("fence", 0)) - wait.fence_at_start
+        per_turn = elapsed / served if served > 0 else 4 * poll
         ahead = max(1, wait.position - 1)
-        return min(
-            self.settings.heartbeat_ms / 1000,
-            max(self.settings.poll_ms / 1000, ahead * per_turn * 0.5),
-        )
+        return min(self.settings.heartbeat_ms / 1000, max(2 * poll, ahead * per_turn * 0.5))
+
+    def _head_poll(self, wait: _Wait) -> float:
+        """The head's pause between claim attempts: one poll, doubling to four (each refused
+        attempt costs the database a write, and a long hold needs no fast polling)."""
+        wait.polls += 1
+        return self.settings.poll_ms / 1000 * min(4, 2 ** (wait.polls - 1))
 
     def _nap(self, wait: _Wait, deadline: float, seconds: float) -> None:
         if not wait.row:
