@@ -90,7 +90,10 @@ heartbeating is taken over ``L`` after its last renewal (plus one poll of the he
     UpdateItem <resource>#q#<t>  SET #expiresAt = :zero
       ConditionExpression: #owner = :owner
 
-A waiter passed over takes a new ticket while its deadline allows, first removing its own row in
+A ticket call whose answer was lost is not resent (``ADD`` would take a second ticket); the waiter
+takes a new ticket while its deadline allows, and the orphan, if it was taken, is passed over
+after L like any ticket whose row never appeared. A waiter passed over takes a new ticket while
+its deadline allows, first removing its own row in
 case it wrote it late (``DeleteItem <resource>#q#<t>``, ``ConditionExpression: #owner = :owner``).
 
 **Clocks.** ``now`` is the caller's clock (:attr:`Leases.clock`), compared by the database with
@@ -286,7 +289,14 @@ class LeaseQueue:
         calls = 0
         try:
             while True:
-                wait = self._enqueue(resource, owner, started)
+                try:
+                    wait = self._enqueue(resource, owner, started)
+                except errors.OutcomeUnknown:
+                    # The ticket may have been taken with no row: its successor gives it a
+                    # placeholder and passes it over after L. Take another while time is left.
+                    if self.monotonic() >= deadline:
+                        raise
+                    continue
                 try:
                     held = self._wait(wait, deadline, duration, remaining_ms)
                 except PassedOver:

@@ -340,3 +340,29 @@ def test_a_passed_over_waiter_that_runs_out_of_time_is_told_so(ddb, tables, uniq
     queue.leases.acquire(resource, "holder", 60_000)
     with pytest.raises(WaitTimedOut):
         queue.acquire(resource, "waiter", wait_ms=0)
+
+
+def test_a_ticket_whose_answer_was_lost_is_passed_over_and_the_wait_goes_on(
+    dynamodb_local, tables, unique, counted
+):
+    # Given the first ticket call is applied but its answer lost (a read timeout after sending)
+    from tests.integration.conftest import Faults
+
+    client = dynamodb_local.client(config=retry.client_config())
+    faults = Faults(client)
+    faults.lose_reply("UpdateItem", 1)
+    queue = make(client, tables)
+    resource = f"lost-ticket-{unique}"
+    # When a waiter queues for the free resource
+    held = queue.acquire(resource, "waiter", wait_ms=30_000)
+    client.close()
+
+    # Then it took a second ticket and was served on it, once the orphan ticket 1 (no row: it got
+    # a placeholder) had been passed over after L; nothing of ticket 1 is left behind
+    assert held.ticket == 2 and held.fence == 1
+    assert counted.get("lease", "LeaseWaiterSkipped") == 1
+    assert get(client_free(dynamodb_local), tables["leases"], waiter_key(resource, 1)) is None
+
+
+def client_free(dynamodb_local: Any) -> Any:
+    return dynamodb_local.client(config=retry.client_config())
