@@ -259,6 +259,7 @@ def lease_workload(
     errors: list[BaseException] = []
     guard = threading.Lock()
     counter = CallCounter(client)
+    unanswered = [0]
 
     def work(worker: int) -> None:
         mine: list[Round] = []
@@ -268,12 +269,18 @@ def lease_workload(
                 which = (worker + number) % resources
                 owner = f"w{worker}/r{number}"
                 asked = time.perf_counter()
-                if strategy == QUEUE:
-                    held = queue.acquire(lock_keys[which], owner, wait_ms=wait_ms)
-                else:
-                    held = leases.acquire_wait(
-                        lock_keys[which], owner, ttl_ms, wait_ms=wait_ms, waits=waits
-                    )
+                while True:  # a lost answer on an overloaded machine: ask again
+                    try:
+                        if strategy == QUEUE:
+                            held = queue.acquire(lock_keys[which], owner, wait_ms=wait_ms)
+                        else:
+                            held = leases.acquire_wait(
+                                lock_keys[which], owner, ttl_ms, wait_ms=wait_ms, waits=waits
+                            )
+                        break
+                    except (retry.OutcomeUnknown, retry.RetriesExhausted):
+                        with guard:
+                            unanswered[0] += 1
                 acquired = time.perf_counter()
                 if strategy == QUEUE:
                     with queue.heartbeat(held) as beat, counter.protected():

@@ -75,7 +75,8 @@ they live on (a restored table continues from the restored item's fence)::
 
 then removes its own row (``DeleteItem <resource>#q#<t>``, unconditional: the head condition made
 ticket t this waiter's), which tells its successor to look at the head. A timeout of the claim is
-settled by reading the item (this owner, head past t: it is ours).
+settled by reading the item: head still t, it was not applied; this owner and head past t, it is
+ours; otherwise the waiter queues again.
 
 A waiter whose ticket shows it at the head of an empty queue with a free lease claims at once,
 without writing its row (it writes the row only before it would wait).
@@ -377,11 +378,13 @@ class LeaseQueue:
     ) -> lease.Lease:
         watching: int | None = wait.ticket - 1 if wait.position > 0 else None
         fresh = True  # wait.item was just read (the ticket's answer)
+        first = True  # even a spent deadline (wait_ms 0, a slow ticket call) gets one look
         while True:
             now = self.monotonic()
-            if now >= deadline:
+            if now >= deadline and not first:
                 self._leave(wait)
                 raise self._timed_out(wait, wait.calls)
+            first = False
             if now >= wait.beat_at:
                 self._heartbeat(wait)
             if watching is not None:
@@ -578,14 +581,18 @@ class LeaseQueue:
             wait.head = int(wait.item.get("head", 1))
             return None
         except errors.OutcomeUnknown:
-            current = self._get(wait, wait.resource) or {}
-            if str(current.get("owner", "")) == wait.owner and int(current.get("head", 1)) > (
-                wait.ticket
-            ):
-                self._remove_row(wait)
-                fence = int(current.get("fence", 0))
-                return self._held(wait, {}, fence, expires_at, now)
-            raise
+            # Settled by a read: still the head, it was not applied (look again); this owner
+            # past the head, it was (ours); past the head but someone else's, it was applied and
+            # then lost, or this waiter was passed over: queue again.
+            wait.item = self._get(wait, wait.resource) or {}
+            wait.head = int(wait.item.get("head", 1))
+            if wait.head == wait.ticket:
+                return None
+            if str(wait.item.get("owner", "")) != wait.owner or wait.head < wait.ticket:
+                raise PassedOver(wait.resource, wait.ticket) from None
+            self._remove_row(wait)
+            fence = int(wait.item.get("fence", 0))
+            return self._held(wait, {}, fence, expires_at, now)
         seen = codec.decode_item(response.get("Attributes")) or {}
         self._remove_row(wait)
         return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)

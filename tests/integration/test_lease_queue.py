@@ -188,9 +188,9 @@ def test_a_holder_that_stops_heartbeating_is_taken_over_and_its_fenced_write_ref
     # Given a holder served by the queue (lease L) whose heartbeat stops (paused, killed)
     queue = make(ddb, tables)
     resource = f"takeover-{unique}"
-    paused = queue.acquire(resource, "paused", wait_ms=1_000)
+    paused = queue.acquire(resource, "paused", wait_ms=5_000)
     # When a waiter queues behind it
-    successor = queue.acquire(resource, "successor", wait_ms=30_000)
+    successor = queue.acquire(resource, "successor", wait_ms=30_000, ttl_ms=30_000)
 
     # Then the waiter takes over once the lease ran out, with the next fence
     assert successor.fence == paused.fence + 1
@@ -213,14 +213,14 @@ def test_a_holder_that_stops_heartbeating_is_taken_over_and_its_fenced_write_ref
 def test_a_heartbeating_holder_keeps_the_lease_and_a_lambda_heartbeat_stops_in_time(
     ddb, tables, unique
 ):
-    # Given a holder renewing every H on a thread
-    queue = make(ddb, tables)
+    # Given a holder renewing every H on a thread (L = 10 H: a loaded machine misses no lease)
+    queue = make(ddb, tables, STEADY)
     resource = f"beat-{unique}"
-    held = queue.acquire(resource, "beating", wait_ms=1_000)
+    held = queue.acquire(resource, "beating", wait_ms=5_000)
     with queue.heartbeat(held) as beat:
-        # When a waiter waits four times L
+        # When a waiter waits twice L
         with pytest.raises(WaitTimedOut) as timed_out:
-            queue.acquire(resource, "waiting", wait_ms=4 * FAST.expiry_ms)
+            queue.acquire(resource, "waiting", wait_ms=2 * STEADY.expiry_ms)
         # Then it never got the lease: the holder kept it alive
         assert timed_out.value.owner == "beating"
         assert beat.renewals >= 1 and not beat.lost.is_set()
