@@ -256,29 +256,80 @@ def run_http(
     print(markdown(rows, [*columns, "over_injected"]))
 
 
+LEASE_COLUMNS = [
+    "strategy",
+    "calls_per_acquisition",
+    "total_calls_per_acquisition",
+    "acquire_p50_ms",
+    "acquire_p99_ms",
+    "fairness_jain",
+    "order_violations",
+    "fence_violations",
+    "takeover_p50_ms",
+    "takeover_p99_ms",
+    "takeover_bound_ms",
+    "write_p99_ms",
+    "lost_leases",
+    "wall_over_ceiling",
+]
+
+
 def run_leases(client: Any, table: str) -> None:
     workers, rounds, resources = 50, 20, 5
+    print("\n## leases (about two minutes: three strategies, then dead holders)", flush=True)
     before = metrics.tally.snapshot()
-    result = leases.run_lease_workload(
-        client, table, workers=workers, rounds=rounds, resources=resources
-    )
+    rows = leases.rows(client, table, workers=workers, rounds=rounds, resources=resources)
     counted = tally_delta(before, metrics.tally.snapshot())
-    # turnstile's lease metrics beside the workload's own counts (see README, Observability)
-    for name in ("LeaseAttempt", "LeaseBusy", "LeaseWaitGaveUp", "FencedWriteRefused"):
-        result[f"metric_{name}"] = counted.get(("lease", name), 0.0)
     # Each round writes three times (acquire, protected write, release): the ceiling is that many
     # unconditional writes from the same number of threads.
     ceiling = raw_ceiling(client, table, "resource", 3 * workers * rounds, workers)
-    result["raw_ceiling_s"] = round(ceiling, 3)
-    result["wall_over_ceiling"] = round(result["wall_seconds"] / ceiling, 2)
+    for row in rows:
+        row["raw_ceiling_s"] = round(ceiling, 3)
+        row["wall_over_ceiling"] = round(row["wall_seconds"] / ceiling, 2)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "leases.json").write_text(json.dumps(result, indent=2))
+    (RESULTS / "leases.json").write_text(json.dumps(rows, indent=2))
+    image = lease_chart(rows)
     print(
-        f"\n## leases\n{workers} workers x {rounds} rounds over {resources} resources: waiting "
-        "acquire, fenced read-modify-write, release. Ceiling = the same number of unconditional "
-        "writes.\n"
+        f"\n{workers} workers x {rounds} rounds over {resources} resources: waiting acquire, "
+        "fenced read-modify-write, release; then holders dying without release on 10 resources "
+        "at once, 3 waiters each. calls_per_acquisition: the lock's own calls (total: with the "
+        "protected read and write). Takeover bound: L + H + one poll (retry loop: its lease). "
+        "Ceiling = the same number of unconditional writes.\n"
     )
-    print(markdown([{"metric": k, "value": v} for k, v in result.items()], ["metric", "value"]))
+    print(markdown(rows, LEASE_COLUMNS))
+    # turnstile's lease metrics over the whole section (see docs/operations.md, Observability)
+    names = ["LeaseQueued", "LeaseWaiterSkipped", "LeasePassedOver", "LeaseTakeover"]
+    names += ["LeaseWaitGaveUp", "FencedWriteRefused"]
+    print("\nlease metrics: " + ", ".join(f"{n} {counted.get(('lease', n), 0.0):g}" for n in names))
+    print(f"\n(written: {RESULTS / 'leases.json'}, {image})")
+
+
+def lease_chart(rows: list[dict[str, Any]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["strategy"].replace(", lock client defaults", "\n").split(" (")[0] for r in rows]
+    figure, axes = plt.subplots(1, 4, figsize=(15, 4))
+    panels = [
+        ("lock calls per acquisition", "calls_per_acquisition", "#DD8452", False),
+        ("acquire p99 (ms)", "acquire_p99_ms", "#4C72B0", True),
+        ("Jain fairness (half-way)", "fairness_jain", "#55A868", False),
+        ("takeover p99 after a holder dies (ms)", "takeover_p99_ms", "#C44E52", True),
+    ]
+    for axis, (title, key, colour, log) in zip(axes, panels, strict=True):
+        axis.bar(names, [r[key] or 0 for r in rows], color=colour)
+        axis.set_title(title)
+        if log:
+            axis.set_yscale("log")
+        axis.tick_params(axis="x", labelsize=8)
+    figure.suptitle("turnstile bench: leases")
+    figure.tight_layout()
+    path = RESULTS / "leases.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
 
 
 if __name__ == "__main__":

@@ -275,7 +275,7 @@ def registrations(
 # -- leases ------------------------------------------------------------------------------------
 
 
-def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
+def leases(ops: list[Op], logs: dict[str, list[int]], *, pattern: str = "leases") -> Report:
     """Per resource: at most one holder per fence; fences strictly increase in real time; the
     protected item accepted fenced writes in strictly increasing fence order (none from a stale
     fence), exactly the acknowledged ones plus some unknown ones; no fenced write was acknowledged
@@ -283,7 +283,8 @@ def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
     report = Report()
     by_resource: dict[str, list[Op]] = defaultdict(list)
     for op in ops:
-        by_resource[op.args["resource"]].append(op)
+        if op.f in ("acquire", "write"):
+            by_resource[op.args["resource"]].append(op)
     for resource, mine in by_resource.items():
         acquired = [op for op in mine if op.f == "acquire" and op.type == OK]
         holders: dict[int, Op] = {}
@@ -292,7 +293,7 @@ def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
             other = holders.setdefault(fence, op)
             report.expect(
                 other is op,
-                "leases",
+                pattern,
                 "one holder per fence",
                 f"{resource}: fence {fence} handed to {other.args['owner']} and {op.args['owner']}",
                 [other, op],
@@ -304,7 +305,7 @@ def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
                 b = min(later, key=lambda o: int(o.value["fence"]))
                 report.expect(
                     int(b.value["fence"]) > int(a.value["fence"]),
-                    "leases",
+                    pattern,
                     "fences increase",
                     f"{resource}: fence {b.value['fence']} acquired after fence "
                     f"{a.value['fence']} had been",
@@ -313,7 +314,7 @@ def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
         log = logs.get(resource, [])
         report.expect(
             all(x < y for x, y in itertools.pairwise(log)),
-            "leases",
+            pattern,
             "no stale fenced write",
             f"{resource}: the protected item accepted fences in the order {log[-12:]}",
         )
@@ -322,7 +323,7 @@ def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
         possible = {int(op.args["fence"]) for op in writes if op.type != FAIL}
         report.expect(
             acknowledged <= set(log) and set(log) <= possible,
-            "leases",
+            pattern,
             "fenced writes accounted",
             f"{resource}: acknowledged {sorted(acknowledged - set(log))} missing from the item, "
             f"unexplained {sorted(set(log) - possible)} in it",
@@ -338,11 +339,143 @@ def leases(ops: list[Op], logs: dict[str, list[int]]) -> Report:
             ]
             report.expect(
                 not newer,
-                "leases",
+                pattern,
                 "no stale fenced write",
                 f"{resource}: write with fence {write.args['fence']} accepted after fence "
                 f"{newer[0].value['fence'] if newer else '?'} was handed out",
                 [write, *newer[:1]],
+            )
+    return report
+
+
+# -- the lease queue ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueBounds:
+    """What the queue promises, from its settings: a waiter silent for ``expiry_s`` (L) may be
+    passed over, a live one never; a dead holder is taken over within L + H + one poll, here
+    plus ``slack_s`` for a loaded machine."""
+
+    heartbeat_s: float
+    expiry_s: float
+    poll_s: float
+    slack_s: float = 1.0
+
+    @property
+    def takeover_s(self) -> float:
+        return self.expiry_s + self.heartbeat_s + self.poll_s + self.slack_s
+
+
+@dataclass(frozen=True)
+class Disturbance:
+    """A fault the nemesis logged: ``at`` on the history's clock, on thread ``process``;
+    ``skew`` is the clock skew it set (clock_skew faults), else 0."""
+
+    at: float
+    kind: str
+    process: str
+    skew: float = 0.0
+
+
+def _disturbed(
+    process: str, start: float, end: float, faults: Sequence[Disturbance], skewed: set[str]
+) -> bool:
+    """Did anything excuse a slow or passed-over waiter in [start, end]: a fault on its own thread
+    (a pause, a throttle burst, a lost reply, a crash), or any queue client's clock skewed (a
+    skewed clock may pass a live waiter over early: fairness assumes bounded skew, safety not)."""
+    if skewed:
+        return True
+    return any(f.process == process and start - 0.5 <= f.at <= end for f in faults)
+
+
+def _skewed_at(at: float, faults: Sequence[Disturbance], processes: set[str]) -> set[str]:
+    """The queue clients whose clock was skewed (by more than 0.1 s) at time ``at``."""
+    current: dict[str, float] = {}
+    for fault in sorted(faults, key=lambda f: f.at):
+        if fault.at > at:
+            break
+        if fault.kind == "clock_skew" and fault.process in processes:
+            current[fault.process] = fault.skew
+    return {process for process, skew in current.items() if abs(skew) > 0.1}
+
+
+def queue(
+    ops: list[Op],
+    logs: dict[str, list[int]],
+    faults: Sequence[Disturbance],
+    bounds: QueueBounds,
+) -> Report:
+    """The lease queue: everything :func:`leases` checks (one holder per fence, fences increase,
+    no stale fenced write, writes accounted), plus, per resource:
+
+    * **FIFO order**: acquisitions served in fence order carry strictly increasing tickets (a
+      waiter is only ever served on the head ticket, and the head only moves forward);
+    * **no live waiter passed over**: a waiter that had to take a second ticket was silent for L
+      (killed, paused, or slowed by a fault of its own) or some queue client's clock was skewed;
+    * **takeover bound**: after a holder died without releasing, a waiter already waiting when its
+      lease ran out is served within L + H + one poll (+ slack), unless a fault or a skewed clock
+      excuses it.
+    """
+    report = leases(ops, logs, pattern="queue")
+    processes = {op.process for op in ops}
+    by_resource: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        by_resource[op.args["resource"]].append(op)
+    for resource, mine in by_resource.items():
+        served = sorted(
+            (op for op in mine if op.f == "acquire" and op.type == OK),
+            key=lambda o: int(o.value["fence"]),
+        )
+        for a, b in itertools.pairwise(served):
+            report.expect(
+                int(a.value["ticket"]) < int(b.value["ticket"]),
+                "queue",
+                "FIFO order",
+                f"{resource}: fence {b.value['fence']} served ticket {b.value['ticket']} after "
+                f"fence {a.value['fence']} served ticket {a.value['ticket']}",
+                [a, b],
+            )
+        for op in mine:
+            if op.f != "acquire" or not isinstance(op.value, dict):
+                continue
+            if len(op.value.get("tickets", [])) < 2 or op.args.get("role") != "normal":
+                continue
+            end = op.completed if op.completed != float("inf") else op.invoked + 30
+            skewed = _skewed_at(end, faults, processes)
+            report.expect(
+                _disturbed(op.process, op.invoked, end, faults, skewed),
+                "queue",
+                "no live waiter passed over",
+                f"{resource}: {op.args['owner']} was passed over (tickets "
+                f"{op.value['tickets']}) with no fault, pause or clock skew to excuse it",
+                [op],
+            )
+        for kill in (op for op in mine if op.f == "kill"):
+            dead_fence = int(kill.args["fence"])
+            expiry = kill.invoked + bounds.expiry_s  # its lease ran out by then at the latest
+            nxt = next((o for o in served if int(o.value["fence"]) == dead_fence + 1), None)
+            if nxt is None or nxt.invoked > expiry or nxt.completed == float("inf"):
+                continue  # nobody was waiting when it ran out
+            skewed = _skewed_at(nxt.completed, faults, processes)
+            if _disturbed(nxt.process, nxt.invoked, nxt.completed, faults, skewed):
+                continue
+            others = [  # a dead or paused waiter ahead may cost up to L more (its row expires)
+                f
+                for f in faults
+                if f.kind in ("kill", "pause") and kill.invoked - bounds.expiry_s <= f.at
+                if f.at <= nxt.completed and not (f.process == kill.process and f.kind == "kill")
+            ]
+            if others:
+                continue
+            took = nxt.completed - kill.invoked
+            report.expect(
+                took <= bounds.takeover_s,
+                "queue",
+                "takeover bound",
+                f"{resource}: fence {dead_fence}'s holder died; fence {dead_fence + 1} was "
+                f"served {took:.2f} s later (bound {bounds.takeover_s:.2f} s)",
+                [kill, nxt],
             )
     return report
 

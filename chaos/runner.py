@@ -40,8 +40,18 @@ from service.handlers import locks as lock_handler
 from service.handlers import wallets as wallet_handler
 from turnstile import codec, lease
 from turnstile.idempotency import IdempotencyStore
+from turnstile.lease_queue import LeaseQueue, QueueSettings
 
-CLIENTS = {"purchases": 4, "registrations": 3, "leases": 3, "wallets": 3, "inventory": 3}
+CLIENTS = {
+    "purchases": 4,
+    "registrations": 3,
+    "leases": 3,
+    "queue": 4,
+    "wallets": 3,
+    "inventory": 3,
+}
+# The queue's own settings (the library's defaults: H 0.5 s, L 1.5 s, poll 50 ms).
+QUEUE_SETTINGS = QueueSettings()
 IDEMPOTENCY_LOCK_MS = 4_000  # shorter than the deployed 30 s so crashed keyed requests resume
 WALLET_LEASE_MS = 1_500  # short, so a paused charge outlives its lease within a run
 EVENT_CAPACITY = 8
@@ -249,6 +259,7 @@ def _run(
         assert status == 201, answer
         setup.events.append((event_id, EVENT_CAPACITY))
     setup.resources = [f"chaos-{run_id}-r{n}" for n in range(3)]
+    setup.queued = [f"chaos-{run_id}-q{n}" for n in range(2)]
     setup.wallets = [f"chaos-{run_id}-w{n}" for n in range(2)]
     workloads.create_sku(setup, quiet)
 
@@ -327,6 +338,18 @@ def _run(
     return Result(seed, ran, history, nemesis, report, notes)
 
 
+def disturbances(nemesis: Nemesis, history: History) -> list[checkers.Disturbance]:
+    """The nemesis's fault log on the history's clock, with each clock skew's value."""
+    found = []
+    for fault in list(nemesis.faults):
+        process, _, rest = fault.target.partition(" ")
+        skew = 0.0
+        if fault.kind == "clock_skew":
+            skew = float(rest.rstrip("s"))
+        found.append(checkers.Disturbance(history.start + fault.at, fault.kind, process, skew))
+    return found
+
+
 def names_of(loaded: dict[str, Any]) -> dict[str, str]:
     return {logical: logical for logical in cfn.resources(loaded, "AWS::DynamoDB::Table")}
 
@@ -345,6 +368,8 @@ def _step(
         return workloads.registrations(client, setup)
     if pattern == "leases":
         return workloads.leases(client, setup, fenced, lease_table)
+    if pattern == "queue":
+        return workloads.queue(client, setup, LeaseQueue(fenced, QUEUE_SETTINGS), lease_table)
     if pattern == "wallets":
         return workloads.wallets(client, setup)
     return workloads.inventory(client, setup, quiet)
@@ -428,6 +453,19 @@ def _check(
         item = _get(client, tables[config.LEASES], {"resource": f"chaos-data/{resource}"})
         logs[resource] = [int(f) for f in (item or {}).get("log", [])]
     report.merge(checkers.leases(history.of("leases"), logs))
+
+    queue_logs = {}
+    for resource in setup.queued:
+        item = _get(client, tables[config.LEASES], {"resource": f"chaos-qdata/{resource}"})
+        queue_logs[resource] = [int(f) for f in (item or {}).get("log", [])]
+    bounds = checkers.QueueBounds(
+        QUEUE_SETTINGS.heartbeat_ms / 1000,
+        QUEUE_SETTINGS.expiry_ms / 1000,
+        QUEUE_SETTINGS.poll_ms / 1000,
+    )
+    report.merge(
+        checkers.queue(history.of("queue"), queue_logs, disturbances(nemesis, history), bounds)
+    )
 
     wallets = {}
     for wallet_id in setup.wallets:

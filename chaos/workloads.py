@@ -10,6 +10,7 @@ definite answer (or gives up, staying unknown).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -25,6 +26,7 @@ from chaos.history import FAIL, OK, UNKNOWN, History, Op
 from chaos.nemesis import Crash, Nemesis
 from local.bridge import Bridge, LocalContext
 from turnstile import lease, retry
+from turnstile.lease_queue import Heartbeat, LeaseQueue, WaitTimedOut
 
 log = logging.getLogger("chaos")
 
@@ -169,6 +171,7 @@ class Setup:
     products: list[tuple[str, int]] = field(default_factory=list)  # (productId, initial stock)
     events: list[tuple[str, int]] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)
+    queued: list[str] = field(default_factory=list)  # resources the queue clients wait for
     wallets: list[str] = field(default_factory=list)
     skus: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -291,48 +294,171 @@ def leases(
         owner = client.fresh("o")
         ttl = client.rng.choice([0.5, 1.0, 1.5])
         client.nemesis.maybe_skew()
+        body: dict[str, Any] = {"owner": owner, "ttlSeconds": ttl}
+        if client.rng.random() < 0.3:
+            body["waitMs"] = client.rng.choice([200, 800, 2000])  # queued over HTTP
         op = client.history.invoke("leases", client.name, "acquire", resource=resource, owner=owner)
-        client.request(op, "POST", f"/locks/{resource}", {"owner": owner, "ttlSeconds": ttl})
+        client.request(op, "POST", f"/locks/{resource}", body)
         if op.type != OK:
             time.sleep(client.rng.uniform(0.05, 0.3))
             return
         fence = int(op.value["fence"])
         client.nemesis.maybe_pause(f"{resource} fence {fence}", ttl + 0.4)
-        write = client.history.invoke(
-            "leases", client.name, "write", resource=resource, owner=owner, fence=fence
-        )
         held = lease.Lease(resource, owner, fence, expires_at=0, acquired_at=0)
-        item = {
-            "Update": {
-                "TableName": data_table,
-                "Key": {"resource": {"S": f"chaos-data/{resource}"}},
-                "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
-                "ExpressionAttributeNames": {"#log": "log"},
-                "ExpressionAttributeValues": {
-                    ":empty": {"L": []},
-                    ":f": {"L": [{"N": str(fence)}]},
-                },
-            }
-        }
-        with client.nemesis.invocation("fenced write"):
-            try:
-                fenced.transact(held, [item])
-                client.history.complete(write, OK, 200, {"fence": fence})
-            except lease.LeaseLost as exc:
-                client.history.complete(write, FAIL, 409, {"current": exc.current})
-            except (
-                Crash,
-                retry.OutcomeUnknown,
-                retry.RetriesExhausted,
-                ClientError,
-                BotoCoreError,
-            ):
-                client.history.complete(write, UNKNOWN, None, "no answer")
+        fenced_append(client, "leases", fenced, held, data_table, f"chaos-data/{resource}")
         if client.rng.random() < 0.7:
             op = client.history.invoke(
                 "leases", client.name, "release", resource=resource, owner=owner, fence=fence
             )
             client.request(op, "DELETE", f"/locks/{resource}", {"owner": owner, "fence": fence})
+
+    return step
+
+
+def fenced_append(
+    client: Client, pattern: str, leases: lease.Leases, held: lease.Lease, table: str, key: str
+) -> None:
+    """Append ``held``'s fence to the protected item ``key`` through :meth:`Leases.transact` (the
+    guard refuses a stale fence), recorded as a ``write`` op of ``pattern``."""
+    write = client.history.invoke(
+        pattern, client.name, "write", resource=held.resource, owner=held.owner, fence=held.fence
+    )
+    item = {
+        "Update": {
+            "TableName": table,
+            "Key": {"resource": {"S": key}},
+            "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
+            "ExpressionAttributeNames": {"#log": "log"},
+            "ExpressionAttributeValues": {
+                ":empty": {"L": []},
+                ":f": {"L": [{"N": str(held.fence)}]},
+            },
+        }
+    }
+    with client.nemesis.invocation(f"{pattern} fenced write"):
+        try:
+            leases.transact(held, [item])
+            client.history.complete(write, OK, 200, {"fence": held.fence})
+        except lease.LeaseLost as exc:
+            client.history.complete(write, FAIL, 409, {"current": exc.current})
+        except (Crash, retry.OutcomeUnknown, retry.RetriesExhausted, ClientError, BotoCoreError):
+            client.history.complete(write, UNKNOWN, None, "no answer")
+
+
+class Killed(BaseException):
+    """A queue client's process died here (a waiter mid-wait): nothing after this runs."""
+
+
+QUEUE_ROLES = (
+    ("normal", 0.64),
+    ("waiter-killed", 0.09),
+    ("waiter-paused", 0.09),
+    ("holder-killed", 0.09),
+    ("holder-paused", 0.09),
+)
+
+
+def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) -> Callable[[], None]:
+    """FIFO waiting through the library (:mod:`turnstile.lease_queue`) on the faulty client with
+    a skewed clock: waiters that die mid-wait or stall past L, holders that die without release
+    or whose heartbeat pauses past L before their fenced write. The history records every ticket
+    each acquisition took (more than one: it was passed over and queued again)."""
+    tickets: list[int] = []
+    settings = waiting.settings
+
+    def took(resource: str, owner: str, ticket: int) -> None:
+        tickets.append(ticket)
+
+    def dies(seconds: float) -> None:
+        raise Killed("waiter killed mid-wait")
+
+    stalled = [False]
+
+    def stalls(seconds: float) -> None:
+        if not stalled[0]:
+            stalled[0] = True
+            pause = 2 * settings.expiry_ms / 1000
+            client.nemesis.log("pause", f"{client.name} waiter {pause:.1f}s")
+            time.sleep(pause)
+        time.sleep(seconds)
+
+    kinds = {
+        "normal": LeaseQueue(waiting.leases, settings, on_ticket=took),
+        "waiter-killed": LeaseQueue(waiting.leases, settings, sleep=dies, on_ticket=took),
+        "waiter-paused": LeaseQueue(waiting.leases, settings, sleep=stalls, on_ticket=took),
+    }
+
+    def role() -> str:
+        roll = client.rng.random()
+        for name, share in QUEUE_ROLES:
+            if roll < share:
+                return name
+            roll -= share
+        return "normal"
+
+    def step() -> None:
+        resource = client.rng.choice(setup.queued)
+        owner = client.fresh("q")
+        kind = role()
+        client.nemesis.maybe_skew()
+        tickets.clear()
+        stalled[0] = False
+        op = client.history.invoke(
+            "queue", client.name, "acquire", resource=resource, owner=owner, role=kind
+        )
+        waiter = kinds.get(kind, kinds["normal"])
+        try:
+            with client.nemesis.invocation("queue acquire"):
+                held = waiter.acquire(resource, owner, wait_ms=client.rng.choice([2000, 6000]))
+        except WaitTimedOut as exc:
+            client.history.complete(op, FAIL, 409, {"tickets": list(tickets), "at": exc.position})
+            return
+        except Killed:
+            client.nemesis.log("kill", f"{client.name} waiter {resource}")
+            client.history.complete(op, FAIL, None, {"tickets": list(tickets), "killed": True})
+            time.sleep(settings.expiry_ms / 1000)  # a new process takes a while to come back
+            return
+        except (Crash, retry.OutcomeUnknown, retry.RetriesExhausted, ClientError, BotoCoreError):
+            client.history.complete(op, UNKNOWN, None, {"tickets": list(tickets)})
+            return
+        client.history.complete(
+            op,
+            OK,
+            201,
+            {"fence": held.fence, "ticket": held.ticket, "tickets": list(tickets)},
+        )
+        if kind == "holder-killed":
+            kill = client.history.invoke(
+                "queue", client.name, "kill", resource=resource, owner=owner, fence=held.fence
+            )
+            client.nemesis.log("kill", f"{client.name} holder {resource} fence {held.fence}")
+            client.history.complete(kill, OK, None, {"expiresAt": held.expires_at})
+            time.sleep(settings.expiry_ms / 1000)
+            return
+        beat = Heartbeat(
+            waiting.leases, held, period_ms=settings.heartbeat_ms, ttl_ms=settings.expiry_ms
+        )
+        with beat:
+            time.sleep(client.rng.uniform(0, 0.1))
+        if kind == "holder-paused":
+            pause = settings.expiry_ms / 1000 + settings.heartbeat_ms / 1000 + 0.3
+            client.nemesis.log("pause", f"{client.name} heartbeat {resource} {pause:.1f}s")
+            time.sleep(pause)
+        fenced_append(
+            client, "queue", waiting.leases, beat.lease, data_table, f"chaos-qdata/{resource}"
+        )
+        with (
+            client.nemesis.invocation("queue release"),
+            contextlib.suppress(
+                Crash,
+                lease.LeaseLost,
+                retry.OutcomeUnknown,
+                retry.RetriesExhausted,
+                ClientError,
+                BotoCoreError,
+            ),
+        ):
+            waiting.leases.release(beat.lease)
 
     return step
 

@@ -39,7 +39,9 @@ ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
         config.IDEMPOTENCY: IDEMPOTENCY_ACTIONS,
     },
     "locks": {
-        config.LEASES: (UPDATE,),  # acquire, renew, release are all conditional updates
+        # acquire, renew, release: conditional updates; waitMs adds the queue
+        # (turnstile.lease_queue): waiter rows put, read, heartbeat-updated, deleted
+        config.LEASES: (GET, PUT, UPDATE, DELETE),
     },
     "wallets": {
         config.LEASES: (UPDATE, CHECK),  # the lease, and the guard inside the credit

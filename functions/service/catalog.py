@@ -52,6 +52,7 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         module="service.handlers.locks",
         tables=(config.LEASES,),
         description="Lease locks with fencing tokens (seed 003)",
+        timeout_seconds=config.LOCKS_TIMEOUT_SECONDS,  # a queued acquisition waits up to 20 s
     ),
     FunctionSpec(
         name="wallets",

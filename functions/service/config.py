@@ -142,6 +142,16 @@ LEASES = "leases"
 WALLETS = "wallets"
 LOCK_MIN_TTL_SECONDS = 0.1
 LOCK_MAX_TTL_SECONDS = 3600
+# POST /locks/{resource} with waitMs queues (turnstile.lease_queue). Bounded well inside API
+# Gateway's 29 s integration timeout and the locks function's own timeout (LOCKS_TIMEOUT_SECONDS);
+# inside Lambda the wait also ends LOCK_WAIT_MARGIN_MS before the invocation would.
+LOCK_MAX_WAIT_MS = 20_000
+LOCKS_TIMEOUT_SECONDS = 25
+LOCK_WAIT_MARGIN_MS = 1_000
+# Queue heartbeat (H) and expiry (L) of waiters: a waiter silent for L is passed over.
+LOCK_QUEUE_HEARTBEAT_MS = 500
+LOCK_QUEUE_EXPIRY_MS = 1_500
+LOCK_QUEUE_POLL_MS = 50
 # Wallet top-ups: the lease outlives the provider call; a request waits this long for the lease.
 WALLET_LEASE_MS = 8_000
 WALLET_LOCK_WAIT_MS = 3_000

@@ -122,6 +122,10 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "LeaseWaitGaveUp",
         "LeaseLost",
         "FencedWriteRefused",
+        "LeaseQueued",  # turnstile.lease_queue: a ticket taken
+        "LeaseWaiterSkipped",  # a dead waiter passed over
+        "LeasePassedOver",  # this waiter was passed over (its claim lost)
+        "LeaseTakeover",  # a holder that never released was taken over
         *RETRY_METRICS,
     ),
     "idempotency": (

@@ -12,6 +12,7 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``capacity``: a counter item as materialized lock for a bounded membership (seed 001).
 - ``slots``: pre-created slot rows claimed by conditional update (seed 001).
 - ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
+- ``lease_queue``: fair (FIFO) waiting for a lease, heartbeats, bounded waits.
 - ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
 - ``errors``: the one exception hierarchy (``TurnstileError``: ``Refused``, ``Retryable``,
   ``OutcomeUnknown``).

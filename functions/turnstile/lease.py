@@ -138,6 +138,7 @@ class Lease:
     acquired_at: int
     attempts: int = 1  # acquire calls it took (waiting acquisitions)
     previous: dict[str, Any] | None = None  # the lease item as this acquisition found it
+    ticket: int | None = None  # the queue ticket it was served on (turnstile.lease_queue)
 
 
 class Held(errors.Retryable):

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from local import run as local_run
-    from local.token import id_token
+    from local.issue_token import id_token
 
     failed = False
     with local_run.running(port=0) as stack:

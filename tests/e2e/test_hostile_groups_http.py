@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from local.identity import cognito_client
-from local.token import id_token
+from local.issue_token import id_token
 from tests.helpers import Person
 
 

@@ -38,6 +38,31 @@ def test_lock_lifecycle_over_http(api_url, alice, bob):
     assert second.status_code == 201 and second.json()["fence"] == 2
 
 
+def test_a_queued_wait_over_http_is_served_when_the_holder_releases(api_url, alice, bob):
+    # Given alice holds a fresh resource
+    url = f"{api_url}/locks/e2e-q-{uuid.uuid4().hex[:8]}"
+    a, b = alice.sub, bob.sub
+    held = alice.post(url, json={"owner": a, "ttlSeconds": 30}, timeout=10).json()
+    # When bob waits up to 15 s for it (waitMs) while alice works, then alice releases
+    answer: list[requests.Response] = []
+    waiting = threading.Thread(
+        target=lambda: answer.append(
+            bob.post(url, json={"owner": b, "ttlSeconds": 30, "waitMs": 15000}, timeout=30)
+        )
+    )
+    waiting.start()
+    short = alice.post(url, json={"owner": a, "ttlSeconds": 30, "waitMs": 0}, timeout=10)
+    released = alice.delete(url, json={"owner": a, "fence": held["fence"]}, timeout=10)
+    waiting.join()
+    # Then bob's one request answers 201 with the next fence and the ticket it was served on,
+    # and a zero wait behind a live holder was 409 LOCKED with its place in the queue
+    assert released.status_code == 204
+    assert answer[0].status_code == 201, answer[0].text
+    assert answer[0].json()["fence"] == held["fence"] + 1 and answer[0].json()["ticket"] >= 1
+    assert short.status_code == 409 and short.json()["error"] == "LOCKED"
+    assert short.json()["queuePosition"] >= 0
+
+
 def test_openapi_lists_the_lock_and_wallet_routes(api_url):  # the document needs no token
     paths = requests.get(f"{api_url}/openapi.json", timeout=10).json()["paths"]
     assert set(paths["/locks/{resource}"]) == {"post", "put", "delete"}

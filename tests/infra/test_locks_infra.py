@@ -58,3 +58,21 @@ def test_lock_routes_are_api_methods_with_validated_bodies(template):
         method = by_operation[operation]
         assert method["HttpMethod"] == verb
         assert "RequestValidatorId" in method and "RequestModels" in method
+
+
+def test_locks_function_outlives_the_longest_queued_wait(template):
+    """A queued acquisition (``waitMs``) waits up to LOCK_MAX_WAIT_MS, and ends a margin before
+    the invocation would: the function's timeout leaves room for both, inside API Gateway's 29 s."""
+    from service import config
+
+    (locks,) = [
+        resource["Properties"]
+        for resource in cfn.resources(template, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == "service.handlers.locks.handler"
+    ]
+    seconds = locks["Timeout"]
+    assert config.LOCK_MAX_WAIT_MS + config.LOCK_WAIT_MARGIN_MS <= seconds * 1000 < 29_000
+    models = cfn.resources(template, "AWS::ApiGateway::Model")
+    schemas = [m["Properties"]["Schema"] for m in models.values()]
+    acquire = [s for s in schemas if "waitMs" in s.get("properties", {})]
+    assert acquire and acquire[0]["properties"]["waitMs"]["maximum"] == config.LOCK_MAX_WAIT_MS

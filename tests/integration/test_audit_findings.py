@@ -154,7 +154,9 @@ def test_3_4_concurrent_restocks_of_a_sharded_product_all_apply(wired, ddb, tabl
     # and the catalogue version counts them, on the parent and every shard alike
     assert product["version"] == 41
     items = sharded.read_items(
-        ddb, sharded.Counter(tables["products"], "productId", unique, 4, "stock"), retry.Backoff()
+        ddb,
+        sharded.ShardedCounter(tables["products"], "productId", unique, 4, "stock"),
+        retry.Backoff(),
     )
     assert {item["version"] for item in items} == {41}
 

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from bench.leases import lease_workload
+from bench.leases import QUEUE, RETRY, lease_workload
+from bench.leases import rows as bench_rows
 from tests.helpers import Clock, item
 from turnstile import codec, lease, retry
+from turnstile.lease_queue import QueueSettings
 
 
 def test_hundred_threads_racing_for_one_resource_exactly_one_wins(ddb, tables, unique):
@@ -271,3 +273,45 @@ def test_skew_within_the_margin_never_lets_two_holders_act_at_once(ddb, tables, 
         assert a_side.time_left_ms(a) <= 0
         break
     assert stolen is not None and stolen.fence == a.fence + 1
+
+
+def test_queued_workload_serves_in_ticket_order_with_gap_free_fences(ddb, tables):
+    # Given 12 workers x 4 rounds over 3 resources, each round a queued wait (FIFO tickets)
+    settings = QueueSettings(heartbeat_ms=200, expiry_ms=2_000, poll_ms=20)
+    # When the workload runs against DynamoDB Local
+    outcome = lease_workload(
+        ddb, tables["leases"], workers=12, rounds=4, resources=3, strategy=QUEUE, settings=settings
+    )
+    # Then every round acquired and wrote, each resource served its tickets in increasing order
+    # with fences one apart, and the protected items saw exactly those fences in that order
+    assert len(outcome.rounds) == 48 and all(r.accepted for r in outcome.rounds)
+    for lock_key, data_key in zip(outcome.lock_keys, outcome.data_keys, strict=True):
+        mine = [r for r in outcome.rounds if r.resource == lock_key]
+        rounds = sorted(mine, key=lambda r: r.fence)
+        assert [r.fence for r in rounds] == list(range(1, len(rounds) + 1))
+        tickets = [r.ticket for r in rounds]
+        assert all(t is not None for t in tickets)
+        assert tickets == sorted(tickets)
+        assert outcome.protected[data_key]["fences"] == [r.fence for r in rounds]
+    summary = outcome.summary()
+    assert summary["order_violations"] == 0 and summary["fence_violations"] == 0
+
+
+def test_lease_bench_rows_smoke(ddb, tables):
+    # The bench section's code path, small and fast (no timings asserted): one row per strategy
+    fast = QueueSettings(heartbeat_ms=100, expiry_ms=300, poll_ms=20)
+    rows = bench_rows(
+        ddb,
+        tables["leases"],
+        workers=6,
+        rounds=2,
+        resources=2,
+        dead_resources=2,
+        strategies=[("retry", RETRY, None), ("queue (fast)", QUEUE, fast)],
+        retry_ttl_ms=500,
+    )
+    assert [row["strategy"] for row in rows] == ["retry", "queue (fast)"]
+    for row in rows:
+        assert row["fence_violations"] == 0 and row["takeover_p99_ms"] > 0
+        assert 0 < row["fairness_jain"] <= 1 and row["calls_per_acquisition"] >= 2
+    assert rows[1]["order_violations"] == 0

@@ -59,7 +59,7 @@ def _restored_environment(snapshot: Any, go: int, out: int, table: str, resource
     try:
         leases.renew(held, 60_000)  # acting as the holder: only the real one may
         report["renewed"] = True
-    except lease.Lost:
+    except lease.LeaseLost:
         report["renewed"] = False
     os.write(out, (json.dumps(report) + "\n").encode())
 

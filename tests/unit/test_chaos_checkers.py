@@ -250,6 +250,89 @@ def test_leases_catch_a_lost_or_invented_fenced_write() -> None:
     assert "fenced writes accounted" in names(checkers.leases(history, {"r": [1, 3]}))
 
 
+# -- the lease queue -----------------------------------------------------------------------------
+
+BOUNDS = checkers.QueueBounds(heartbeat_s=0.5, expiry_s=1.5, poll_s=0.05, slack_s=1.0)
+
+
+def served(
+    start: float,
+    end: float,
+    fence: int,
+    ticket: int,
+    owner: str,
+    *,
+    tickets: list[int] | None = None,
+    role: str = "normal",
+    process: str = "c",
+) -> Op:
+    made = op(
+        "acquire",
+        start,
+        end,
+        OK,
+        {"fence": fence, "ticket": ticket, "tickets": tickets or [ticket]},
+        pattern="queue",
+        resource="r",
+        owner=owner,
+        role=role,
+    )
+    made.process = process
+    return made
+
+
+def killed(start: float, fence: int, process: str = "k") -> Op:
+    made = op("kill", start, start, OK, None, pattern="queue", resource="r", owner="x", fence=fence)
+    made.process = process
+    return made
+
+
+def test_queue_passes_a_fifo_history_with_an_excused_pass_over_and_a_prompt_takeover() -> None:
+    history = numbered(
+        [
+            served(0, 1, 1, 1, "a"),
+            # b was passed over once (ticket 2), while a pause hit its own thread
+            served(0.5, 4, 3, 4, "b", tickets=[2, 4], process="b"),
+            served(0.6, 2, 2, 3, "c"),
+            killed(4.1, 3),
+            served(4.2, 4.1 + 2.5, 4, 5, "d"),  # within L + H + poll + slack = 3.05 s
+        ]
+    )
+    faults = [checkers.Disturbance(1.0, "pause", "b")]
+    report = checkers.queue(history, {"r": []}, faults, BOUNDS)
+    assert report.violations == [], report.violations
+
+
+def test_queue_catches_a_waiter_served_out_of_ticket_order() -> None:
+    history = numbered([served(0, 1, 1, 2, "a"), served(0, 2, 2, 1, "b")])
+    report = checkers.queue(history, {}, [], BOUNDS)
+    assert names(report) == {"FIFO order"}
+
+
+def test_queue_catches_a_live_waiter_passed_over() -> None:
+    # b took a second ticket, yet nothing happened to it and no clock was skewed
+    history = numbered([served(0, 1, 1, 1, "a"), served(0.5, 4, 2, 3, "b", tickets=[2, 3])])
+    assert names(checkers.queue(history, {}, [], BOUNDS)) == {"no live waiter passed over"}
+    # the same pass-over while some queue client's clock ran 2 s ahead is excused
+    skew = [checkers.Disturbance(0.2, "clock_skew", "c", 2.0)]
+    assert checkers.queue(history, {}, skew, BOUNDS).violations == []
+
+
+def test_queue_catches_a_takeover_slower_than_the_bound() -> None:
+    # the holder of fence 1 died at 1.0; d, waiting since 1.2, was served only 5 s later
+    history = numbered([served(0, 1, 1, 1, "a"), killed(1.0, 1), served(1.2, 6.0, 2, 2, "d")])
+    report = checkers.queue(history, {}, [], BOUNDS)
+    assert names(report) == {"takeover bound"}
+    # unless a dead waiter was ahead of it (its row expires L later)
+    ahead = [checkers.Disturbance(1.1, "kill", "w")]
+    assert checkers.queue(history, {}, ahead, BOUNDS).violations == []
+
+
+def test_queue_runs_the_lease_checks_too() -> None:
+    history = numbered([served(0, 1, 1, 1, "a"), served(2, 3, 1, 2, "b")])
+    assert "one holder per fence" in names(checkers.queue(history, {}, [], BOUNDS))
+
+
 # -- wallets -----------------------------------------------------------------------------------
 
 

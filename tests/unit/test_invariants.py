@@ -20,7 +20,7 @@ def test_an_update_without_its_new_item_is_an_error_not_none():
 
 
 def test_a_join_without_its_member_item_is_refused():
-    counter = capacity.Counter("t", {"pk": "e"})
+    counter = capacity.CapacityRow("t", {"pk": "e"})
     with pytest.raises(ValueError):
         capacity.join_ops(counter, capacity.Member("t", {"pk": "e#u"}))
 
@@ -31,7 +31,7 @@ def test_the_checks_hold_under_python_dash_o():
         "from turnstile import capacity, codec\n"
         "try:\n    codec.new_item({})\nexcept RuntimeError:\n    pass\n"
         "else:\n    raise SystemExit('new_item returned without Attributes')\n"
-        "try:\n    capacity.join_ops(capacity.Counter('t', {'pk': 'e'}), "
+        "try:\n    capacity.join_ops(capacity.CapacityRow('t', {'pk': 'e'}), "
         "capacity.Member('t', {'pk': 'e#u'}))\n"
         "except ValueError:\n    pass\n"
         "else:\n    raise SystemExit('join_ops accepted a member without its item')\n"

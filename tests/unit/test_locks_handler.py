@@ -270,3 +270,85 @@ def test_top_up_lease_never_outlives_the_invocation(moto_ddb, moto_tables, provi
     # Then the lease was capped to end a safety margin before the invocation does
     assert response["statusCode"] == 201
     assert seen == [2_000 - service.leases.safety_margin_ms]
+
+
+# -- waitMs: queued acquisition (turnstile.lease_queue) ------------------------------------------
+
+
+class Context:
+    """A Lambda context with ``left_ms`` of the invocation remaining."""
+
+    function_name = "locks"
+    aws_request_id = "req-1"
+
+    def __init__(self, left_ms: int) -> None:
+        self.left_ms = left_ms
+        self.asked = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.asked += 1
+        return self.left_ms
+
+
+def call_lock_in(context: Any, resource: str, body: Any) -> dict[str, Any]:
+    event = proxy_event(
+        "POST", LOCK, f"/locks/{resource}", body=json.dumps(body), params={"resource": resource}
+    )
+    return locks.handler(event, context)
+
+
+def test_acquire_with_wait_ms_on_a_free_lock_is_201_with_fence_and_ticket(moto_ddb, moto_tables):
+    # Given no lease on q1
+    # When it is acquired with waitMs
+    response = call_lock("POST", "q1", {"owner": "a", "ttlSeconds": 30, "waitMs": 1000})
+    # Then 201 with the fence, and the ticket it was served on; no waiter row is left behind
+    assert response["statusCode"] == 201
+    body = body_of(response)
+    assert (body["owner"], body["fence"], body["ticket"]) == ("a", 1, 1)
+    keys = {item["resource"]["S"] for item in scan_all(moto_ddb, moto_tables["leases"])}
+    assert keys == {"q1"}
+    # And a plain acquisition after its release continues the same fence
+    call_lock("DELETE", "q1", {"owner": "a", "fence": 1})
+    assert body_of(call_lock("POST", "q1", {"owner": "b", "ttlSeconds": 5}))["fence"] == 2
+
+
+def test_acquire_with_wait_ms_of_a_held_lock_is_409_with_the_queue_position(moto_ddb, moto_tables):
+    # Given a lock held for 30 s
+    held = body_of(call_lock("POST", "q2", {"owner": "a", "ttlSeconds": 30}))
+    # When someone else waits 150 ms for it
+    response = call_lock("POST", "q2", {"owner": "b", "ttlSeconds": 5, "waitMs": 150})
+    # Then 409 LOCKED names the holder and the caller's place (next in line), with a Retry-After
+    assert response["statusCode"] == 409
+    body = body_of(response)
+    assert body["error"] == "LOCKED"
+    assert (body["owner"], body["expiresAt"], body["queuePosition"]) == ("a", held["expiresAt"], 0)
+    assert 1 <= int(response["headers"]["Retry-After"]) <= 30
+    # And it left the queue: its row is a tombstone the next waiter passes over at once
+    rows = [
+        item
+        for item in scan_all(moto_ddb, moto_tables["leases"])
+        if item["resource"]["S"].startswith("q2#q#")
+    ]
+    assert [row["expiresAt"]["N"] for row in rows] == ["0"]
+
+
+def test_a_wait_never_outlives_the_invocation(moto_ddb, moto_tables):
+    # Given a lock held for 30 s, and an invocation with 1.2 s left (the margin is 1 s)
+    call_lock("POST", "q3", {"owner": "a", "ttlSeconds": 30})
+    # When a caller asks to wait 20 s
+    context = Context(1_200)
+    response = call_lock_in(context, "q3", {"owner": "b", "ttlSeconds": 5, "waitMs": 20000})
+    # Then it is answered 409 within the invocation (the wait was cut to 0.2 s), not timed out
+    assert response["statusCode"] == 409 and body_of(response)["queuePosition"] == 0
+    assert context.asked >= 1  # the deadline came from the invocation's remaining time
+
+
+@pytest.mark.parametrize("wait", [-1, 20001, 1.5, "100", None, True])
+def test_wait_ms_out_of_range_or_of_the_wrong_type_is_400_and_writes_nothing(
+    moto_ddb, moto_tables, wait
+):
+    before = scan_all(moto_ddb, moto_tables["leases"])
+    response = call_lock("POST", "q4", {"owner": "a", "ttlSeconds": 5, "waitMs": wait})
+    assert response["statusCode"] == 400
+    assert body_of(response)["error"] == "VALIDATION_ERROR"
+    assert scan_all(moto_ddb, moto_tables["leases"]) == before

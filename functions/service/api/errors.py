@@ -60,7 +60,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "EXPIRED": {"message": "the hold expired"},
     "ALREADY_CONFIRMED": {"message": "the reservation is confirmed"},
-    "LOCKED": {"message": "held by someone else", "owner": "w-1", "expiresAt": 1767225600000},
+    "LOCKED": {
+        "message": "held by someone else",
+        "owner": "w-1",
+        "expiresAt": 1767225600000,
+        "queuePosition": 2,
+    },
     "LOCK_LOST": {"message": "the lease is no longer yours"},
     "VERSION_MISMATCH": {"message": "the product is at another version", "currentVersion": 3},
     "PAYLOAD_TOO_LARGE": {"message": "the body must be at most 16384 bytes"},

@@ -2,18 +2,25 @@
 
 Table layout: the lease table of :mod:`turnstile.lease` (partition key ``resource``). Resources
 named by HTTP clients match ``schema.ID_PATTERN``, which has no ``/``; leases the service takes for
-itself (``wallet/...``) therefore cannot be touched through these routes.
+itself (``wallet/...``) therefore cannot be touched through these routes. Nor can the waiter rows
+of :mod:`turnstile.lease_queue` (``<resource>#q#<ticket>``): the pattern has no ``#`` either.
+
+With ``waitMs`` an acquisition queues (:class:`turnstile.lease_queue.LeaseQueue`): served in ticket
+order, waiting at most ``waitMs`` and never past the invocation's remaining time minus
+``LOCK_WAIT_MARGIN_MS``. Then 201 with the fence and the ticket it was served on, or 409 LOCKED
+with the holder and ``queuePosition`` (tickets still ahead; 0: next in line).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from service import config
 from service.domain.errors import Locked, LockLost
-from turnstile import lease
+from turnstile import lease, lease_queue
 
 
 def leases(client: Any, table: str) -> lease.Leases:
@@ -21,26 +28,46 @@ def leases(client: Any, table: str) -> lease.Leases:
     return lease.Leases(client=client, table=table, backoff=config.call_backoff())
 
 
+def queue(leases: lease.Leases) -> lease_queue.LeaseQueue:
+    """The service's queue settings (H, L, poll) around ``leases``."""
+    return lease_queue.LeaseQueue(
+        leases,
+        lease_queue.QueueSettings(
+            heartbeat_ms=config.LOCK_QUEUE_HEARTBEAT_MS,
+            expiry_ms=config.LOCK_QUEUE_EXPIRY_MS,
+            poll_ms=config.LOCK_QUEUE_POLL_MS,
+            margin_ms=config.LOCK_WAIT_MARGIN_MS,
+        ),
+    )
+
+
 def ttl_ms(ttl_seconds: float) -> int:
     return max(1, round(ttl_seconds * 1000))
 
 
 def public(held: lease.Lease) -> dict[str, Any]:
-    return {
+    answer: dict[str, Any] = {
         "resource": held.resource,
         "owner": held.owner,
         "fence": held.fence,
         "expiresAt": held.expires_at,
     }
+    if held.ticket is not None:
+        answer["ticket"] = held.ticket  # the queue ticket it was served on (waitMs)
+    return answer
 
 
 def locked(exc: lease.Held, now_ms: int) -> Locked:
     wait_seconds = max(0, exc.expires_at - now_ms) / 1000
+    details: dict[str, Any] = {}
+    if isinstance(exc, lease_queue.WaitTimedOut):
+        details["queuePosition"] = exc.position
     return Locked(
         f"{exc.resource!r} is held by {exc.owner!r}",
         owner=exc.owner,
         expiresAt=exc.expires_at,
         retryAfterSeconds=max(1, math.ceil(wait_seconds)),
+        **details,
     )
 
 
@@ -58,12 +85,36 @@ def lock_lost(exc: lease.LeaseLost, fence: int) -> LockLost:
 @dataclass
 class Locks:
     leases: lease.Leases
+    waiting: lease_queue.LeaseQueue | None = None  # default: queue(leases)
 
-    def acquire(self, resource: str, owner: str, ttl_seconds: float) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        if self.waiting is None:
+            self.waiting = queue(self.leases)
+
+    def acquire(
+        self,
+        resource: str,
+        owner: str,
+        ttl_seconds: float,
+        *,
+        wait_ms: int | None = None,
+        remaining_ms: Callable[[], int] | None = None,
+    ) -> dict[str, Any]:
+        """One attempt without ``wait_ms``; with it, a queued wait (see the module docstring)."""
         try:
-            return public(self.leases.acquire(resource, owner, ttl_ms(ttl_seconds)))
+            if wait_ms is None:
+                return public(self.leases.acquire(resource, owner, ttl_ms(ttl_seconds)))
+            assert self.waiting is not None
+            held = self.waiting.acquire(
+                resource,
+                owner,
+                wait_ms=wait_ms,
+                ttl_ms=ttl_ms(ttl_seconds),
+                remaining_ms=remaining_ms,
+            )
         except lease.Held as exc:
             raise locked(exc, self.leases.now_ms()) from exc
+        return public(held)
 
     def renew(self, resource: str, owner: str, fence: int, ttl_seconds: float) -> dict[str, Any]:
         current = self._lease(resource, owner, fence)

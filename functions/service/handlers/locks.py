@@ -22,7 +22,11 @@ locks: runtime.Lazy[domain.Locks] = runtime.Lazy(
 @app.declared
 def acquire_lock(resource: Id, body: models.Acquire) -> Response[Any]:
     owner = policy.lease_owner(app.caller(), body.owner)
-    held = locks.get().acquire(resource, owner, body.ttlSeconds)
+    context = app.lambda_context
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    held = locks.get().acquire(
+        resource, owner, body.ttlSeconds, wait_ms=body.waitMs, remaining_ms=remaining
+    )
     return created(held, f"/locks/{held['resource']}")
 
 

@@ -1,0 +1,368 @@
+"""The FIFO lease queue against DynamoDB Local with real threads.
+
+Every claim is checked from the recorded history (tickets, fences, who held when) and from the
+table's own items, never from how long something took: the settings are short (H = 0.1 s,
+L = 0.3 s) only so the tests finish quickly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from turnstile import codec, lease, metrics, retry
+from turnstile.lease_queue import (
+    Heartbeat,
+    LeaseQueue,
+    PassedOver,
+    QueueSettings,
+    WaitTimedOut,
+    waiter_key,
+)
+
+FAST = QueueSettings(heartbeat_ms=100, expiry_ms=300, poll_ms=20, margin_ms=100)
+# For tests where nobody should be passed over even on a loaded machine: L is 10 H.
+STEADY = QueueSettings(heartbeat_ms=200, expiry_ms=2_000, poll_ms=20, margin_ms=100)
+
+
+@pytest.fixture
+def counted() -> Iterator[metrics.Tally]:
+    tally = metrics.Tally()
+    metrics.add_sink(tally)
+    yield tally
+    metrics.remove_sink(tally)
+
+
+def make(ddb: Any, tables: Any, settings: QueueSettings = FAST, **kwargs: Any) -> LeaseQueue:
+    leases = lease.Leases(client=ddb, table=tables["leases"], backoff=retry.Backoff(attempts=8))
+    return LeaseQueue(leases, settings, **kwargs)
+
+
+def get(ddb: Any, table: str, key: str) -> dict[str, Any] | None:
+    response = ddb.get_item(
+        TableName=table, Key=codec.encode_item({"resource": key}), ConsistentRead=True
+    )
+    return codec.decode_item(response.get("Item"))
+
+
+class Recorder:
+    """Tickets as handed out, and each acquisition with the ticket it was served on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tickets: dict[str, list[int]] = {}
+        self.served: list[tuple[str, int, int]] = []  # (owner, ticket, fence) in holding order
+        self.holding = 0
+        self.overlaps = 0
+
+    def on_ticket(self, resource: str, owner: str, ticket: int) -> None:
+        with self.lock:
+            self.tickets.setdefault(owner, []).append(ticket)
+
+    def hold(self, owner: str, fence: int) -> None:
+        with self.lock:
+            self.holding += 1
+            self.overlaps += self.holding > 1
+            self.served.append((owner, self.tickets[owner][-1], fence))
+
+    def done(self) -> None:
+        with self.lock:
+            self.holding -= 1
+
+
+def test_waiters_are_served_strictly_in_ticket_order(ddb, tables, unique, counted):
+    # Given a resource held (plainly) while twelve threads queue for it
+    recorder = Recorder()
+    queue = make(ddb, tables, STEADY, on_ticket=recorder.on_ticket)
+    resource = f"fifo-{unique}"
+    first = queue.leases.acquire(resource, "first", 60_000)
+    queued = threading.Barrier(13)
+    errors: list[BaseException] = []
+
+    def wait(n: int) -> None:
+        try:
+            queued.wait()
+            time.sleep(0.01 * n)  # spread the tickets a little; the order is whatever it is
+            held = queue.acquire(resource, f"w{n}", wait_ms=60_000)
+            with queue.heartbeat(held) as beat:
+                recorder.hold(held.owner, held.fence)
+                time.sleep(0.02)
+                recorder.done()
+            queue.leases.release(beat.lease)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wait, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    # When everyone has a ticket and the first holder releases
+    queued.wait()
+    while len(recorder.tickets) < 12:
+        time.sleep(0.02)
+    queue.leases.release(first)
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+
+    # Then nobody was passed over (one ticket each: a waiter overtaken would have queued again),
+    # the holders' order is the tickets' order, fences rise by one, nobody held twice at once
+    assert all(len(taken) == 1 for taken in recorder.tickets.values()), recorder.tickets
+    tickets = [ticket for _, ticket, _ in recorder.served]
+    assert tickets == sorted(tickets) and len(tickets) == 12
+    fences = [fence for _, _, fence in recorder.served]
+    assert fences == list(range(first.fence + 1, first.fence + 13))
+    assert recorder.overlaps == 0
+    # And the queue is empty behind them: every waiter row is gone
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and item["head"] == item["tickets"] + 1
+    assert all(get(ddb, tables["leases"], waiter_key(resource, t)) is None for t in tickets)
+    assert counted.get("lease", "LeaseQueued") == 12
+
+
+def test_a_dead_waiter_ahead_is_passed_over_after_its_heartbeat_expires(
+    ddb, tables, unique, counted
+):
+    # Given a waiter that took ticket 1, wrote its row, and died (never heartbeats again)
+    queue = make(ddb, tables)
+    resource = f"dead-{unique}"
+    dead = queue._enqueue(resource, "dead", time.monotonic())
+    # And one that took ticket 2 and died before writing its row
+    ddb.update_item(
+        TableName=tables["leases"],
+        Key=codec.encode_item({"resource": resource}),
+        UpdateExpression="ADD tickets :one",
+        ExpressionAttributeValues=codec.values(one=1),
+    )
+    # When a live waiter queues behind them (ticket 3)
+    held = queue.acquire(resource, "live", wait_ms=30_000)
+
+    # Then it is served, as the first holder, past both dead tickets
+    assert held.fence == 1
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and item["head"] == 4 and item["owner"] == "live"
+    assert get(ddb, tables["leases"], waiter_key(resource, dead.ticket)) is None
+    assert get(ddb, tables["leases"], waiter_key(resource, 2)) is None  # its placeholder too
+    assert counted.get("lease", "LeaseWaiterSkipped") == 2
+
+
+def test_a_waiter_whose_deadline_passes_leaves_and_nobody_waits_on_it(ddb, tables, unique, counted):
+    # Given a live holder with a long lease, and a waiter whose deadline is short
+    queue = make(ddb, tables)
+    resource = f"deadline-{unique}"
+    holder = queue.leases.acquire(resource, "holder", 60_000)
+    # When it waits past its deadline
+    with pytest.raises(WaitTimedOut) as timed_out:
+        queue.acquire(resource, "impatient", wait_ms=250)
+
+    # Then it is told who holds it and its place (next in line), and its row is a tombstone
+    assert timed_out.value.owner == "holder" and timed_out.value.position == 0
+    row = get(ddb, tables["leases"], waiter_key(resource, 1))
+    assert row is not None and row["expiresAt"] == 0
+    assert counted.get("lease", "LeaseWaitGaveUp") == 1
+    # And a later waiter is served as soon as the holder releases, passing the tombstone over
+    # at once: its heartbeat expiry (now + L) is never waited for, and the row is removed
+    ready = threading.Event()
+    result: list[lease.Lease] = []
+    later = threading.Thread(
+        target=lambda: (ready.set(), result.append(queue.acquire(resource, "next", wait_ms=30_000)))
+    )
+    later.start()
+    ready.wait()
+    while (get(ddb, tables["leases"], resource) or {}).get("tickets") != 2:
+        time.sleep(0.01)
+    queue.leases.release(holder)
+    later.join()
+    assert result[0].fence == holder.fence + 1
+    assert get(ddb, tables["leases"], waiter_key(resource, 1)) is None
+    assert counted.get("lease", "LeaseWaiterSkipped") == 1
+
+
+def test_a_holder_that_stops_heartbeating_is_taken_over_and_its_fenced_write_refused(
+    ddb, tables, unique, counted
+):
+    # Given a holder served by the queue (lease L) whose heartbeat stops (paused, killed)
+    queue = make(ddb, tables)
+    resource = f"takeover-{unique}"
+    paused = queue.acquire(resource, "paused", wait_ms=5_000)
+    # When a waiter queues behind it
+    successor = queue.acquire(resource, "successor", wait_ms=30_000, ttl_ms=30_000)
+
+    # Then the waiter takes over once the lease ran out, with the next fence
+    assert successor.fence == paused.fence + 1
+    assert successor.previous is not None and successor.previous["owner"] == "paused"
+    assert counted.get("lease", "LeaseTakeover") == 1
+    # And the paused holder, waking up, can neither write under its fence nor renew
+    item = {
+        "Put": {
+            "TableName": tables["leases"],
+            "Item": codec.encode_item({"resource": f"data-{unique}", "by": "paused"}),
+        }
+    }
+    with pytest.raises(lease.LeaseLost):
+        queue.leases.transact(paused, [item])
+    with pytest.raises(lease.LeaseLost):
+        queue.leases.renew(paused, 1_000)
+    queue.leases.transact(successor, [item])  # the successor can
+
+
+def test_a_heartbeating_holder_keeps_the_lease_and_a_lambda_heartbeat_stops_in_time(
+    ddb, tables, unique
+):
+    # Given a holder renewing every H on a thread (L = 10 H: a loaded machine misses no lease)
+    queue = make(ddb, tables, STEADY)
+    resource = f"beat-{unique}"
+    held = queue.acquire(resource, "beating", wait_ms=5_000)
+    with queue.heartbeat(held) as beat:
+        # When a waiter waits twice L
+        with pytest.raises(WaitTimedOut) as timed_out:
+            queue.acquire(resource, "waiting", wait_ms=2 * STEADY.expiry_ms)
+        # Then it never got the lease: the holder kept it alive
+        assert timed_out.value.owner == "beating"
+        assert beat.renewals >= 1 and not beat.lost.is_set()
+    # Given a Lambda invocation with little time left: the heartbeat stops renewing by itself
+    left = [FAST.margin_ms + FAST.heartbeat_ms * 3]
+
+    def remaining() -> int:
+        left[0] -= FAST.heartbeat_ms
+        return left[0]
+
+    renewed = queue.leases.renew(beat.lease, FAST.expiry_ms)
+    with Heartbeat(
+        queue.leases,
+        renewed,
+        period_ms=FAST.heartbeat_ms,
+        ttl_ms=FAST.expiry_ms,
+        remaining_ms=remaining,
+        margin_ms=FAST.margin_ms,
+    ) as lambda_beat:
+        time.sleep(FAST.heartbeat_ms * 8 / 1000)
+    assert lambda_beat.renewals <= 2
+    # Never past the invocation's end: each renewal was capped to the time left minus the margin
+    assert lambda_beat.lease.expires_at <= renewed.expires_at + 3 * FAST.heartbeat_ms
+
+
+def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(
+    ddb, tables, unique, counted
+):
+    # Given a holder, a waiter whose thread stalls (no heartbeats) for 3 L, and a waiter behind it
+    recorder = Recorder()
+    resource = f"pause-{unique}"
+    base = make(ddb, tables, on_ticket=recorder.on_ticket)
+    holder = base.leases.acquire(resource, "holder", 60_000)
+    stalled = threading.Event()
+
+    def stalling_sleep(seconds: float) -> None:
+        if not stalled.is_set():
+            stalled.set()
+            time.sleep(3 * FAST.expiry_ms / 1000)
+        time.sleep(seconds)
+
+    slow = LeaseQueue(base.leases, FAST, sleep=stalling_sleep, on_ticket=recorder.on_ticket)
+    results: dict[str, lease.Lease] = {}
+
+    def run(queue: LeaseQueue, owner: str) -> None:
+        held = queue.acquire(resource, owner, wait_ms=30_000)
+        results[owner] = held
+        recorder.hold(owner, held.fence)
+        recorder.done()
+        queue.leases.release(held)
+
+    first = threading.Thread(target=run, args=(slow, "stalled"))
+    first.start()
+    stalled.wait()
+    second = threading.Thread(target=run, args=(base, "behind"))
+    second.start()
+    while len(recorder.tickets) < 2:
+        time.sleep(0.01)
+    # When the holder releases while the first waiter is stalled
+    time.sleep(FAST.expiry_ms / 1000)
+    base.leases.release(holder)
+    first.join()
+    second.join()
+
+    # Then the waiter behind was served first, and the stalled one came back with a new ticket
+    assert [owner for owner, _, _ in recorder.served] == ["behind", "stalled"]
+    assert recorder.tickets["stalled"][0] < recorder.tickets["behind"][0]
+    assert recorder.tickets["stalled"][-1] > recorder.tickets["behind"][0]
+    assert results["stalled"].fence == results["behind"].fence + 1
+    assert counted.get("lease", "LeasePassedOver") == 1
+
+
+def test_fences_rise_across_plain_and_queued_acquisitions_and_after_a_restore(ddb, tables, unique):
+    # Given plain and queued acquisitions of one resource, alternating
+    queue = make(ddb, tables)
+    resource = f"mixed-{unique}"
+    fences = []
+    for n in range(6):
+        if n % 2:
+            held = queue.acquire(resource, f"q{n}", wait_ms=5_000)
+        else:
+            held = queue.leases.acquire(resource, f"p{n}", 5_000)
+        fences.append(held.fence)
+        queue.leases.release(held)
+    # Then each fence is the previous one plus one, whichever way it was taken
+    assert fences == list(range(1, 7))
+
+    # Given the table restored to a snapshot taken now (the lease item as it was)
+    snapshot = ddb.get_item(
+        TableName=tables["leases"],
+        Key=codec.encode_item({"resource": resource}),
+        ConsistentRead=True,
+    )["Item"]
+    later = queue.acquire(resource, "after-snapshot", wait_ms=5_000)
+    queue.leases.release(later)
+    ddb.put_item(TableName=tables["leases"], Item=snapshot)
+    # When both kinds acquire again
+    again = []
+    for n in range(4):
+        if n % 2:
+            held = queue.leases.acquire(resource, f"p-after{n}", 5_000)
+        else:
+            held = queue.acquire(resource, f"q-after{n}", wait_ms=5_000)
+        again.append(held.fence)
+        queue.leases.release(held)
+    # Then the fence continues from the restored item (never below it) and strictly increases,
+    # and the queue still serves (its counters came back with the item)
+    assert again == list(range(fences[-1] + 1, fences[-1] + 5))
+    assert all(b > a for a, b in itertools.pairwise([fences[-1], *again]))
+
+
+def test_a_passed_over_waiter_that_runs_out_of_time_is_told_so(ddb, tables, unique):
+    # PassedOver is retryable, and a wait that ends after one is a WaitTimedOut, never a hang
+    assert issubclass(PassedOver, lease.errors.Retryable)
+    queue = make(ddb, tables)
+    resource = f"short-{unique}"
+    queue.leases.acquire(resource, "holder", 60_000)
+    with pytest.raises(WaitTimedOut):
+        queue.acquire(resource, "waiter", wait_ms=0)
+
+
+def test_a_ticket_whose_answer_was_lost_is_passed_over_and_the_wait_goes_on(
+    dynamodb_local, tables, unique, counted
+):
+    # Given the first ticket call is applied but its answer lost (a read timeout after sending)
+    from tests.integration.conftest import Faults
+
+    client = dynamodb_local.client(config=retry.client_config())
+    faults = Faults(client)
+    faults.lose_reply("UpdateItem", 1)
+    queue = make(client, tables)
+    resource = f"lost-ticket-{unique}"
+    # When a waiter queues for the free resource
+    held = queue.acquire(resource, "waiter", wait_ms=30_000)
+    client.close()
+
+    # Then it took a second ticket and was served on it, once the orphan ticket 1 (no row: it got
+    # a placeholder) had been passed over after L; nothing of ticket 1 is left behind
+    assert held.ticket == 2 and held.fence == 1
+    assert counted.get("lease", "LeaseWaiterSkipped") == 1
+    assert get(client_free(dynamodb_local), tables["leases"], waiter_key(resource, 1)) is None
+
+
+def client_free(dynamodb_local: Any) -> Any:
+    return dynamodb_local.client(config=retry.client_config())
