@@ -269,7 +269,7 @@ def test_a_creation_crashed_after_any_chunk_resumes_to_exactly_its_units(
     dynamodb_local, tables, unique, crash_after_chunk
 ):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
-    builder = service(client, tables, chunk_units=10, inline_units=0)
+    builder = service(client, tables, chunk_units=10, inline_units=0, parallel_chunks=1)
     created = builder.create(unique, 35)  # 4 chunks: 10, 10, 10, 5
     assert created == {"sku": unique, "units": 35, "status": "CREATING", "unitsCreated": 0}
     seen = {"chunks": 0}
@@ -301,7 +301,7 @@ def test_a_creation_crashed_after_any_chunk_resumes_to_exactly_its_units(
 
 def test_a_crash_inside_a_chunk_resumes_without_overwriting_a_unit(dynamodb_local, tables, unique):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
-    builder = service(client, tables, chunk_units=250, inline_units=0, writers=1)
+    builder = service(client, tables, chunk_units=250, inline_units=0, writers=1, parallel_chunks=1)
     builder.create(unique, 300)
     calls = {"n": 0}
 
