@@ -141,6 +141,7 @@ class Inventory:
     rand: Callable[[], float] = random.random
     writers: int = config.INVENTORY_CREATE_WRITERS
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
+    pool_hints: claims.PoolHints = field(default_factory=lambda: claims.hints)
     chunk_units: int = config.INVENTORY_CHUNK_UNITS
     inline_units: int = config.INVENTORY_INLINE_UNITS
     _headers: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
@@ -465,6 +466,7 @@ class Inventory:
                 rand=self.rand,
                 rounds=config.INVENTORY_RESERVE_ROUNDS,
                 owner=owner,
+                pool_hints=self.pool_hints,
             )
         except claims.NotEnough as exc:
             raise OutOfStock(
