@@ -517,16 +517,17 @@ def reserve(
     records ``owner`` (who reserved) when given.
 
     Pools: the units come from the first pool (:meth:`PoolHints.order`) that shows enough of them
-    (a page holds at least ``4 * quantity`` candidates), so a multi-unit reservation usually
-    writes to one pool's key; only when no single pool can serve does it span several.
+    (a page holds up to ``max(4 * quantity, 100)`` candidates), so a multi-unit reservation
+    usually writes to one pool's key; only when no single pool can serve does it span several.
 
     All or nothing with nothing to give back: when a unit was taken meanwhile, the transaction is
-    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are replaced
-    from the candidates already read (reading on when they run out). A claim of one unit whose
-    pool's key throttles is not waited for: the pool is marked (:class:`PoolHints`) and the unit
-    replaced from the next pool (``PoolFailover``). After ``rounds`` cancelled or throttled
-    writes, :class:`NotEnough`, or :class:`turnstile.retry.RetriesExhausted` when throttles ended
-    it (that is not a refusal: the pools may hold enough). :class:`NotEnough` without a write when
+    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are
+    replaced, from a fresh read of the pools (the page read before is stale by then). A claim of
+    one unit whose pool's key throttles is not waited for: the pool is marked
+    (:class:`PoolHints`) and the unit replaced from the next pool (``PoolFailover``). After
+    ``rounds`` cancelled or throttled writes, :class:`NotEnough`, or
+    :class:`turnstile.retry.RetriesExhausted` when throttles ended it (not a refusal: the pools
+    may hold enough). :class:`NotEnough` without a write when
     every pool has been read and together they show fewer than ``quantity`` claimable units.
     A lost reply is resent under the same ``ClientRequestToken`` (:func:`transact.transact_write`),
     so a reservation that was applied is not applied twice; if every resend fails the outcome is
@@ -537,24 +538,26 @@ def reserve(
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
     pool_hints = pool_hints or hints
     claimed = Claimed()
-    seen: set[tuple[Any, ...]] = set()
     pool_of: dict[tuple[Any, ...], str] = {}
-    candidates = _distinct(
-        _candidates(
+
+    def read(skip: Sequence[Key] = ()) -> Iterator[Key]:
+        """Candidates from a fresh read of the pools, without the units in ``skip``."""
+        seen = {tuple(key[attr] for attr in units.key_attrs) for key in skip}
+        found = _candidates(
             client,
             units,
             pools,
             now_ms=now_ms,
-            page_size=page_size or max(4 * quantity, 64),
+            page_size=page_size or max(4 * quantity, 100),
             backoff=backoff,
             rand=rand,
             claimed=claimed,
             pool_of=pool_of,
             pool_hints=pool_hints,
-        ),
-        units,
-        seen,
-    )
+        )
+        return _distinct(found, units, seen)
+
+    candidates = read()
     # Look before writing anything: when the pools cannot even show ``quantity`` candidates, say
     # so without a single write (the common answer once a sku sells out).
     chosen = list(itertools.islice(candidates, quantity))
@@ -602,6 +605,10 @@ def reserve(
                 raise  # a failure that is not "someone else has the unit"
             claimed.lost += len(taken)
             metrics.count("ClaimLost", pattern=PATTERN, value=len(taken))
+            # The page read before is stale by now (the units around the lost ones were most
+            # likely taken too): replacements come from a fresh read, which costs a read and
+            # saves the writes of transactions doomed to be cancelled again.
+            candidates = read(chosen)
             spares = list(itertools.islice(candidates, len(taken)))
             if len(spares) < len(taken):
                 if throttled:
