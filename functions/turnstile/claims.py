@@ -645,6 +645,8 @@ def _claim_one(
             ),
             backoff=backoff,
             idempotent=True,  # see above: a resend cannot take the unit twice
+            # a 500 may or may not have been applied: resending is safe for the same reason
+            retry_on=lambda exc: retry.error_code(exc) == "InternalServerError",
             pattern=PATTERN,
         )
     except ClientError as exc:
