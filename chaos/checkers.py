@@ -572,6 +572,16 @@ def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
                 confirms[op.args["reservation"]].append(op)
             elif op.f == "cancel":
                 cancels[op.args["reservation"]].append(op)
+        for op in reservations.values():
+            units = list(op.value.get("units", []))
+            report.expect(
+                len(units) == int(op.args["quantity"]) and len(set(units)) == len(units),
+                "inventory",
+                "exactly q units or none",
+                f"{sku}: reservation {op.value['reservationId']} of {op.args['quantity']} "
+                f"holds {units}",
+                [op],
+            )
         holders: dict[str, list[Op]] = defaultdict(list)
         for op in reservations.values():
             for unit in op.value["units"]:

@@ -34,6 +34,7 @@ from local.bridge import Bridge
 from local.dynamodb_local import DynamoDBLocal
 from service import catalog, config, runtime
 from service.domain import locks as lock_domain
+from service.domain.inventory import pool_names
 from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets
 from service.handlers import locks as lock_handler
@@ -162,6 +163,8 @@ def run(
         clean = db.client(config=_retry_config(read_timeout=120))
         names = cfn.create_tables(clean, loaded)
         environment = {
+            # 10 units per pool: the chaos skus (30 units) are spread over 3 pools
+            config.INVENTORY_POOL_UNITS_ENV: "10",
             **db.environment(),
             **cfn.merged_environment(cfn.function_environments(loaded, names)),
         }
@@ -483,7 +486,12 @@ def _check(
     if summary_dead:
         notes.append("inventory summary records went to the dead letters: summary not compared")
     for sku, _ in setup.skus:
-        items = _query(client, tables[config.INVENTORY], "sku", sku)
+        header = _get(client, tables[config.INVENTORY], {"sku": sku, "sk": "sku"}) or {}
+        items = [  # the units live in their pools' partitions, ``<sku>#<k>``
+            item
+            for pool in pool_names(sku, int(header.get("pools", 1)))
+            for item in _query(client, tables[config.INVENTORY], "sku", pool)
+        ]
         units = {
             str(item["sk"]).removeprefix("unit#"): str(item["status"])
             for item in items

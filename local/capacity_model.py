@@ -348,13 +348,13 @@ def _value(item: dict[str, Any], attribute: str) -> str:
 
 def _query_hash_value(spec: dict[str, Any], attribute: str) -> str:
     """The partition key value a Query names (``#n = :v`` or ``attr = :v`` in its condition)."""
-    names = {v: k for k, v in (spec.get("ExpressionAttributeNames") or {}).items()}
+    names = spec.get("ExpressionAttributeNames") or {}  # "#pool" -> "pool"
     values = spec.get("ExpressionAttributeValues") or {}
     condition = spec.get("KeyConditionExpression", "")
     for clause in condition.replace("(", " ").replace(")", " ").split(" AND "):
         left, _, right = clause.partition("=")
         left, right = left.strip(), right.strip()
-        if names.get(left, left) == attribute or left == attribute:
+        if names.get(left, left) == attribute:
             return json.dumps(values.get(right), sort_keys=True)
         if names.get(right, right) == attribute:
             return json.dumps(values.get(left), sort_keys=True)

@@ -19,7 +19,7 @@ from local import template as cfn
 from local.dynamodb_local import CREDENTIALS
 from service.domain.errors import OutOfStock
 from service.domain.events import REGISTRATION_PREFIX
-from service.domain.inventory import UNIT, Inventory
+from service.domain.inventory import UNIT, Inventory, pool_names
 from service.domain.products import Products
 from service.handlers import wallets
 from turnstile import codec, retry
@@ -177,21 +177,31 @@ def patient(client: Any) -> Any:
 
 
 def units_in_table(ddb: Any, table: str, sku: str) -> list[dict[str, Any]]:
-    items, start = [], None
-    while True:
-        request: dict[str, Any] = {
-            "TableName": table,
-            "KeyConditionExpression": "sku = :sku AND begins_with(sk, :unit)",
-            "ExpressionAttributeValues": codec.values(sku=sku, unit=UNIT),
-            "ConsistentRead": True,
-        }
-        if start:
-            request["ExclusiveStartKey"] = start
-        response = ddb.query(**request)
-        items += [codec.decode_item(raw) for raw in response["Items"]]
-        start = response.get("LastEvaluatedKey")
-        if not start:
-            return items
+    """Every unit of the sku as the table holds it (one consistent Query per pool partition)."""
+    header = codec.decode_item(
+        ddb.get_item(
+            TableName=table, Key=codec.encode_item({"sku": sku, "sk": "sku"}), ConsistentRead=True
+        ).get("Item")
+    )
+    assert header is not None, f"no sku {sku}"
+    items = []
+    for pool in pool_names(sku, int(header["pools"])):
+        start = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": table,
+                "KeyConditionExpression": "sku = :sku AND begins_with(sk, :unit)",
+                "ExpressionAttributeValues": codec.values(sku=pool, unit=UNIT),
+                "ConsistentRead": True,
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = ddb.query(**request)
+            items += [codec.decode_item(raw) for raw in response["Items"]]
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+    return items
 
 
 def storm(service: Inventory, sku: str, *, quantity: int, attempts: int, workers: int) -> History:

@@ -72,14 +72,29 @@ INVENTORY_CREATION_FILTER: dict[str, Any] = {
 }
 INVENTORY_CLAIMABLE_INDEX = "claimable"
 INVENTORY_MAX_UNITS = 100_000
-INVENTORY_POOL_UNITS = 10_000  # units per index partition key: 1000 WCU/s each on AWS
+# A sku's units are spread over pools (one partition key each, in the table and in the index):
+# one pool per INVENTORY_POOL_UNITS units, at most INVENTORY_MAX_POOLS, unless the creation names N.
+INVENTORY_POOL_UNITS = 1_000
+INVENTORY_POOL_UNITS_ENV = (
+    "TURNSTILE_INVENTORY_POOL_UNITS"  # overrides it (chaos: small skus, N > 1)
+)
+INVENTORY_MAX_POOLS = 16
+
+
+def inventory_pool_units(env: Mapping[str, str] | None = None) -> int:
+    """Units per pool when a creation names no N (read when a sku is created, not at import)."""
+    raw = (os.environ if env is None else env).get(INVENTORY_POOL_UNITS_ENV, "").strip()
+    return max(1, int(raw)) if raw else INVENTORY_POOL_UNITS
+
+
 INVENTORY_MAX_QUANTITY = 100  # one confirm transaction holds at most 100 items
 INVENTORY_HOLD_SECONDS = 600
 INVENTORY_MIN_HOLD_SECONDS = 0.1
 INVENTORY_MAX_HOLD_SECONDS = 86_400
 INVENTORY_CHUNK_UNITS = 10_000  # units the creation worker writes per step (one stream record)
 INVENTORY_INLINE_UNITS = 1_000  # skus this small are created before POST /inventory answers
-INVENTORY_CREATE_WRITERS = 16  # parallel 100-unit transactions while creating units
+INVENTORY_CREATE_WRITERS = 16  # parallel 100-unit transactions while creating units (at most)
+INVENTORY_CREATE_CHUNKS = 4  # chunks one creation step writes at once (each recorded on its own)
 INVENTORY_RESERVE_ROUNDS = 6  # cancelled reservation transactions before OUT_OF_STOCK
 
 # Throttling and transient errors on any single call.

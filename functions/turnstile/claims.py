@@ -66,6 +66,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -169,6 +171,7 @@ class Claimed:
     lost: int = 0  # candidates someone else claimed first (replaced)
     queries: int = 0
     transactions: int = 0
+    failovers: int = 0  # pools left for later because their key throttled
 
 
 class HoldLost(errors.Refused):
@@ -234,6 +237,80 @@ def sell(
         ) from exc
 
 
+class PoolHints:
+    """What this process has seen of each pool lately (a hint, never a lock): when a pool last
+    throttled, and when it last read empty. :func:`reserve` starts with the better of two random
+    pools (power of two choices: not throttled lately beats throttled, not seen empty beats seen
+    empty) and leaves the pools with bad news for last; every pool is still read before a
+    refusal, so the hints change only the order, never the answer."""
+
+    def __init__(
+        self, *, throttle_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.throttle_seconds = throttle_seconds
+        self.clock = clock
+        self._throttled: dict[str, float] = {}
+        self._empty: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def throttled(self, pool: str) -> None:
+        with self._lock:
+            self._throttled[pool] = self.clock()
+
+    def seen(self, pool: str, empty: bool) -> None:
+        with self._lock:
+            if empty:
+                self._empty[pool] = self.clock()
+            else:
+                self._empty.pop(pool, None)
+
+    def is_throttled(self, pool: str) -> bool:
+        at = self._throttled.get(pool)
+        return at is not None and self.clock() - at < self.throttle_seconds
+
+    def _badness(self, pool: str) -> tuple[bool, bool]:
+        return (self.is_throttled(pool), pool in self._empty)
+
+    def order(self, pools: Sequence[str], rand: Callable[[], float]) -> list[str]:
+        """Every pool once: the better of two random ones first, then the rest at random with
+        the throttled and empty ones last."""
+        if len(pools) <= 1:
+            return list(pools)
+        one = int(rand() * len(pools))
+        two = (one + 1 + int(rand() * (len(pools) - 1))) % len(pools)
+        first = pools[one] if self._badness(pools[one]) <= self._badness(pools[two]) else pools[two]
+        rest = [pool for pool in pools if pool != first]
+        keyed = sorted(((self._badness(pool), rand()), pool) for pool in rest)
+        return [first, *[pool for _, pool in keyed]]
+
+
+hints = PoolHints()
+
+
+class _Throttled(Exception):
+    """A pool's key answered with a throttle: fail over to another pool instead of waiting."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _failover_on_throttle(send: Callable[[], Any]) -> Callable[[], Any]:
+    """``send`` for :func:`turnstile.retry.call` that lets a throttle out as :class:`_Throttled`
+    (``retry.call`` would wait and resend to the same hot key)."""
+
+    def once() -> Any:
+        try:
+            return send()
+        except ClientError as exc:
+            if retry.is_throttle(exc):
+                metrics.count("Throttle", pattern=PATTERN)
+                raise _Throttled(exc) from exc
+            raise
+
+    return once
+
+
 def _candidates(
     client: DynamoDBClient,
     units: UnitTable,
@@ -244,19 +321,23 @@ def _candidates(
     backoff: retry.Backoff,
     rand: Callable[[], float],
     claimed: Claimed,
+    pool_of: dict[tuple[Any, ...], str],
+    pool_hints: PoolHints,
 ) -> Iterator[Key]:
-    """Unit keys from the index, claimable at ``now_ms``: every pool once, from a random pool,
-    each read in one range ``[0, now]`` from a random end (lowest or highest ticket first).
+    """Unit keys from the index, claimable at ``now_ms``: every pool once, in the order of
+    :meth:`PoolHints.order`, each read in one range ``[0, now]`` from a random end.
 
-    One range per pool, not two halves around a random pivot: a refusal must be able to see the
-    whole pool in a single keys-only Query. The spread that the random pivot gave comes from the
-    random end, the random order within each page (a page holds many more candidates than a
-    request needs), and the tickets themselves, which are random and re-drawn on every release.
+    A pool whose key throttles (its read, or a claim of one of its units) is left for after the
+    others (counted as ``PoolFailover``), and then read under the usual backoff: a refusal is
+    still decided only after every pool was read. One range per pool, not two halves around a
+    random pivot: a refusal must be able to see the whole pool in one keys-only Query. The spread
+    comes from the random end, the random order within each page and the random tickets.
     """
-    first = int(rand() * len(pools))
+    order = pool_hints.order(pools, rand)
     forward = rand() < 0.5
-    for offset in range(len(pools)):
-        pool = pools[(first + offset) % len(pools)]
+    queue: list[tuple[str, bool]] = [(pool, False) for pool in order]
+    while queue:
+        pool, last_chance = queue.pop(0)
         start: Key | None = None
         while True:
             request: dict[str, Any] = {
@@ -273,23 +354,47 @@ def _candidates(
             }
             if start is not None:
                 request["ExclusiveStartKey"] = start
-            response = retry.call(
-                lambda request=request: client.query(**request),  # type: ignore[misc]
-                backoff=backoff,
-                idempotent=True,
-                pattern=PATTERN,
-            )
+
+            def send(request: dict[str, Any] = request) -> Any:
+                return client.query(**request)
+
+            try:
+                response = retry.call(
+                    send if last_chance else _failover_on_throttle(send),
+                    backoff=backoff,
+                    idempotent=True,
+                    pattern=PATTERN,
+                )
+            except _Throttled:
+                pool_hints.throttled(pool)
+                metrics.count("PoolFailover", pattern=PATTERN)
+                claimed.failovers += 1
+                queue.append((pool, True))
+                break
             claimed.queries += 1
-            page = [units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
+            raw_page = [codec.decode_item(raw) or {} for raw in response["Items"]]
+            if start is None:
+                pool_hints.seen(pool, not raw_page)
+            page = [units.key_of(item) for item in raw_page]
+            for key in page:
+                pool_of[tuple(key[name] for name in units.key_attrs)] = pool
             # Walking a page in order would line every loser up behind the next unit another
             # request is also about to take (a convoy); a random order spreads them out.
             for index in range(len(page) - 1, 0, -1):
                 other = int(rand() * (index + 1))
                 page[index], page[other] = page[other], page[index]
-            yield from page
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                break
+            for key in page:
+                if not last_chance and pool_hints.is_throttled(pool):
+                    # a claim in this pool was throttled meanwhile: the rest of it comes last
+                    queue.append((pool, True))
+                    break
+                yield key
+            else:
+                start = response.get("LastEvaluatedKey")
+                if not start:
+                    break
+                continue
+            break
 
 
 def _claim_item(
@@ -351,18 +456,28 @@ def reserve(
     page_size: int | None = None,
     rounds: int = 6,
     owner: str | None = None,
+    pool_hints: PoolHints | None = None,
     eligible: Callable[[Key], bool] | None = None,
 ) -> Claimed:
     """Claim ``quantity`` units until ``until_ms`` in ONE ``TransactWriteItems``, skipping units
     others hold; ``holder(lead)`` names the reservation after its lead unit (the first), which
     records ``owner`` (who reserved) when given.
 
+    Pools: the units come from the first pool (:meth:`PoolHints.order`) that shows enough of them
+    (a page holds up to ``max(4 * quantity, 100)`` candidates), so a multi-unit reservation
+    usually writes to one pool's key; only when no single pool can serve does it span several.
+
     All or nothing with nothing to give back: when a unit was taken meanwhile, the transaction is
-    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are replaced
-    from the candidates already read (reading on when they run out). After ``rounds`` cancelled
-    transactions, or when the index has no more candidates, :class:`NotEnough`. A lost reply is
-    resent under the same ``ClientRequestToken`` (:func:`transact.transact_write`), so a
-    reservation that was applied is not applied twice; if every resend fails the outcome is
+    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are
+    replaced, from a fresh read of the pools (the page read before is stale by then). A claim of
+    one unit whose pool's key throttles is not waited for: the pool is marked
+    (:class:`PoolHints`) and the unit replaced from the next pool (``PoolFailover``). After
+    ``rounds`` cancelled or throttled writes, :class:`NotEnough`, or
+    :class:`turnstile.retry.RetriesExhausted` when throttles ended it (not a refusal: the pools
+    may hold enough). :class:`NotEnough` without a write when
+    every pool has been read and together they show fewer than ``quantity`` claimable units.
+    A lost reply is resent under the same ``ClientRequestToken`` (:func:`transact.transact_write`),
+    so a reservation that was applied is not applied twice; if every resend fails the outcome is
     unknown and the error propagates (the units, if taken, are held by a reservation whose lead
     unit lists them, and come free when the hold lapses).
 
@@ -371,30 +486,38 @@ def reserve(
     """
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
+    pool_hints = pool_hints or hints
     claimed = Claimed()
-    seen: set[tuple[Any, ...]] = set()
-    candidates = _distinct(
-        _candidates(
+    pool_of: dict[tuple[Any, ...], str] = {}
+
+    def read(skip: Sequence[Key] = ()) -> Iterator[Key]:
+        """Candidates from a fresh read of the pools, without the units in ``skip``."""
+        seen = {tuple(key[attr] for attr in units.key_attrs) for key in skip}
+        found = _candidates(
             client,
             units,
             pools,
             now_ms=now_ms,
-            page_size=page_size or max(4 * quantity, 64),
+            page_size=page_size or max(4 * quantity, 100),
             backoff=backoff,
             rand=rand,
             claimed=claimed,
-        ),
-        units,
-        seen,
-    )
-    if eligible is not None:
-        candidates = (key for key in candidates if eligible(key))
-    # Look before writing anything: when the index cannot even show ``quantity`` candidates, say
+            pool_of=pool_of,
+            pool_hints=pool_hints,
+        )
+        distinct = _distinct(found, units, seen)
+        if eligible is None:
+            return distinct
+        return (key for key in distinct if eligible(key))
+
+    candidates = read()
+    # Look before writing anything: when the pools cannot even show ``quantity`` candidates, say
     # so without a single write (the common answer once a sku sells out).
     chosen = list(itertools.islice(candidates, quantity))
     if len(chosen) < quantity:
         metrics.count("ClaimRefused", pattern=PATTERN)
         raise NotEnough(quantity, 0)
+    throttled = False
     for _ in range(rounds):
         name = holder(chosen[0])
         items = [
@@ -417,14 +540,32 @@ def reserve(
                 transact.transact_write(
                     client, items, backoff=backoff, retry_conflicts=False, pattern=PATTERN
                 )
+        except _Throttled as exc:
+            throttled = True
+            pool = pool_of.get(tuple(chosen[0][attr] for attr in units.key_attrs))
+            if pool is not None:
+                pool_hints.throttled(pool)
+            claimed.failovers += 1
+            metrics.count("PoolFailover", pattern=PATTERN)
+            spares = list(itertools.islice(candidates, 1))
+            if not spares:
+                raise retry.RetriesExhausted(claimed.transactions, exc.cause) from exc
+            chosen = spares
+            continue
         except transact.Cancelled as exc:
             taken = [i for i, reason in enumerate(exc.reasons) if reason.code in _TAKEN]
             if not taken or len(taken) != sum(r.failed for r in exc.reasons):
                 raise  # a failure that is not "someone else has the unit"
             claimed.lost += len(taken)
             metrics.count("ClaimLost", pattern=PATTERN, value=len(taken))
+            # The page read before is stale by now (the units around the lost ones were most
+            # likely taken too): replacements come from a fresh read, which costs a read and
+            # saves the writes of transactions doomed to be cancelled again.
+            candidates = read(chosen)
             spares = list(itertools.islice(candidates, len(taken)))
             if len(spares) < len(taken):
+                if throttled:
+                    raise retry.RetriesExhausted(claimed.transactions, exc) from exc
                 raise NotEnough(quantity, quantity - len(taken)) from exc
             for index, spare in zip(taken, spares, strict=True):
                 chosen[index] = spare
@@ -434,6 +575,8 @@ def reserve(
         claimed.holder = name
         return claimed
     metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
+    if throttled:
+        raise retry.RetriesExhausted(rounds, RuntimeError("pools kept throttling"))
     raise NotEnough(quantity, 0)
 
 
@@ -451,12 +594,17 @@ def _claim_one(
     """A reservation of one unit needs no transaction: one conditional ``UpdateItem`` is all or
     nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
     applied, the resend fails its condition on a unit that names ``holder``, which is a success.
-    Someone else's unit raises :class:`transact.Cancelled` shaped like the transaction's."""
+    Someone else's unit raises :class:`transact.Cancelled` shaped like the transaction's; a
+    throttle raises :class:`_Throttled` at once (the caller fails over to another pool)."""
     try:
         retry.call(
-            lambda: client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD"),
+            _failover_on_throttle(
+                lambda: client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            ),
             backoff=backoff,
             idempotent=True,  # see above: a resend cannot take the unit twice
+            # a 500 may or may not have been applied: resending is safe for the same reason
+            retry_on=lambda exc: retry.error_code(exc) == "InternalServerError",
             pattern=PATTERN,
         )
     except ClientError as exc:

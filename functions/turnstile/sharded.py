@@ -8,7 +8,9 @@ never go below zero: no oversell by construction, whatever the interleaving.
 
 Taking ``q`` units (:func:`take`)::
 
-    1. one shard at random:  UpdateItem  SET #count = #count - :q
+    1. the better of two random shards (:class:`ShardHints`: not throttled lately, then the
+       larger count last seen by this process):
+                             UpdateItem  SET #count = #count - :q
                              ConditionExpression: attribute_exists(#pk) AND #count >= :q
                              ReturnValuesOnConditionCheckFailure: ALL_OLD
        (throttled or refused: fail over, do not wait on the same hot key)
@@ -173,6 +175,41 @@ class SoldOutHints:
 hints = SoldOutHints()
 
 
+@dataclass
+class ShardHints:
+    """What this process last learned of each shard (a hint, never a lock): the count a write or
+    a read returned, and when the shard last throttled. The first shard of a take is the better
+    of two random ones (power of two choices): one not throttled lately beats one that was, then
+    the larger known count; so takes stop piling onto a shard that is hot or nearly empty while
+    the total has room. Writes still decide: a wrong hint costs one failover, never a sale."""
+
+    throttle_seconds: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    _counts: dict[tuple[tuple[Any, ...], int], int] = field(default_factory=dict)
+    _throttled: dict[tuple[tuple[Any, ...], int], float] = field(default_factory=dict)
+
+    def count(self, counter: ShardedCounter, shard: int, value: int) -> None:
+        self._counts[(counter.identity, shard)] = value
+
+    def throttled(self, counter: ShardedCounter, shard: int) -> None:
+        self._throttled[(counter.identity, shard)] = self.clock()
+
+    def _score(self, counter: ShardedCounter, shard: int) -> tuple[bool, int]:
+        at = self._throttled.get((counter.identity, shard))
+        hot = at is not None and self.clock() - at < self.throttle_seconds
+        return (not hot, self._counts.get((counter.identity, shard), 1 << 30))
+
+    def choose(self, counter: ShardedCounter, rand: random.Random) -> int:
+        one = rand.randrange(counter.shards)
+        if counter.shards == 1:
+            return one
+        two = (one + 1 + rand.randrange(counter.shards - 1)) % counter.shards
+        return one if self._score(counter, one) >= self._score(counter, two) else two
+
+
+shard_hints = ShardHints()
+
+
 def read_items(
     client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff
 ) -> list[dict[str, Any]]:
@@ -286,7 +323,7 @@ def take(
         raise Exhausted(0)
     calls = 0
     throttled_rounds = 0
-    candidates: list[int] = [] if sold_out.empty(counter) else [rand.randrange(counter.shards)]
+    candidates: list[int] = [] if sold_out.empty(counter) else [shard_hints.choose(counter, rand)]
     saw_enough = False
     for round_ in range(rounds + 1):
         throttled = False
@@ -294,6 +331,7 @@ def take(
             calls += 1
             try:
                 item = _decrement(client, counter, shard, quantity)
+                shard_hints.count(counter, shard, int(item[counter.count_attr]))
                 return Taken((shard,), int(item[counter.count_attr]), calls, item)
             except retry.MAYBE_APPLIED_ERRORS as exc:
                 raise retry.OutcomeUnknown(str(exc)) from exc
@@ -303,11 +341,14 @@ def take(
             except ClientError as exc:
                 if retry.is_throttle(exc):
                     metrics.count("Throttle", pattern=PATTERN)
+                    shard_hints.throttled(counter, shard)
                     throttled = True
                 elif not retry.condition_failed(exc):
                     raise
-                elif codec.old_item(exc) is None:
+                elif (old := codec.old_item(exc)) is None:
                     raise Missing(counter.base) from exc
+                else:
+                    shard_hints.count(counter, shard, int(old.get(counter.count_attr, 0)))
                 metrics.count("ShardFailover", pattern=PATTERN)
         if throttled:
             throttled_rounds += 1
@@ -319,6 +360,8 @@ def take(
         calls += 1
         items = read_items(client, counter, backoff)
         counts = [int(item.get(counter.count_attr, 0)) for item in items]
+        for shard, count in enumerate(counts):
+            shard_hints.count(counter, shard, count)
         total = sum(counts)
         sold_out.mark(counter, total == 0)
         if total < quantity:

@@ -149,3 +149,29 @@ def test_a_request_larger_than_the_bucket_goes_through_a_full_bucket_into_debt()
     assert not all(capacity.admit(capacity.charges("UpdateItem", update("k"))))
     clock.now += 0.5
     assert all(capacity.admit(capacity.charges("UpdateItem", update("k"))))
+
+
+def test_a_query_naming_its_key_through_attribute_names_charges_that_key() -> None:
+    # Given two queries of the same index, each naming its partition key as "#user"
+    capacity, _ = model(1.0)
+
+    def query(user: str) -> dict:
+        return {
+            "TableName": "events",
+            "IndexName": "byUser",
+            "KeyConditionExpression": "#user = :user AND #sk BETWEEN :low AND :high",
+            "ExpressionAttributeNames": {"#user": "userId", "#sk": "sk"},
+            "ExpressionAttributeValues": {
+                ":user": {"S": user},
+                ":low": {"N": "0"},
+                ":high": {"N": "9"},
+            },
+        }
+
+    # Then each is charged to its own key (not to one shared unknown key)
+    assert [key for key, _ in capacity.charges("Query", query("a"))] == [
+        ("events", "byUser", '{"S": "a"}', "R")
+    ]
+    assert [key for key, _ in capacity.charges("Query", query("b"))] == [
+        ("events", "byUser", '{"S": "b"}', "R")
+    ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service import config
-from service.domain.inventory import SUMMARY, UNIT
+from service.domain.inventory import SUMMARY, UNIT, sku_of
 from turnstile import claims, codec, retry, transact
 
 
@@ -52,7 +52,7 @@ class Summaries:
         if before == after:
             return False  # a lapsed hold taken over by another reservation: still held
         seq = int(new["seq"])
-        sku = keys["sku"]
+        sku = sku_of(str(keys["sku"]))  # a unit's partition is its pool, ``<sku>#<k>``
         items = [
             {
                 "Update": {
