@@ -169,7 +169,7 @@ class QueueSettings:
     how long before a Lambda invocation ends waits and heartbeats stop.
 
     Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
-    late or lost heartbeats, and a dead holder is taken over within L + H + one poll (1.6 s p99
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll (1.5 s p99
     measured). On DynamoDB Local shared at load average 40-50 on two cores a write's p99 reached
     H itself (0.54 s), and 2 holders in 1000 lost their lease to a late heartbeat (the fence
     refused nothing they had written): where writes are that slow, raise H and L together.
