@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import platform
 import re
 import shutil
 import subprocess
@@ -39,6 +40,7 @@ RUNTIME_INPUT = "requirements.txt"  # the lock names it in ``# via -r requiremen
 LAYER_ROOT = ROOT / "build" / "layer"
 PYTHON_VERSION = "3.12"  # Lambda's python3.12 runtime (infra.functions.RUNTIME)
 PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 RECIPE = "1"  # change when the way a layer is built changes: every stamp goes stale
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==(\S+)")
@@ -122,6 +124,11 @@ def stamp_path(arch: str) -> Path:
 def _check_arch(arch: str) -> None:
     if arch not in PLATFORMS:
         raise ValueError(f"unknown architecture {arch!r}: one of {sorted(PLATFORMS)}")
+
+
+def host_arch() -> str:
+    """The layer architecture of this machine (``arm64`` or ``x86_64``): what local runs load."""
+    return _MACHINES[platform.machine().lower()]
 
 
 def layer_dir(arch: str) -> Path:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,6 @@ SANDBOX = Path(__file__).resolve().parent / "sandbox"
 BOOTSTRAP = SANDBOX / "bootstrap.py"
 REGION = iam.REGION
 ACCOUNT = iam.ACCOUNT
-MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
 
 log = logging.getLogger("local.function")
 
@@ -64,7 +62,9 @@ class FunctionError(RuntimeError):
 
 def host_arch() -> str:
     """The layer architecture this machine runs (``arm64`` or ``x86_64``)."""
-    return MACHINES[platform.machine().lower()]
+    from infra import layer
+
+    return layer.host_arch()
 
 
 def host_layer() -> Path:
