@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from local import template as cfn
 from local.dynamodb_local import CREDENTIALS
 from service.domain.errors import OutOfStock
 from service.domain.events import REGISTRATION_PREFIX
-from service.domain.inventory import UNIT, Inventory, pool_names
+from service.domain.inventory import SUMMARY, UNIT, Inventory, pool_names, unit_id
 from service.domain.products import Products
 from service.handlers import wallets
 from turnstile import codec, retry
@@ -125,7 +126,7 @@ def balance(wallet_id: str) -> int:
 class Clock:
     """An injected wall clock (epoch seconds) that only moves when told to."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float = 1_900_000_000.0) -> None:
         self.now = now
 
     def __call__(self) -> float:
@@ -383,3 +384,29 @@ class Person(requests.Session):
     def session(self) -> Person:
         """Another connection for the same person (a ``requests.Session`` is one per thread)."""
         return Person(self.username, self.token, self.sub)
+
+
+def check_table(client: Any, tables: Any, sku: str, quantity: int) -> dict[str, list[str]]:
+    """The table's own word: holder -> units; every holder's lead unit lists exactly its units."""
+    units = units_in_table(client, tables["inventory"], sku)
+    by_id = {unit_id(u["sk"]): u for u in units}
+    holders: dict[str, list[str]] = defaultdict(list)
+    for unit in units:
+        if unit["status"] in ("held", "sold"):
+            holders[unit["holder"]].append(unit_id(unit["sk"]))
+    for holder, held in holders.items():
+        lead = by_id[holder.split("-")[0]]
+        assert lead.get("holder") == holder, f"{held} held by {holder}, whose lead is not its own"
+        members = sorted(unit_id(m["sk"]) for m in lead["members"])
+        assert members == sorted(held), (holder, members, held)
+        assert len(held) == quantity
+    return holders
+
+
+def summary_of(client: Any, tables: Any, sku: str) -> dict[str, Any]:
+    response = client.get_item(
+        TableName=tables["inventory_summary"],
+        Key=codec.encode_item({"sku": sku, "sk": SUMMARY}),
+        ConsistentRead=True,
+    )
+    return codec.decode_item(response.get("Item")) or {}

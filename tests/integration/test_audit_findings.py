@@ -28,8 +28,7 @@ from service.domain.inventory import Inventory
 from service.domain.inventory_summary import Summaries
 from service.domain.products import Products
 from service.handlers import inventory_summary, products
-from tests.integration.conftest import invoke
-from tests.unit.conftest import proxy_event
+from tests.helpers import invoke, proxy_event
 from turnstile import retry, sharded
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,7 @@ import pytest
 
 from service.domain.errors import OutOfStock
 from service.domain.inventory import Inventory, unit_id, unit_key
-from tests.integration.conftest import Faults
-from tests.integration.test_inventory_reservations import Clock, storm, units_in_table
-from tests.integration.test_inventory_transactions import check_table, summary_of
+from tests.helpers import Clock, Faults, check_table, storm, summary_of, units_in_table
 from turnstile import claims, codec, metrics, retry
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -21,9 +21,9 @@ from botocore.awsrequest import AWSResponse
 
 from local.pump import StreamPump
 from service.domain.errors import AlreadyExists, OutOfStock
-from service.domain.inventory import CREATION_FILTER, SUMMARY, Inventory, pool_names, unit_id
+from service.domain.inventory import CREATION_FILTER, Inventory, pool_names, unit_id
 from service.handlers import inventory_creator
-from tests.helpers import Faults, _Raw, storm, units_in_table
+from tests.helpers import Faults, _Raw, check_table, storm, summary_of, units_in_table
 from turnstile import claims, codec, metrics, retry
 
 pytestmark = pytest.mark.integration
@@ -51,23 +51,6 @@ def service(client: Any, tables: Any, **extra: Any) -> Inventory:
 def create_all(inventory: Inventory, sku: str, units: int) -> dict[str, Any]:
     """Create ``sku`` and build every chunk in this thread (no stream worker runs here)."""
     return inventory.create_now(sku, units)
-
-
-def check_table(client: Any, tables: Any, sku: str, quantity: int) -> dict[str, list[str]]:
-    """The table's own word: holder -> units; every holder's lead unit lists exactly its units."""
-    units = units_in_table(client, tables["inventory"], sku)
-    by_id = {unit_id(u["sk"]): u for u in units}
-    holders: dict[str, list[str]] = defaultdict(list)
-    for unit in units:
-        if unit["status"] in ("held", "sold"):
-            holders[unit["holder"]].append(unit_id(unit["sk"]))
-    for holder, held in holders.items():
-        lead = by_id[holder.split("-")[0]]
-        assert lead.get("holder") == holder, f"{held} held by {holder}, whose lead is not its own"
-        members = sorted(unit_id(m["sk"]) for m in lead["members"])
-        assert members == sorted(held), (holder, members, held)
-        assert len(held) == quantity
-    return holders
 
 
 @pytest.mark.parametrize(
@@ -249,15 +232,6 @@ def test_a_transaction_conflict_counts_as_taken_and_is_replaced(dynamodb_local, 
 
 
 # -- creation ----------------------------------------------------------------------------------
-
-
-def summary_of(client: Any, tables: Any, sku: str) -> dict[str, Any]:
-    response = client.get_item(
-        TableName=tables["inventory_summary"],
-        Key=codec.encode_item({"sku": sku, "sk": SUMMARY}),
-        ConsistentRead=True,
-    )
-    return codec.decode_item(response.get("Item")) or {}
 
 
 def header_write(params: dict[str, Any]) -> bool:

@@ -346,7 +346,7 @@ def test_a_ticket_whose_answer_was_lost_is_passed_over_and_the_wait_goes_on(
     dynamodb_local, tables, unique, counted
 ):
     # Given the first ticket call is applied but its answer lost (a read timeout after sending)
-    from tests.integration.conftest import Faults
+    from tests.helpers import Faults
 
     client = dynamodb_local.client(config=retry.client_config())
     faults = Faults(client)
