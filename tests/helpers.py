@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from service.domain.events import REGISTRATION_PREFIX
 from service.domain.inventory import SUMMARY, UNIT, Inventory, pool_names, unit_id
 from service.domain.products import Products
 from service.handlers import wallets
-from turnstile import codec, retry
+from turnstile import claims, codec, retry
 
 _PATIENT: dict[str, Any] = {}
 
@@ -410,3 +411,20 @@ def summary_of(client: Any, tables: Any, sku: str) -> dict[str, Any]:
         ConsistentRead=True,
     )
     return codec.decode_item(response.get("Item")) or {}
+
+
+def claim_one(client: Any, inventory: Inventory, sku: str) -> dict[str, Any]:
+    """One unit of ``sku`` held for a minute, claimed by the library without the API's filter
+    (the API offers no unit of a chunk not yet recorded)."""
+    now_ms = int(time.time() * 1000)
+    taken = claims.reserve(
+        client,
+        inventory.units,
+        pools=pool_names(sku, int(inventory.header(sku)["pools"])),
+        quantity=1,
+        holder=lambda lead: f"direct-{unit_id(lead['sk'])}",
+        now_ms=now_ms,
+        until_ms=now_ms + 60_000,
+        backoff=retry.Backoff(),
+    )
+    return {"reservationId": taken.holder}

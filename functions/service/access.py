@@ -40,8 +40,9 @@ ACTIONS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "locks": {
         # acquire, renew, release: conditional updates; waitMs adds the queue
-        # (turnstile.lease_queue): waiter rows put, read, heartbeat-updated, deleted
-        config.LEASES: (GET, PUT, UPDATE, DELETE),
+        # (turnstile.lease_queue): waiter rows put, read, heartbeat-updated, deleted, and a
+        # missing waiter's placeholder put under a check of the queue's head (ConditionCheck)
+        config.LEASES: (GET, PUT, UPDATE, DELETE, CHECK),
     },
     "wallets": {
         config.LEASES: (UPDATE, CHECK),  # the lease, and the guard inside the credit

@@ -102,6 +102,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ClaimRoundsExhausted",
         "ConfirmLost",
         "ReleaseLost",
+        "PoolFailover",  # a pool's key throttled: the claim moved to another pool
         *RETRY_METRICS,
     ),
     "sharded": (

@@ -287,7 +287,7 @@ class PoolHints:
 hints = PoolHints()
 
 
-class _Throttled(Exception):
+class _Throttled(errors.Retryable):
     """A pool's key answered with a throttle: fail over to another pool instead of waiting."""
 
     def __init__(self, cause: BaseException) -> None:

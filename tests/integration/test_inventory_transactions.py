@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from typing import Any
 
@@ -21,10 +20,10 @@ from botocore.awsrequest import AWSResponse
 
 from local.pump import StreamPump
 from service.domain.errors import AlreadyExists, OutOfStock
-from service.domain.inventory import CREATION_FILTER, Inventory, pool_names, unit_id
+from service.domain.inventory import CREATION_FILTER, Inventory, unit_id
 from service.handlers import inventory_creator
-from tests.helpers import Faults, _Raw, check_table, storm, summary_of, units_in_table
-from turnstile import claims, codec, metrics, retry
+from tests.helpers import Faults, _Raw, check_table, claim_one, storm, summary_of, units_in_table
+from turnstile import codec, metrics, retry
 
 pytestmark = pytest.mark.integration
 
@@ -276,23 +275,6 @@ def test_a_creation_crashed_after_any_chunk_resumes_to_exactly_its_units(
     assert builder.summary(unique)["status"] == "READY"
 
 
-def claim_one(client: Any, tables: Any, sku: str) -> dict[str, Any]:
-    """One unit of ``sku`` held for a minute, claimed by the library without the API's filter."""
-    inventory = service(client, tables)
-    now_ms = int(time.time() * 1000)
-    taken = claims.reserve(
-        client,
-        inventory.units,
-        pools=pool_names(sku, int(inventory.header(sku)["pools"])),
-        quantity=1,
-        holder=lambda lead: f"direct-{unit_id(lead['sk'])}",
-        now_ms=now_ms,
-        until_ms=now_ms + 60_000,
-        backoff=retry.Backoff(),
-    )
-    return {"reservationId": taken.holder}
-
-
 def test_a_crash_inside_a_chunk_resumes_without_overwriting_a_unit(dynamodb_local, tables, unique):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     builder = service(client, tables, chunk_units=250, inline_units=0, writers=1, parallel_chunks=1)
@@ -314,7 +296,7 @@ def test_a_crash_inside_a_chunk_resumes_without_overwriting_a_unit(dynamodb_loca
         service(client, tables).reserve(unique, 1)
     # and one of them is claimed all the same (the library, asked without that filter): the
     # resumed chunk must not free it
-    reservation = claim_one(client, tables, unique)
+    reservation = claim_one(client, service(client, tables), unique)
     metrics.tally.reset()
     while builder.advance(unique):
         pass

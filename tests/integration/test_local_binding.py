@@ -67,7 +67,7 @@ def test_dynamodb_local_listens_on_loopback_only(dynamodb_local):
     assert loopback_only(addresses), addresses
 
 
-def test_make_local_listens_on_loopback_only(template, tmp_path, monkeypatch):
+def test_make_local_listens_on_loopback_only(assembly, template, tmp_path, monkeypatch):
     from local import run
     from service import runtime
 
@@ -76,7 +76,9 @@ def test_make_local_listens_on_loopback_only(template, tmp_path, monkeypatch):
     template_path = tmp_path / "Turnstile.template.json"
     template_path.write_text(json.dumps(template))
     try:
-        with run.running(port=0, template_path=template_path) as stack:
+        with run.running(
+            port=0, template_path=template_path, assembly_dir=Path(assembly.directory)
+        ) as stack:
             ports = {
                 "dynamodb": stack.dynamodb.port,
                 "identity": stack.identity.port,
