@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -554,6 +554,16 @@ def _hold_start(reservation: Op) -> int:
     return int(reservation.value["expiresAt"]) - int(reservation.args["hold"] * 1000)
 
 
+def _follows(first: Op, then: Op, cancels: Mapping[str, list[Op]]) -> bool:
+    """``then`` may have taken a unit after ``first``'s hold on it ended: ``first`` was cancelled
+    before ``then`` answered, or ``then`` was decided after ``first`` lapsed."""
+    released = any(
+        c.type != FAIL and c.invoked < then.completed
+        for c in cancels.get(first.value["reservationId"], [])
+    )
+    return released or _hold_start(then) >= int(first.value["expiresAt"])
+
+
 def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
     """Per sku: no unit held by two reservations at once (a later reservation of a unit needs the
     earlier one cancelled or lapsed first, and never once it was confirmed); no unit in two
@@ -588,15 +598,15 @@ def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
                 holders[unit].append(op)
         for unit, held_by in holders.items():
             # A hold starts when the server decided it: expiresAt - holdSeconds (server clock).
+            # The write lands later, anywhere before the reply: a slow request decided first may
+            # write after a faster one was cancelled, so either order may explain a pair.
             held_by.sort(key=_hold_start)
             for a, b in itertools.pairwise(held_by):
+                if not _follows(a, b, cancels) and _follows(b, a, cancels):
+                    a, b = b, a
                 rid = a.value["reservationId"]
-                released = any(
-                    c.type != FAIL and c.invoked < b.completed for c in cancels.get(rid, [])
-                )
-                lapsed = _hold_start(b) >= int(a.value["expiresAt"])
                 report.expect(
-                    released or lapsed,
+                    _follows(a, b, cancels),
                     "inventory",
                     "no unit held twice",
                     f"{sku}: unit {unit} reserved by {b.value['reservationId']} while "
