@@ -14,26 +14,15 @@ that is the emulator's latency, not the contract under test.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from local.dynamodb_local import DynamoDBLocal
-from service import runtime
 from service.api import routes
 from tests.e2e import conformance
-from turnstile import retry
 
 SEED = 22  # derandomized: the same cases every run
-
-
-@pytest.fixture
-def patient_database(dynamodb_local: DynamoDBLocal, api_url: str) -> Iterator[None]:
-    runtime.dynamodb.set(dynamodb_local.client(config=retry.client_config(read_timeout=120)))
-    yield
-    runtime.Lazy.reset_all()
 
 
 @pytest.mark.parametrize(
@@ -43,7 +32,6 @@ def patient_database(dynamodb_local: DynamoDBLocal, api_url: str) -> Iterator[No
 def test_the_api_conforms_to_its_openapi_document(
     request: pytest.FixtureRequest,
     api_url: str,
-    patient_database: None,
     tmp_path: Path,
     who: str,
     phases: str,
