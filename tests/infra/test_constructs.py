@@ -3,6 +3,7 @@ consumer's wiring, cdk-nag, and the refusal of replications under which a primit
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -17,6 +18,11 @@ from turnstile import cdk as tcdk
 GRANTS = {
     "Versioned": (tcdk.VersionedTable, "grant_versioned", {"GetItem", "UpdateItem"}),
     "Leases": (tcdk.LeaseTable, "grant_lease", {"UpdateItem", "ConditionCheckItem"}),
+    "Queue": (
+        tcdk.LeaseTable,
+        "grant_lease_queue",
+        {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"},
+    ),
     "Idempotency": (
         tcdk.IdempotencyTable,
         "grant_idempotency",
@@ -63,6 +69,12 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tcdk.OrderedStreamConsumer(
         stack, "Consumer", table=stream.table, function=_function(stack, "ConsumerFn")
     )
+    # and the grants beyond a primitive's: an app table's actions, an index's Query, own records
+    app_table = tcdk.AppTable(stack, "Own", removal_policy=cdk.RemovalPolicy.DESTROY)
+    extra = _function(stack, "OwnFn")
+    app_table.grant_actions(extra, "dynamodb:GetItem", "dynamodb:PutItem")
+    app_table.grant_actions(extra, "dynamodb:Query", index="byOwner")
+    stream.grant_idempotency(_function(stack, "KeyedFn"), leading_keys=["orders#*"])
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     # When it synthesizes (an unacknowledged cdk-nag finding would raise ValidationFailed here)
     return dict(app.synth().get_stack_by_name("Constructs").template)
@@ -115,13 +127,13 @@ def test_tables_are_on_demand_with_recovery_and_the_primitives_keys(synthesized)
     keys = {k[:5]: [e["AttributeName"] for e in p["KeySchema"]] for k, p in tables.items()}
     assert keys["Lease"] == ["resource"] and keys["Units"] == ["sku", "sk"]
     assert keys["Capac"] == ["id", "sk"] and keys["Shard"] == ["id"]
-    # Idempotency records expire by TTL; lease items never do (their fences must keep counting)
+    # Idempotency records expire by TTL; lease items never do: the lease table's TTL attribute is
+    # purgeAt, which every acquisition removes (tests/integration/test_lease_table_ttl.py), so
+    # only abandoned queue waiter rows can carry it (their fences must keep counting)
     idem = tables[_logical(synthesized, "Idempotency", "AWS::DynamoDB::Table")]
     assert idem["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
-    assert (
-        "TimeToLiveSpecification"
-        not in tables[_logical(synthesized, "Leases", "AWS::DynamoDB::Table")]
-    )
+    leases = tables[_logical(synthesized, "Leases", "AWS::DynamoDB::Table")]
+    assert leases["TimeToLiveSpecification"] == {"AttributeName": "purgeAt", "Enabled": True}
     units = tables[_logical(synthesized, "Units", "AWS::DynamoDB::Table")]
     (index,) = units["GlobalSecondaryIndexes"]
     assert index["IndexName"] == "claimable" and index["Projection"] == {
@@ -140,6 +152,71 @@ def test_the_claims_grant_queries_its_own_index_only(synthesized):
     )
     # Then Query is allowed on the claimable index only, never on index/*
     assert "/index/claimable" in text and "/index/*" not in text
+
+
+def _statements_of(template: dict[str, Any], function_prefix: str) -> list[dict[str, Any]]:
+    role = _logical(template, f"{function_prefix}ServiceRole", "AWS::IAM::Role")
+    return [
+        statement
+        for p in cfn.resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for statement in p["Properties"]["PolicyDocument"]["Statement"]
+        if "dynamodb:" in str(statement["Action"])
+    ]
+
+
+def test_extra_actions_are_scoped_to_the_table_or_one_named_index(synthesized):
+    own = _logical(synthesized, "Own", "AWS::DynamoDB::Table")
+    statements = _statements_of(synthesized, "OwnFn")
+    assert {
+        (json.dumps(s["Resource"], sort_keys=True), json.dumps(s["Action"])) for s in statements
+    } == {
+        (
+            json.dumps({"Fn::GetAtt": [own, "Arn"]}),
+            json.dumps(["dynamodb:GetItem", "dynamodb:PutItem"]),
+        ),
+        (
+            json.dumps(
+                {"Fn::Join": ["", [{"Fn::GetAtt": [own, "Arn"]}, "/index/byOwner"]]},
+                sort_keys=True,
+            ),
+            json.dumps("dynamodb:Query"),
+        ),
+    }
+    with pytest.raises(ValueError, match="DynamoDB actions"):
+        stack = _stack()
+        tcdk.AppTable(stack, "T").grant_actions(_function(stack, "F"), "s3:GetObject")
+
+
+def test_idempotency_records_can_be_confined_to_leading_keys(synthesized):
+    (statement,) = _statements_of(synthesized, "KeyedFn")
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["orders#*"]}
+    }
+    assert set(statement["Action"]) == {
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    }
+
+
+def test_a_constructs_table_keeps_the_logical_id_of_a_plain_table_in_its_place():
+    # Given a plain table, and the construct that replaces it under the same id
+    def logical_ids(build: Any) -> set[str]:
+        stack = cdk.Stack(cdk.App(), "S")
+        build(cdk.aws_dynamodb, stack)
+        return set(cfn.resources(Template.from_stack(stack).to_json(), "AWS::DynamoDB::Table"))
+
+    plain = logical_ids(
+        lambda ddb, stack: ddb.Table(
+            stack,
+            "Orders",
+            partition_key=ddb.Attribute(name="id", type=ddb.AttributeType.STRING),
+        )
+    )
+    construct = logical_ids(lambda ddb, stack: tcdk.VersionedTable(stack, "Orders"))
+    # Then the logical id is the same: a deployed table is updated in place, not replaced
+    assert plain == construct and len(plain) == 1
 
 
 def test_the_consumer_is_ordered_stops_at_the_first_failure_and_has_a_dlq_and_alarms(synthesized):
@@ -174,6 +251,8 @@ def test_the_consumer_is_ordered_stops_at_the_first_failure_and_has_a_dlq_and_al
     }
     (age,) = [a for a in alarms if a.get("MetricName") == "IteratorAge"]
     assert age["Statistic"] == "Maximum" and age["Threshold"] == 300_000
+    # behind in 3 of the last 5 minutes: a short burst does not page
+    assert (age["EvaluationPeriods"], age["DatapointsToAlarm"]) == (5, 3)
 
 
 # -- replication -----------------------------------------------------------------------------
@@ -193,6 +272,11 @@ def test_every_primitive_refuses_an_eventually_consistent_global_table(name):
         construct(_stack(), name, replication=EVENTUAL)
 
 
+def test_the_lease_table_refuses_strong_consistency_while_abandoned_waiters_rely_on_ttl():
+    with pytest.raises(tcdk.UnsafeReplication, match="Time to Live"):
+        tcdk.LeaseTable(_stack(), "Leases", replication=STRONG)
+
+
 @pytest.mark.parametrize("name", ["Capacity", "Units", "Shards"])
 def test_primitives_that_need_transactions_refuse_strong_consistency(name):
     with pytest.raises(tcdk.UnsafeReplication, match="does not support transactions"):
@@ -209,7 +293,14 @@ def test_idempotency_refuses_strong_consistency_while_it_relies_on_ttl_cleanup()
 @pytest.mark.parametrize("construct", [tcdk.VersionedTable, tcdk.LeaseTable])
 def test_strongly_consistent_global_tables_are_accepted_where_the_primitive_holds(construct):
     stack = _stack()
-    construct(stack, "T", replication=STRONG, removal_policy=cdk.RemovalPolicy.DESTROY)
+    # (a lease table without TTL: MRSC has none; abandoned waiter rows need a cleanup of one's own)
+    construct(
+        stack,
+        "T",
+        replication=STRONG,
+        removal_policy=cdk.RemovalPolicy.DESTROY,
+        time_to_live_attribute=None,
+    )
     (table,) = cfn.resources(
         Template.from_stack(stack).to_json(), "AWS::DynamoDB::GlobalTable"
     ).values()

@@ -2,7 +2,7 @@
 
 One construct per primitive that needs infrastructure. Each creates its table the way the
 primitive expects it (key names as the library's defaults, on-demand, point-in-time recovery,
-retained on stack deletion) and offers one grant method that gives a function exactly the
+retained on stack deletion) and offers a grant method that gives a function exactly the
 DynamoDB actions that primitive issues, so the least-privilege policy lives beside the code that
 needs it:
 
@@ -11,11 +11,21 @@ construct                  grant                       actions
 =========================  ==========================  =============================================
 :class:`VersionedTable`    ``grant_versioned(fn)``     GetItem, UpdateItem
 :class:`LeaseTable`        ``grant_lease(fn)``         UpdateItem, ConditionCheckItem
+:class:`LeaseTable`        ``grant_lease_queue(fn)``   the above, GetItem, PutItem, DeleteItem
 :class:`IdempotencyTable`  ``grant_idempotency(fn)``   PutItem, UpdateItem, DeleteItem
 :class:`CapacityTable`     ``grant_capacity(fn)``      UpdateItem, PutItem, DeleteItem
 :class:`ClaimPoolTable`    ``grant_claims(fn)``        GetItem, Query (its index), UpdateItem
 :class:`ShardedCounterTable` ``grant_sharded(fn)``     BatchGetItem, UpdateItem
 =========================  ==========================  =============================================
+
+A function that also makes calls of its own on a primitive's table (or a table of its own layout,
+:class:`AppTable`) gets them from :meth:`PrimitiveTable.grant_actions`, written out action by
+action, so they stand out beside the primitive's grant.
+
+**Logical ids.** Each construct's table is its default child (construct id ``Default``), so its
+CloudFormation logical id is the one a plain ``dynamodb.Table`` with the construct's id in the same
+place would have: replacing ``dynamodb.Table(self, "Orders", ...)`` by
+``VersionedTable(self, "Orders", ...)`` keeps the deployed table (same keys assumed).
 
 :class:`OrderedStreamConsumer` wires a function to a table's stream so that records are handled in
 order and a failure stops the batch at the first failed record (partial batch failures), with
@@ -48,6 +58,7 @@ from constructs import Construct
 from turnstile import errors
 
 __all__ = [
+    "AppTable",
     "CapacityTable",
     "ClaimPoolTable",
     "IdempotencyTable",
@@ -132,10 +143,12 @@ class PrimitiveTable(Construct):
         )
         pitr = dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True)
         self.table: dynamodb.Table | dynamodb.TableV2
+        # "Default": the table is this construct's default child and keeps the logical id a
+        # plain table with this construct's id would have (see "Logical ids" above).
         if replication is None:
             self.table = dynamodb.Table(
                 self,
-                "Table",
+                "Default",
                 partition_key=pk,
                 sort_key=sk,
                 billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -149,7 +162,7 @@ class PrimitiveTable(Construct):
             strong = replication.consistency == "strong"
             self.table = dynamodb.TableV2(
                 self,
-                "Table",
+                "Default",
                 partition_key=pk,
                 sort_key=sk,
                 billing=dynamodb.Billing.on_demand(),
@@ -192,11 +205,21 @@ class PrimitiveTable(Construct):
     def table_name(self) -> str:
         return self.table.table_name
 
+    def grant_actions(
+        self, grantee: iam.IGrantable, *actions: str, index: str | None = None
+    ) -> iam.Grant:
+        """``actions`` (``"dynamodb:PutItem"``...) on this table, or on its index ``index`` only:
+        for calls a function makes beyond the primitive's own (never ``index/*``)."""
+        if not actions or not all(a.startswith("dynamodb:") for a in actions):
+            raise ValueError(f"grant_actions takes DynamoDB actions, got {actions!r}")
+        arn = self.table.table_arn if index is None else f"{self.table.table_arn}/index/{index}"
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(actions), resource_arns=[arn]
+        )
+
     def _grant(self, grantee: iam.IGrantable) -> iam.Grant:
         # Scoped to the table itself (Table.grant would add index/* once the table has indexes).
-        return iam.Grant.add_to_principal(
-            grantee=grantee, actions=list(self.ACTIONS), resource_arns=[self.table.table_arn]
-        )
+        return self.grant_actions(grantee, *self.ACTIONS)
 
 
 class VersionedTable(PrimitiveTable):
@@ -210,17 +233,29 @@ class VersionedTable(PrimitiveTable):
 
 
 class LeaseTable(PrimitiveTable):
-    """Lease items of ``turnstile.lease`` (key ``resource``).
+    """Lease items of ``turnstile.lease`` (key ``resource``), and the waiter rows of
+    ``turnstile.lease_queue`` in the same table.
 
-    No TTL by default: a lease item carries its fence, which must increase forever; a purge would
-    restart it at 1 (see ``turnstile.lease``)."""
+    TTL on ``purgeAt`` (``TTL_ATTRIBUTE``), an attribute no lease item carries: every
+    acquisition removes it (``REMOVE #purgeAt``, ``turnstile.lease``), because a lease item carries
+    its fence, which must increase forever, and a purge would restart it at 1. Waiter rows a
+    crashed waiter left behind may carry it (epoch seconds) and are then cleaned up; correctness
+    never depends on it (the queue passes a dead waiter over by its ``expiresAt``, a condition)."""
 
     PRIMITIVE = "lease with fencing"
     PARTITION_KEY = "resource"
+    TTL_ATTRIBUTE = "purgeAt"
     ACTIONS = (UPDATE, CHECK)
+    QUEUE_ACTIONS = (GET, PUT, UPDATE, DELETE, CHECK)
 
     def grant_lease(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Acquire, renew, release, and the fence check inside a guarded transaction."""
         return self._grant(grantee)
+
+    def grant_lease_queue(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Everything ``grant_lease`` gives, plus the queue's waiter rows: put, read (GetItem),
+        heartbeat (UpdateItem), delete, and the placeholder put under a check of the head."""
+        return self.grant_actions(grantee, *self.QUEUE_ACTIONS)
 
 
 class IdempotencyTable(PrimitiveTable):
@@ -230,8 +265,20 @@ class IdempotencyTable(PrimitiveTable):
     TTL_ATTRIBUTE = "expiresAt"
     ACTIONS = (PUT, UPDATE, DELETE)
 
-    def grant_idempotency(self, grantee: iam.IGrantable) -> iam.Grant:
-        return self._grant(grantee)
+    def grant_idempotency(
+        self, grantee: iam.IGrantable, *, leading_keys: Sequence[str] = ()
+    ) -> iam.Grant:
+        """Claim, complete, release. With ``leading_keys`` (patterns such as ``"orders#*"``),
+        only on records whose key matches one of them (``dynamodb:LeadingKeys``), so functions
+        sharing the table cannot read or overwrite each other's answers."""
+        if not leading_keys:
+            return self._grant(grantee)
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(self.ACTIONS),
+            resource_arns=[self.table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(leading_keys)}},
+        )
 
 
 class CapacityTable(PrimitiveTable):
@@ -268,11 +315,7 @@ class ClaimPoolTable(PrimitiveTable):
         )
 
     def grant_claims(self, grantee: iam.IGrantable) -> iam.Grant:
-        iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=[QUERY],
-            resource_arns=[f"{self.table.table_arn}/index/{self.INDEX}"],
-        )
+        self.grant_actions(grantee, QUERY, index=self.INDEX)
         return self._grant(grantee)
 
 
@@ -287,13 +330,24 @@ class ShardedCounterTable(PrimitiveTable):
         return self._grant(grantee)
 
 
+class AppTable(PrimitiveTable):
+    """A table of the application's own layout, with the same defaults (on-demand, recovery,
+    retained) and no primitive's grant: give functions :meth:`PrimitiveTable.grant_actions`."""
+
+    PRIMITIVE = "application table"
+
+
 class OrderedStreamConsumer(Construct):
     """``function`` consumes ``table``'s stream in order, one batch per shard at a time.
 
     The function reports partial batch failures and must stop at its first failed record (later
     records of the batch are reported failed too, so order holds); a failing batch is bisected,
     retried ``retry_attempts`` times and dropped after ``max_record_age``, into ``dead_letters``.
-    Alarms: the queue is not empty, and the iterator age exceeds ``iterator_age_alarm``.
+    Alarms: the queue is not empty, and the iterator age exceeds ``iterator_age_alarm`` in 3 of
+    the last 5 minutes (a short burst is not an incident).
+
+    ``function`` may be an alias (what a SnapStart function's mapping must invoke); the iterator
+    age is then the alias's.
     """
 
     def __init__(
@@ -302,7 +356,7 @@ class OrderedStreamConsumer(Construct):
         construct_id: str,
         *,
         table: dynamodb.ITable,
-        function: lambda_.Function,
+        function: lambda_.IFunction,
         batch_size: int = 100,
         retry_attempts: int = 5,
         max_record_age: Duration | None = None,
@@ -364,7 +418,8 @@ class OrderedStreamConsumer(Construct):
             metric=function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1)),
             threshold=age.to_milliseconds(),
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=3,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
