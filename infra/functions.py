@@ -20,12 +20,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import bytecode
+from infra import access, bytecode
 from infra.layer import layer_dir
 from infra.nag import acknowledge
 from infra.tables import Tables
-from service import access, config, observability
+from service import config, observability
 from service.catalog import FunctionSpec
+from turnstile import cdk as tcdk
 from turnstile import record_keys as idempotency
 
 # arm64 (Graviton): about 20% cheaper per GB-second than x86_64 at equal or better speed, and
@@ -50,7 +51,7 @@ def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
 
 class Functions(Construct):
     """One function per catalog entry, granted exactly the actions it uses on the tables it names
-    (``service.access``); on the idempotency table, only its own records (``LeadingKeys``)."""
+    (``infra.access``); on the idempotency table, only its own records (``LeadingKeys``)."""
 
     def __init__(
         self,
@@ -105,26 +106,7 @@ class Functions(Construct):
                     **{config.table_env(name): tables[name].table_name for name in spec.tables},
                 },
             )
-            granted = access.ACTIONS.get(spec.name, {})
-            if set(granted) != set(spec.tables):
-                raise ValueError(
-                    f"{spec.name}: service.access grants {sorted(granted)}, "
-                    f"the catalog names {sorted(spec.tables)}"
-                )
-            for name in spec.tables:
-                if name == config.IDEMPOTENCY:
-                    role.add_to_principal_policy(
-                        idempotency_statement(spec, tables[name].table_arn, granted[name])
-                    )
-                    continue
-                tables[name].grant(role, *granted[name])
-                if tables.has_indexes(name):
-                    acknowledge(
-                        role,
-                        f"IAM5[Resource::<{tables.logical_id(name)}.Arn>/index/*]",
-                        f"Queries on the {name} table's own secondary indexes; the grant is "
-                        "scoped to that one table's indexes.",
-                    )
+            grant(spec, role, tables)
             acknowledge(
                 role,
                 "IAM5[Resource::*]",
@@ -153,29 +135,35 @@ class Functions(Construct):
         return self.aliases[name]
 
 
-def idempotency_partitions(spec: FunctionSpec) -> list[str]:
-    """The partitions of the idempotency table that ``spec``'s keyed routes write."""
-    return sorted(
+def grant(spec: FunctionSpec, role: iam.IGrantable, tables: Tables) -> None:
+    """Give ``spec``'s function what ``infra.access`` lists on each of the tables it names."""
+    granted = access.ACCESS.get(spec.name, {})
+    if set(granted) != set(spec.tables):
+        raise ValueError(
+            f"{spec.name}: infra.access grants {sorted(granted)}, "
+            f"the catalog names {sorted(spec.tables)}"
+        )
+    for name, allowed in granted.items():
+        table = tables[name]
+        for method in allowed.grants:
+            if isinstance(table, tcdk.IdempotencyTable) and method == "grant_idempotency":
+                table.grant_idempotency(role, leading_keys=own_records(spec))
+            else:
+                getattr(table, method)(role)  # AttributeError: not this construct's grant
+        if allowed.actions:
+            table.grant_actions(role, *allowed.actions)
+        for index in allowed.index_queries:
+            table.grant_actions(role, access.QUERY, index=index)
+
+
+def own_records(spec: FunctionSpec) -> list[str]:
+    """Key patterns of the idempotency records ``spec``'s keyed routes write (``products#*``)."""
+    partitions = sorted(
         {idempotency.partition_of(route.path) for route in spec.routes() if route.idempotent}
     )
-
-
-def idempotency_statement(
-    spec: FunctionSpec, table_arn: str, actions: tuple[str, ...]
-) -> iam.PolicyStatement:
-    """``actions`` on the idempotency table, only on records of ``spec``'s own partitions."""
-    partitions = idempotency_partitions(spec)
     if not partitions:
         raise ValueError(f"{spec.name} names the idempotency table but has no keyed route")
-    return iam.PolicyStatement(
-        actions=list(actions),
-        resources=[table_arn],
-        conditions={
-            "ForAllValues:StringLike": {
-                "dynamodb:LeadingKeys": [idempotency.record_id(p, "*") for p in partitions]
-            }
-        },
-    )
+    return [idempotency.record_id(p, "*") for p in partitions]
 
 
 _RETENTION = {

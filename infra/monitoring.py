@@ -2,8 +2,9 @@
 
 The figures come from three sources: turnstile's own EMF metrics (namespace ``turnstile``, one
 dimension ``pattern``, see ``service.observability``), API Gateway's stage metrics, and Lambda's
-``IteratorAge`` for the stream consumers. The dead-letter queue's depth alarm lives with the queue
-(``infra.consumers``) and is shown here.
+``IteratorAge`` for the stream consumers. Each consumer's alarms (its dead-letter queue's depth, its
+iterator age) live with it (``turnstile.cdk.OrderedStreamConsumer``, threshold
+:data:`ITERATOR_AGE_MS` from here) and are shown here.
 
 Alarms (thresholds below, all "3 of the last 5 minutes" unless said otherwise, missing data is
 not breaching: no traffic is not an incident):
@@ -14,7 +15,8 @@ not breaching: no traffic is not an incident):
   :data:`THROTTLES_PER_MINUTE`.
 * ``ConflictRate``: share of API requests answered ``409 CONFLICT`` above
   :data:`CONFLICT_RATE_PERCENT`: contention the retries could not absorb.
-* ``<Consumer>IteratorAge``: a stream consumer more than :data:`ITERATOR_AGE_MS` behind.
+* ``Consumers<Consumer>IteratorAgeAlarm``: a stream consumer more than :data:`ITERATOR_AGE_MS`
+  behind (the consumer's own alarm); ``Consumers<Consumer>DeadLettersAlarm``: it gave records up.
 * ``PendingRequestAge``: a registration request still PENDING after :data:`PENDING_AGE_MS`,
   measured by the decider each time it tries to decide one (retries included). A request stays
   PENDING only while its record waits in the stream (this alarm and the iterator age) or once the
@@ -31,11 +33,10 @@ from collections.abc import Sequence
 from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from service import observability
+from turnstile.cdk import OrderedStreamConsumer
 
 PERIOD = Duration.minutes(1)
 EVALUATION_PERIODS = 5
@@ -68,9 +69,7 @@ class Monitoring(Construct):
         construct_id: str,
         *,
         api: apigw.RestApi,
-        consumers: Sequence[tuple[str, lambda_.IFunction]],
-        dead_letters: sqs.IQueue | None,
-        dead_letters_alarm: cloudwatch.IAlarm | None = None,
+        consumers: Sequence[OrderedStreamConsumer],
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
@@ -99,16 +98,6 @@ class Monitoring(Construct):
             ),
             CONFLICT_RATE_PERCENT,
         )
-        iterator_ages = []
-        for name, function in consumers:
-            age = function.metric("IteratorAge", period=PERIOD, statistic="Maximum")
-            iterator_ages.append(age)
-            self._alarm(
-                f"{name.capitalize()}IteratorAge",
-                f"The {name} stream consumer is more than a minute behind its stream",
-                age,
-                ITERATOR_AGE_MS,
-            )
         pending_age = turnstile_metric("decider", "PendingAge", "Maximum")
         self._alarm(
             "PendingRequestAge",
@@ -119,8 +108,8 @@ class Monitoring(Construct):
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
         alarms: list[cloudwatch.IAlarm] = list(self.alarms.values())
-        if dead_letters_alarm is not None:
-            alarms.append(dead_letters_alarm)
+        for consumer in consumers:
+            alarms += [consumer.iterator_age_alarm, consumer.dead_letters_alarm]
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms, width=24)
         )
@@ -157,11 +146,11 @@ class Monitoring(Construct):
             if pattern != observability.API_PATTERN
         ]
         self.dashboard.add_widgets(*contention)
-        streams: list[cloudwatch.IMetric] = [*iterator_ages]
-        if dead_letters is not None:
-            streams.append(
-                dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD)
-            )
+        streams: list[cloudwatch.IMetric] = [c.iterator_age_alarm.metric for c in consumers]
+        streams += [
+            c.dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD)
+            for c in consumers
+        ]
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Waits (ms): lease wait p99, pending age and stream lag max",

@@ -2,7 +2,8 @@
 
 The sharded paths read their shards with ``BatchGetItem`` (``turnstile.sharded``). DynamoDB Local
 enforces no IAM, so only the workers' policy check can tell whether the functions' roles allow
-that read: before ``service.access`` granted ``dynamodb:BatchGetItem`` these answered 500.
+that read: before ``infra.access`` (then ``service.access``) granted ``dynamodb:BatchGetItem``
+these answered 500.
 """
 
 from __future__ import annotations

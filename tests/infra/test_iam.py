@@ -3,7 +3,7 @@ makes and nothing around them; the shared idempotency table only within the func
 partitions (``dynamodb:LeadingKeys``).
 
 The policies are read from the template and evaluated as the local runtime enforces them
-(``local.iam``), request by request, never compared with ``service.access`` (the module that wrote
+(``local.iam``), request by request, never compared with ``infra.access`` (the module that wrote
 them): what the e2e tier runs is what is checked here. That the code's calls fit these roles is
 proven by the e2e tier, whose workers enforce the same policies on every call.
 """

@@ -25,12 +25,14 @@ def function_env(template: dict[str, Any], handler: str) -> dict[str, Any]:
     return found
 
 
-def test_lease_table_is_never_purged_by_ttl(template):
+def test_lease_table_ttl_never_purges_a_lease_item(template):
     """Lease items carry the fences, which strictly increase forever (API.md): no TTL may delete
-    one and restart its fence at 1 (issue 13.7)."""
+    one and restart its fence at 1 (issue 13.7). The TTL (turnstile.cdk.LeaseTable) is on
+    ``purgeAt``, which every acquisition removes (tests/integration/test_lease_table_ttl.py), so it
+    only ever purges abandoned queue waiter rows; never ``expiresAt``, which every item has."""
     leases = table(template, "resource")
     assert leases["KeySchema"] == [{"AttributeName": "resource", "KeyType": "HASH"}]
-    assert "TimeToLiveSpecification" not in leases
+    assert leases["TimeToLiveSpecification"] == {"AttributeName": "purgeAt", "Enabled": True}
     assert leases["BillingMode"] == "PAY_PER_REQUEST"
 
 

@@ -12,13 +12,13 @@ from local import template as cfn
 from service import catalog, observability
 
 
-def alarm(template: dict[str, Any], name: str) -> dict[str, Any]:
+def alarm(template: dict[str, Any], name: str, scope: str = "Monitoring") -> dict[str, Any]:
     found = [
         resource["Properties"]
         for logical, resource in cfn.resources(template, "AWS::CloudWatch::Alarm").items()
-        if logical.startswith(f"Monitoring{name}")
+        if logical.startswith(f"{scope}{name}")
     ]
-    assert len(found) == 1, f"expected one alarm Monitoring{name}*, found {len(found)}"
+    assert len(found) == 1, f"expected one alarm {scope}{name}*, found {len(found)}"
     return found[0]
 
 
@@ -100,12 +100,16 @@ def test_conflict_rate_alarm_is_conflict_answers_over_requests(template):
 
 @pytest.mark.parametrize("consumer", [spec.name for spec in catalog.STREAM_CONSUMERS])
 def test_iterator_age_alarm_per_stream_consumer(template, consumer):
-    properties = alarm(template, f"{consumer.capitalize()}IteratorAge")
+    # The consumer's own alarm (turnstile.cdk.OrderedStreamConsumer), with this stack's threshold
+    properties = alarm(template, f"{consumer.capitalize()}IteratorAgeAlarm", scope="Consumers")
     assert_window(properties)
     assert (properties["Namespace"], properties["MetricName"]) == ("AWS/Lambda", "IteratorAge")
     assert properties["Statistic"] == "Maximum"
     assert properties["Threshold"] == monitoring.ITERATOR_AGE_MS
-    function = properties["Dimensions"][0]["Value"]["Ref"]
+    # measured on the alias the stream's mapping invokes
+    dimensions = {d["Name"]: d["Value"] for d in properties["Dimensions"]}
+    assert set(dimensions) == {"FunctionName", "Resource"}
+    function = dimensions["FunctionName"]["Ref"]
     handler = template["Resources"][function]["Properties"]["Handler"]
     spec = next(s for s in catalog.STREAM_CONSUMERS if s.name == consumer)
     assert handler == spec.handler
@@ -122,12 +126,13 @@ def test_pending_request_age_alarm(template):
     assert properties["Threshold"] == 5 * 60_000
 
 
-def test_dead_letter_depth_alarm_stays_and_is_on_the_dashboard(template):
-    dlq_alarm = next(
+@pytest.mark.parametrize("consumer", [spec.name for spec in catalog.STREAM_CONSUMERS])
+def test_dead_letter_depth_alarm_per_consumer_is_on_the_dashboard(template, consumer):
+    (dlq_alarm,) = [
         logical
         for logical in cfn.resources(template, "AWS::CloudWatch::Alarm")
-        if logical.startswith("ConsumersDeadLettersAlarm")
-    )
+        if logical.startswith(f"Consumers{consumer.capitalize()}DeadLettersAlarm")
+    ]
     body = dashboard_body(template)
     assert {"Fn::GetAtt": [dlq_alarm, "Arn"]} in body
 

@@ -1,0 +1,91 @@
+"""The lease table's TTL attribute (``turnstile.cdk.LeaseTable``, as synthesized) is one a lease
+item never carries once acquired, by a plain acquisition or by the queue, so TTL can only ever
+purge abandoned waiter rows, never a lease item and its fence (issue 13.7, issue 19).
+
+Against DynamoDB Local, on the lease table created from the template (TTL enabled as deployed).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from local import template as cfn
+from turnstile import codec, lease, retry
+from turnstile.lease_queue import LeaseQueue, QueueSettings
+
+QUICK = QueueSettings(heartbeat_ms=100, expiry_ms=2_000, poll_ms=20, margin_ms=100)
+
+
+def ttl_attribute(template: dict[str, Any]) -> str:
+    (leases,) = [
+        r["Properties"]
+        for r in cfn.resources(template, "AWS::DynamoDB::Table").values()
+        if r["Properties"]["KeySchema"] == [{"AttributeName": "resource", "KeyType": "HASH"}]
+    ]
+    return str(leases["TimeToLiveSpecification"]["AttributeName"])
+
+
+def item(ddb: Any, table: str, resource: str) -> dict[str, Any]:
+    response = ddb.get_item(
+        TableName=table, Key=codec.encode_item({"resource": resource}), ConsistentRead=True
+    )
+    found = codec.decode_item(response.get("Item"))
+    assert found is not None
+    return found
+
+
+def seed(ddb: Any, table: str, resource: str, ttl: str) -> None:
+    """A released lease item at fence 7 that carries the TTL attribute (as an earlier version
+    wrote it, or any stray write), an hour ahead so DynamoDB Local does not purge it first."""
+    ddb.put_item(
+        TableName=table,
+        Item=codec.encode_item(
+            {
+                "resource": resource,
+                "owner": "old",
+                "fence": 7,
+                "expiresAt": 0,
+                ttl: int(time.time()) + 3600,
+            }
+        ),
+    )
+
+
+def test_the_ttl_is_on_and_is_not_an_attribute_the_lease_items_keep(ddb, tables, template):
+    ttl = ttl_attribute(template)
+    described = ddb.describe_time_to_live(TableName=tables["leases"])["TimeToLiveDescription"]
+    assert described["AttributeName"] == ttl
+    assert described["TimeToLiveStatus"] == "ENABLED"
+    # expiresAt (epoch ms) and fence are what every lease item keeps: never the TTL attribute
+    assert ttl not in {"resource", "owner", "fence", "expiresAt", "acquiredAt", "releasedAt"}
+
+
+def test_a_plain_acquisition_removes_the_ttl_attribute_and_renew_and_release_never_write_it(
+    ddb, tables, template, unique
+):
+    ttl, table = ttl_attribute(template), tables["leases"]
+    seed(ddb, table, f"plain-{unique}", ttl)
+    assert ttl in item(ddb, table, f"plain-{unique}")  # Given: it carries it now
+    leases = lease.Leases(client=ddb, table=table, backoff=retry.Backoff(attempts=4))
+    # When the resource is acquired, renewed and released
+    held = leases.acquire(f"plain-{unique}", "a", 5_000)
+    after_acquire = item(ddb, table, f"plain-{unique}")
+    leases.release(leases.renew(held, 5_000))
+    after_release = item(ddb, table, f"plain-{unique}")
+    # Then the fence went on from the item's (8), and the item never carries the TTL attribute
+    assert held.fence == 8
+    assert ttl not in after_acquire and ttl not in after_release
+    assert after_release["fence"] == 8
+
+
+def test_a_queued_acquisition_removes_the_ttl_attribute_too(ddb, tables, template, unique):
+    ttl, table = ttl_attribute(template), tables["leases"]
+    seed(ddb, table, f"queued-{unique}", ttl)
+    leases = lease.Leases(client=ddb, table=table, backoff=retry.Backoff(attempts=4))
+    queue = LeaseQueue(leases, QUICK)
+    held = queue.acquire(f"queued-{unique}", "q", wait_ms=2_000)
+    assert held.fence == 8
+    assert ttl not in item(ddb, table, f"queued-{unique}")
+    leases.release(held)
+    assert ttl not in item(ddb, table, f"queued-{unique}")
