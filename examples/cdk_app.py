@@ -44,8 +44,14 @@ except turnstile_cdk.UnsafeReplication as refused:
 template = app.synth().get_stack_by_name("TurnstileExample").template
 kinds = sorted({resource["Type"] for resource in template["Resources"].values()})
 policy = next(r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy")
+statements = policy["Properties"]["PolicyDocument"]["Statement"]
+# A statement's Action is one string or a list of them.
 actions = sorted(
-    {a for s in policy["Properties"]["PolicyDocument"]["Statement"] for a in s["Action"]}
+    {
+        a
+        for s in statements
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
 )
 assert "dynamodb:ConditionCheckItem" in actions and "dynamodb:Scan" not in actions
 print(json.dumps(actions))
