@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from tests.helpers import Person, proxy_event
 from turnstile import codec
 
 PRODUCTS = catalog.spec("products").handler
+LOCKS = catalog.spec("locks").handler
+WALLETS = catalog.spec("wallets").handler
 
 
 class FrozenClock:
@@ -115,13 +118,14 @@ class Script:
 
 
 @pytest.fixture(scope="module")
-def faulted(
+def agents(
     dynamodb_local: DynamoDBLocal,
     tables: config.Tables,
     template: dict[str, Any],
     assembly: Any,
-) -> Iterator[tuple[workers.Worker, Script]]:
-    """The products function in its worker with the chaos agent, its endpoint a scripted proxy."""
+) -> Iterator[tuple[workers.Workers, Script]]:
+    """The products, locks and wallets functions in their workers with the chaos agent (the
+    wallet lease shortened as make chaos shortens it), their endpoint a scripted proxy."""
     script = Script()
     with (
         dynamo_proxy.DynamoProxy(dynamodb_local.endpoint, faults=script) as proxy,
@@ -129,11 +133,16 @@ def faulted(
             template,
             Path(assembly.directory),
             proxy.environment(dynamodb_local.environment()),
-            only={PRODUCTS},
-            chaos={},
+            only={PRODUCTS, LOCKS, WALLETS},
+            chaos={"wallet_lease_ms": 1_500},
         ) as functions,
     ):
-        yield functions[PRODUCTS], script
+        yield functions, script
+
+
+@pytest.fixture
+def faulted(agents: tuple[workers.Workers, Script]) -> tuple[workers.Worker, Script]:
+    return agents[0][PRODUCTS], agents[1]
 
 
 def create(product_id: str) -> dict[str, Any]:
@@ -199,3 +208,54 @@ def test_the_nemesis_throttles_a_worker_and_a_crash_reaches_the_client_as_crash(
     crashing = Nemesis(4, quiet)
     with crashing.target("crashy2"), pytest.raises(Crash):
         deployed.Function(worker, crashing)(create(f"{unique}-c"), None)
+
+
+def test_a_skewed_client_clock_reaches_the_leases_the_locks_function_builds(
+    agents: tuple[workers.Workers, Script], unique: str
+) -> None:
+    functions, _ = agents
+    worker = functions[LOCKS]
+
+    def acquire(resource: str, chaos: dict[str, Any] | None) -> dict[str, Any]:
+        body = json.dumps({"owner": "o", "ttlSeconds": 1})
+        event = proxy_event(
+            "POST",
+            "/locks/{resource}",
+            f"/locks/{resource}",
+            body=body,
+            params={"resource": resource},
+        )
+        answer = worker.invoke_answer(event, chaos=chaos)["result"]
+        assert answer["statusCode"] == 201, answer
+        return dict(json.loads(answer["body"]))
+
+    before = time.time() * 1000
+    true = acquire(f"{unique}-a", None)
+    ahead = acquire(f"{unique}-b", {"target": "skewed", "skew": 600.0})
+    after = time.time() * 1000
+    assert before + 1000 <= true["expiresAt"] <= after + 1000
+    # the lease was taken by a clock ten minutes ahead: it expires ten minutes later
+    assert before + 601_000 <= ahead["expiresAt"] <= after + 601_000
+
+
+def test_a_drawn_pause_stops_the_wallet_charge_and_the_provider_log_is_served(
+    agents: tuple[workers.Workers, Script], unique: str
+) -> None:
+    functions, _ = agents
+    worker = functions[WALLETS]
+    wallet = f"{unique}-w"
+    body = json.dumps({"amount": 7})
+    event = proxy_event(
+        "POST",
+        "/wallets/{walletId}/top-ups",
+        f"/wallets/{wallet}/top-ups",
+        body=body,
+        params={"walletId": wallet},
+    )
+    answer = worker.invoke_answer(event, chaos={"target": "payer", "pause": 0.2})
+    assert answer["result"]["statusCode"] == 201, answer
+    assert answer["chaos"]["paused"] == {"wallet": wallet, "seconds": 0.2}
+    charges = deployed.RemoteProvider(worker).calls("charge")
+    assert [(c.wallet_id, c.amount) for c in charges if c.wallet_id == wallet] == [(wallet, 7)]
+    plain = worker.invoke_answer(event, chaos={"target": "payer"})
+    assert "paused" not in plain["chaos"]
