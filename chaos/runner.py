@@ -302,7 +302,8 @@ def _run(
     notes = [f"{w.name} still running at the end" for w in workers if w.is_alive()]
     notes += [f"client {c.name} hit {c.errors} errors of its own" for c in everyone if c.errors]
     notes += [
-        f"{function.worker.function.name} failed with {kind} {count} times (answered 502)"
+        f"{function.worker.function.name}: {count} invocations failed with {kind} (an API "
+        "function's answered 502, a stream consumer's batch was retried)"
         for function in wrapped.values()
         for kind, count in sorted(function.errors.items())
     ]

@@ -12,7 +12,9 @@ Local sees it, in this order:
    answer a :class:`Reply` (a throttle, a ``TransactionConflict`` cancellation, a crash marker)
    without forwarding, or :data:`DROP_BEFORE` / :data:`DROP_AFTER`: the connection is closed with no
    answer, before or after the request reached DynamoDB Local (the client sees
-   ``ConnectionClosedError``, a reply lost in transit: maybe applied);
+   ``ConnectionClosedError``, a reply lost in transit: maybe applied), or :data:`STALL`: held
+   unanswered until the proxy stops, as a hung DynamoDB Local would hold it (only the client's
+   own read timeout ends the wait);
 2. ``capacity`` (:class:`local.capacity_model.CapacityModel`): DynamoDB's per-partition-key limits;
    a request over them is answered as AWS answers it, without reaching DynamoDB Local.
 
@@ -45,6 +47,7 @@ log = logging.getLogger("local.dynamo_proxy")
 
 DROP_BEFORE = "drop_before"  # closed unanswered; DynamoDB Local never saw the request
 DROP_AFTER = "drop_after"  # forwarded and applied, then closed unanswered
+STALL = "stall"  # unanswered while the proxy runs: a hung DynamoDB (the client's timeout ends it)
 UPSTREAM_TIMEOUT = 120.0  # the worker's own read timeout decides; this only bounds a hung JVM
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
@@ -102,6 +105,7 @@ class DynamoProxy:
             timeout=UPSTREAM_TIMEOUT,
         )
         self._server: Server | None = None
+        self._stopping = threading.Event()
 
     @property
     def endpoint(self) -> str:
@@ -158,14 +162,19 @@ class DynamoProxy:
                         {"Content-Type": "application/x-amz-json-1.0", **decision.headers},
                     )
                     return
-                if decision == DROP_AFTER:
-                    proxy.forward(raw, headers)
-                if decision in (DROP_BEFORE, DROP_AFTER):
+                if decision == STALL:
+                    proxy._stopping.wait()
+                response = None
+                if decision in (None, DROP_AFTER):
+                    try:
+                        response = proxy.forward(raw, headers)
+                    except urllib3.exceptions.HTTPError as failed:  # DynamoDB Local went away
+                        log.warning("DynamoDB Local did not answer: %s", failed)
+                if response is None or decision is not None:
                     with proxy._lock:
                         proxy.counts.dropped += 1
                     self.close_connection = True  # no answer: the client sees the socket close
                     return
-                response = proxy.forward(raw, headers)
                 with proxy._lock:
                     proxy.counts.forwarded += 1
                 passed = {
@@ -181,6 +190,7 @@ class DynamoProxy:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -259,3 +259,18 @@ def test_a_drawn_pause_stops_the_wallet_charge_and_the_provider_log_is_served(
     assert [(c.wallet_id, c.amount) for c in charges if c.wallet_id == wallet] == [(wallet, 7)]
     plain = worker.invoke_answer(event, chaos={"target": "payer"})
     assert "paused" not in plain["chaos"]
+
+
+def test_a_hung_dynamodb_cannot_hang_the_function(
+    faulted: tuple[workers.Worker, Script], ddb: Any, tables: config.Tables, unique: str
+) -> None:
+    """The worker's client has the deployed timeouts (``turnstile.retry.client_config``: 2 s to
+    connect, 5 s to read, built by ``service.runtime``): a request DynamoDB never answers ends in
+    the function's own 503, well inside the worker harness's bound (the function's timeout +
+    30 s; botocore's default 60 s read timeout would exceed it and fail this test)."""
+    worker, script = faulted
+    script.plan["hung"] = [dynamo_proxy.STALL] * 5
+    answer = worker.invoke_answer(create(unique), chaos={"target": "hung"})
+    assert answer["result"]["statusCode"] == 503, answer
+    assert json.loads(answer["result"]["body"])["error"] == "OUTCOME_UNKNOWN"
+    assert stock_of(ddb, tables, unique) is None  # the stalled write never reached DynamoDB Local
