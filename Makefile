@@ -44,6 +44,7 @@ help:
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
 # venv is recreated when the lock changes, so it holds exactly the lock.
 LOCK := requirements.lock
+CHECKOV_LOCK := requirements-checkov.txt
 
 $(VENV)/.installed: $(LOCK)
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
@@ -60,15 +61,23 @@ lock: $(VENV)/.installed
 	@# Replaced only when it changed: an unchanged lock must not recreate the venv.
 	@if cmp -s $(LOCK).new $(LOCK); then rm $(LOCK).new; echo "$(LOCK): unchanged"; \
 	else mv $(LOCK).new $(LOCK); echo "$(LOCK): updated (make install layers to use it)"; fi
+	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
+		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
+		--custom-compile-command "make lock" requirements-checkov.in -o $(CHECKOV_LOCK).new
+	@if cmp -s $(CHECKOV_LOCK).new $(CHECKOV_LOCK); then rm $(CHECKOV_LOCK).new; \
+	echo "$(CHECKOV_LOCK): unchanged"; else mv $(CHECKOV_LOCK).new $(CHECKOV_LOCK); \
+	echo "$(CHECKOV_LOCK): updated"; fi
 
 # The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
 layers: $(VENV)/.installed
 	$(BIN)/python -m infra.layer --arch all
-# checkov pins boto3, packaging and networkx below ours: it gets a venv of its own.
-$(VENV)/checkov/.installed: requirements-checkov.txt $(VENV)/.installed
-	$(PYTHON) -m venv $(VENV)/checkov
-	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+# checkov pins boto3, packaging and networkx below ours: it gets a venv of its own, installed from
+# its own hashed lock (requirements-checkov.txt, compiled from requirements-checkov.in by make lock).
+$(VENV)/checkov/.installed: $(CHECKOV_LOCK) $(VENV)/.installed
+	$(PYTHON) -m venv --clear $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+		-r $(CHECKOV_LOCK)
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

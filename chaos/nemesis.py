@@ -8,20 +8,25 @@ exact run. Every fault injected is logged with its time and target.
 
 Faults, and where they act:
 
-* **DynamoDB calls** (a botocore ``before-send`` hook on the client the handlers share, active
-  only in threads the nemesis targets): throttling bursts (answered without sending), a lost
-  reply before the call reached DynamoDB (nothing applied) or after it was applied (sent for real,
-  then a read timeout), ``TransactionConflict`` with ``CancellationReasons`` on a transaction, and
-  a crash of the handler between two of its calls (:class:`Crash`, a ``BaseException`` the
-  handler's error mapping cannot catch; every later call of that invocation crashes too, as a dead
-  process makes none).
+* **DynamoDB calls** (:meth:`Nemesis.decide`, the fault policy of ``local.dynamo_proxy`` in front
+  of DynamoDB Local, which every function's worker calls; the worker's chaos agent tags each
+  request with the client whose invocation sent it; :meth:`Nemesis.install` applies the same
+  decisions to the in-process client of the lease and queue workloads): throttling bursts
+  (answered without sending), a lost reply before the call reached DynamoDB (nothing applied) or
+  after it was applied (sent for real, then the connection closed unanswered),
+  ``TransactionConflict`` with ``CancellationReasons`` on a transaction, and a crash of the
+  function between two of its calls (the agent raises a ``BaseException`` the handler's error
+  mapping cannot catch; every later call of that invocation crashes too, as a dead process makes
+  none; the invocation fails as a dead Lambda runtime's does).
 * **Replies** to the client lost after the handler answered (:meth:`Nemesis.reply_lost`).
 * **Streams** (:meth:`Nemesis.stream_handler` wraps a consumer): a batch redelivered after it
   succeeded, an old batch delivered again (duplicates), a batch failed part-way with a partial
   batch response, the consumer crashing mid-batch (the pump then bisects).
-* **Clocks**: a client's clock skewed by up to a few seconds (:meth:`Nemesis.clock`, injected
-  into the lease code the handlers use).
-* **Pauses**: a lease holder stopped past its lease's expiry before its fenced write.
+* **Clocks**: a client's clock skewed by up to a few seconds (:meth:`Nemesis.clock` for the
+  in-process lease code; sent with each invocation to the worker, whose agent gives the leases the
+  function builds that clock).
+* **Pauses**: a lease holder stopped past its lease's expiry before its fenced write; a wallet
+  charge stopped past the wallet's lease (decided here, carried out by the worker's agent).
 * **TTL**: a sweeper deleting, at random, items that TTL is allowed to delete (decided
   registration requests, reservation records past their hold; lease items past expiry when
   ``ttl_leases`` is on, which simulates a lease idle for its whole retention).
@@ -43,6 +48,8 @@ import requests
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HTTPHeaders
 from botocore.exceptions import ReadTimeoutError
 
+from local import dynamo_proxy
+from local.sandbox.chaos_agent import CRASH_HEADER
 from turnstile import codec
 
 
@@ -98,15 +105,18 @@ class Nemesis:
     deleted: set[str] = field(default_factory=set)  # keys TTL removed, "table/k1/k2"
     _local: threading.local = field(default_factory=threading.local)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _states: dict[str, _Thread] = field(default_factory=dict)  # by name, for the proxy
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
     def rng(self, name: str) -> random.Random:
         return random.Random(f"{self.seed}/{name}")
 
-    def log(self, kind: str, target: str) -> None:
+    def log(self, kind: str, target: str, at: float | None = None) -> None:
+        """``at``: when it happened (``time.monotonic()``), if not now."""
+        when = time.monotonic() if at is None else at
         with self._lock:
-            self.faults.append(Fault(time.monotonic() - self.start, kind, target))
+            self.faults.append(Fault(when - self.start, kind, target))
 
     def counts(self) -> Counter[str]:
         with self._lock:
@@ -116,13 +126,28 @@ class Nemesis:
         state: _Thread | None = getattr(self._local, "state", None)
         return state if self.enabled else None
 
+    def current(self) -> _Thread | None:
+        """This thread's fault state (None: not a target, suspended, or the nemesis is off)."""
+        return self._state()
+
     def _draw(self, state: _Thread, rate: float) -> bool:
         return rate > 0 and state.rng.random() < rate
+
+    def draw_pause(self, state: _Thread) -> bool:
+        """Whether ``state``'s next wallet charge pauses (the worker's agent carries it out)."""
+        return self.enabled and self._draw(state, self.rates.pause)
+
+    def _register(self, name: str) -> _Thread:
+        state = _Thread(name, self.rng(name))
+        with self._lock:
+            self._states[name] = state
+        self._local.state = state
+        return state
 
     @contextlib.contextmanager
     def target(self, name: str) -> Iterator[None]:
         """Faults act on this thread (a client or a consumer) from now on."""
-        self._local.state = _Thread(name, self.rng(name))
+        self._register(name)
         try:
             yield
         finally:
@@ -153,6 +178,8 @@ class Nemesis:
     # -- DynamoDB -----------------------------------------------------------------------------
 
     def install(self, client: Any) -> None:
+        """Faults on an in-process client (the lease and queue workloads call the library
+        directly): the same decisions as the proxy's, answered inside botocore."""
         client.meta.events.register("before-send.dynamodb", self._before_send)
 
     def _before_send(self, request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
@@ -161,13 +188,45 @@ class Nemesis:
             return None
         target = request.headers.get("X-Amz-Target", b"")
         operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+        raw = request.body
+        body = json.loads(raw) if isinstance(raw, (str, bytes)) and raw else {}
+        decision = self._decide(state, operation, body)
+        if decision is None:
+            return None
+        if decision == dynamo_proxy.DROP_BEFORE:
+            raise ReadTimeoutError(endpoint_url=request.url)
+        if decision == dynamo_proxy.DROP_AFTER:
+            requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=30)
+            raise ReadTimeoutError(endpoint_url=request.url)
+        assert isinstance(decision, dynamo_proxy.Reply)
+        if CRASH_HEADER in decision.headers:
+            raise Crash(decision.headers[CRASH_HEADER])
+        return _response(request, decision)
+
+    def decide(
+        self, target: str | None, operation: str, body: dict[str, Any]
+    ) -> dynamo_proxy.Decision:
+        """The proxy's fault policy: ``target`` names the client (or stream consumer) whose
+        invocation sent the request (the worker's chaos agent tags it); untagged requests (set-up,
+        the checkers' reads, threads a function starts itself) pass."""
+        if target is None or not self.enabled:
+            return None
+        with self._lock:
+            state = self._states.get(target)
+        if state is None:
+            return None
+        return self._decide(state, operation, body)
+
+    def _decide(
+        self, state: _Thread, operation: str, body: dict[str, Any]
+    ) -> dynamo_proxy.Decision:
         where = f"{state.name} {operation}"
         if state.crashed:
-            raise Crash(where)
+            return _crash(where)
         state.calls += 1
         if state.throttles > 0:
             state.throttles -= 1
-            return _error_response(request, "ProvisionedThroughputExceededException", "throttled")
+            return dynamo_proxy.Reply.error("ProvisionedThroughputExceededException", "throttled")
         roll = state.rng.random()
         rates = self.rates
         edges = [
@@ -188,15 +247,12 @@ class Nemesis:
         self.log(kind, where)
         if kind == "throttle":
             state.throttles = state.rng.randint(0, 7)
-            return _error_response(request, "ProvisionedThroughputExceededException", "throttled")
+            return dynamo_proxy.Reply.error("ProvisionedThroughputExceededException", "throttled")
         if kind == "lost_before":
-            raise ReadTimeoutError(endpoint_url=request.url)
+            return dynamo_proxy.DROP_BEFORE
         if kind == "lost_after":
-            requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=30)
-            raise ReadTimeoutError(endpoint_url=request.url)
+            return dynamo_proxy.DROP_AFTER
         if kind == "conflict":
-            raw = request.body
-            body = json.loads(raw if isinstance(raw, (str, bytes)) else b"{}")
             count = len(body.get("TransactItems", []))
             victim = state.rng.randrange(max(1, count))
             reasons = [
@@ -206,15 +262,14 @@ class Nemesis:
                 for i in range(count)
             ]
             codes = ", ".join(r["Code"] for r in reasons)
-            return _error_response(
-                request,
+            return dynamo_proxy.Reply.error(
                 "TransactionCanceledException",
                 f"Transaction cancelled, please refer cancellation reasons for specific reasons "
                 f"[{codes}]",
                 CancellationReasons=reasons,
             )
         state.crashed = True
-        raise Crash(where)
+        return _crash(where)
 
     # -- replies, clocks, pauses ---------------------------------------------------------------
 
@@ -251,7 +306,7 @@ class Nemesis:
 
         def faulty(event: dict[str, Any], context: Any) -> Any:
             if getattr(self._local, "state", None) is None:
-                self._local.state = _Thread(name, self.rng(name))
+                self._register(name)
             state = self._state()
             records = event["Records"]
             kind = None
@@ -340,15 +395,17 @@ def _scan(client: Any, table: str) -> Iterator[dict[str, Any]]:
             return
 
 
-def _error_response(
-    request: AWSPreparedRequest, code: str, message: str, **extra: Any
-) -> AWSResponse:
-    body = json.dumps(
-        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
-    ).encode()
+def _crash(where: str) -> dynamo_proxy.Reply:
+    """The crash marker: the worker's chaos agent raises its Crash on it; any other client sees
+    a 500 it may retry."""
+    reply = dynamo_proxy.Reply.error("InternalServerError", "injected crash", status=500)
+    return dynamo_proxy.Reply(reply.status, reply.body, {CRASH_HEADER: where})
+
+
+def _response(request: AWSPreparedRequest, reply: dynamo_proxy.Reply) -> AWSResponse:
     headers = HTTPHeaders()
     headers["Content-Type"] = "application/x-amz-json-1.0"
-    return AWSResponse(request.url, 400, headers, _Raw(body))
+    return AWSResponse(request.url, reply.status, headers, _Raw(json.dumps(reply.body).encode()))
 
 
 class _Raw:

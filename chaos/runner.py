@@ -1,46 +1,46 @@
 """Run every pattern at once under the nemesis, against DynamoDB Local, and judge the history.
 
-:func:`run` starts its own DynamoDB Local, creates the synthesized template's tables, injects a
-fault-carrying DynamoDB client into the handlers (``service.runtime``), starts the stream consumers
-behind :class:`local.pump.StreamPump` (their handlers wrapped by the nemesis), runs the clients
-for the given time, then quiets the nemesis, drains the streams, reads the final state with a
-clean client and runs the checkers.
+:func:`run` starts its own DynamoDB Local and creates the synthesized template's tables, puts a
+fault proxy in front of it (``local.dynamo_proxy``, its fault policy the nemesis), and starts every
+function of the template as deployed: one worker per function, from its synthesized asset and the
+layer, in a clean interpreter, with the template's environment and its role's policy enforced
+(``local.workers``, as ``make local`` and the e2e tier run them), its DynamoDB endpoint the proxy.
+The API functions answer through the bridge's routing, the stream consumers behind
+:class:`local.pump.StreamPump` (wrapped by the nemesis's stream faults). Then the clients run for
+the given time; then the nemesis is quieted, the streams drained, the final state read with a
+clean client and the checkers run.
 
-IAM as deployed: every handler (API and stream) runs as its function (``local.iam.as_function``)
-and the shared client checks each DynamoDB call against that function's role policy from the
-synthesized template, so a call the role does not allow fails with AccessDeniedException here as
-on AWS. The handlers still run in this process (the nemesis injects its faults, clock skew and
-payment pauses into them), not in ``local.workers``' as-deployed processes like ``make local``.
+How the nemesis reaches the workers is in :mod:`chaos.deployed`: per request at the proxy
+(throttles, lost replies, transaction conflicts, crashes), per invocation through the worker's
+local-only chaos agent (crashes raised in the function, clock skew, wallet-charge pauses, and two
+shorter settings: :data:`IDEMPOTENCY_LOCK_MS`, :data:`WALLET_LEASE_MS`). The lease and queue
+workloads also call the library directly from their client threads; that in-process client takes
+the same fault decisions (:meth:`chaos.nemesis.Nemesis.install`).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
-from chaos import checkers, workloads
+from chaos import checkers, deployed, workloads
 from chaos.history import OK, UNKNOWN, History
 from chaos.nemesis import Nemesis, Rates
-from local import iam, pump
+from local import pump, workers
 from local import template as cfn
 from local.bridge import Bridge
+from local.dynamo_proxy import Counts, DynamoProxy
 from local.dynamodb_local import DynamoDBLocal
-from service import catalog, config, runtime
+from service import catalog, config
 from service.domain import locks as lock_domain
 from service.domain.inventory import pool_names
-from service.domain.payments import FakeProvider
-from service.domain.wallets import Wallets
-from service.handlers import locks as lock_handler
-from service.handlers import wallets as wallet_handler
 from turnstile import codec, lease
-from turnstile.idempotency import IdempotencyStore
 from turnstile.lease_queue import LeaseQueue, QueueSettings
 
 CLIENTS = {
@@ -56,6 +56,8 @@ QUEUE_SETTINGS = QueueSettings()
 IDEMPOTENCY_LOCK_MS = 4_000  # shorter than the deployed 30 s so crashed keyed requests resume
 WALLET_LEASE_MS = 1_500  # short, so a paused charge outlives its lease within a run
 EVENT_CAPACITY = 8
+AGENT_SETTINGS = {"idempotency_lock_ms": IDEMPOTENCY_LOCK_MS, "wallet_lease_ms": WALLET_LEASE_MS}
+WALLETS_HANDLER = catalog.spec("wallets").handler
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Result:
     nemesis: Nemesis
     report: checkers.Report
     notes: list[str] = field(default_factory=list)
+    proxied: Counts = field(default_factory=Counts)  # the functions' DynamoDB requests
 
     @property
     def operations(self) -> int:
@@ -99,6 +102,11 @@ class Result:
                 f"{sum(op.type == 'fail' for op in mine):>7}"
                 f"{sum(op.type == UNKNOWN for op in mine):>9}{bad:>12}\n"
             )
+        proxied = self.proxied
+        out.write(
+            f"\nfunctions' DynamoDB requests (proxy): {proxied.forwarded} forwarded, "
+            f"{proxied.replied} answered by the nemesis, {proxied.dropped} dropped\n"
+        )
         out.write(f"\nfaults injected ({self.faults}):\n")
         for kind, count in sorted(self.nemesis.counts().items()):
             out.write(f"  {kind:<22}{count:>7}\n")
@@ -127,26 +135,12 @@ class Result:
         out.write(self.summary_line() + "\n")
 
 
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        runtime.Lazy.reset_all()
-
-
 def run(
     seed: int,
     seconds: float,
     loaded_template: dict[str, Any] | None = None,
     *,
+    assembly_dir: Path | None = None,
     rates: Rates | None = None,
     ttl_leases: bool = False,
     clients: dict[str, int] | None = None,
@@ -155,23 +149,37 @@ def run(
 ) -> Result:
     """Run every pattern's clients under the nemesis, then check the history.
 
-    The clients run for ``seconds``; with ``until``, they stop as soon as ``until(history,
-    nemesis)`` holds (checked every 0.1 s), ``seconds`` being then only an upper bound: the short
-    runs inside ``make test`` stop on what happened, not on how fast this machine is today."""
-    loaded = loaded_template if loaded_template is not None else _template()
+    ``loaded_template`` and ``assembly_dir``: the synthesized stack and the cloud assembly that
+    holds its assets (default: ``cdk.out``, synthesized if missing). The clients run for
+    ``seconds``; with ``until``, they stop as soon as ``until(history, nemesis)`` holds (checked
+    every 0.1 s), ``seconds`` being then only an upper bound: the short runs inside ``make test``
+    stop on what happened, not on how fast this machine is today."""
+    if loaded_template is None:
+        loaded, assembly = _template(), cfn.TEMPLATE.parent
+    else:
+        loaded, assembly = loaded_template, assembly_dir or cfn.TEMPLATE.parent
+    nemesis = Nemesis(seed, rates or Rates(), ttl_leases=ttl_leases)
     with DynamoDBLocal() as db:
         clean = db.client(config=_retry_config(read_timeout=120))
-        names = cfn.create_tables(clean, loaded)
-        environment = {
-            # 10 units per pool: the chaos skus (30 units) are spread over 3 pools
-            config.INVENTORY_POOL_UNITS_ENV: "10",
-            **db.environment(),
-            **cfn.merged_environment(cfn.function_environments(loaded, names)),
-        }
-        with _environment(environment):
-            return _run(
-                db, loaded, seed, seconds, rates, ttl_leases, clients or CLIENTS, log, until
-            )
+        cfn.create_tables(clean, loaded)
+        with DynamoProxy(db.endpoint, faults=nemesis.decide) as proxy:
+            local_environment = {
+                **proxy.environment(db.environment()),
+                # 10 units per pool: the chaos skus (30 units) are spread over 3 pools
+                config.INVENTORY_POOL_UNITS_ENV: "10",
+                # the checkers judge the history: no log line or EMF document per decision
+                "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+                "POWERTOOLS_METRICS_DISABLED": "true",
+            }
+            log("chaos: starting every function from its asset (cdk.out) and the layer")
+            with workers.running(
+                loaded, assembly, local_environment, chaos=AGENT_SETTINGS
+            ) as functions:
+                result = _run(
+                    db, loaded, nemesis, functions, seconds, clients or CLIENTS, log, until
+                )
+                result.proxied = proxy.counts
+                return result
 
 
 def _retry_config(read_timeout: float = 5) -> Any:
@@ -189,66 +197,36 @@ def _template() -> dict[str, Any]:
 def _run(
     db: DynamoDBLocal,
     loaded: dict[str, Any],
-    seed: int,
+    nemesis: Nemesis,
+    functions: workers.Workers,
     seconds: float,
-    rates: Rates | None,
-    ttl_leases: bool,
     clients: dict[str, int],
     log: Callable[[str], None],
     until: Callable[[History, Nemesis], bool] | None = None,
 ) -> Result:
-    nemesis = Nemesis(seed, rates or Rates(), ttl_leases=ttl_leases)
+    seed = nemesis.seed
     clean = db.client(config=_retry_config(read_timeout=120))  # set-up, TTL, final reads
+    # The lease and queue workloads call the library from their own threads: this client.
     faulty = db.client(config=_retry_config())
     nemesis.install(faulty)
     tables = cfn.table_names(loaded)
     physical = config.Tables(tables)
-    # IAM as deployed: each handler acts as its function (iam.as_function below), and the
-    # shared client checks every call against that function's role policy as synthesized.
-    iam.attach_current(faulty)
-    policies = iam.by_handler(loaded)
-    runtime.Lazy.reset_all()
-    runtime.dynamodb.set(faulty)
-    store = IdempotencyStore(
-        client=faulty,
-        table=physical[config.IDEMPOTENCY],
-        backoff=config.call_backoff(),
-        lock_ms=IDEMPOTENCY_LOCK_MS,
-        keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
-        replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
-    )
-    runtime.idempotency.set(store)
 
     def skewed_leases() -> lease.Leases:
         leases = lock_domain.leases(faulty, physical[config.LEASES])
         leases.clock = nemesis.clock
         return leases
 
-    lock_handler.locks.set(lock_domain.Locks(skewed_leases()))
-    provider = FakeProvider(
-        before_charge=lambda wallet, amount, ref: nemesis.maybe_pause(
-            f"wallet {wallet} charge", WALLET_LEASE_MS / 1000 + 0.4
+    wrapped = {
+        handler: deployed.Function(
+            worker,
+            nemesis,
+            pause_seconds=WALLET_LEASE_MS / 1000 + 0.4 if handler == WALLETS_HANDLER else 0.0,
         )
-    )
-    wallet_handler.provider.set(provider)
-    wallet_handler.wallets.set(
-        Wallets(
-            client=faulty,
-            table=physical[config.WALLETS],
-            leases=skewed_leases(),
-            provider=provider,
-            idempotency=store,
-            lease_ms=WALLET_LEASE_MS,
-        )
-    )
-    bridge = Bridge(
-        functions={
-            spec.handler: iam.as_function(
-                policies[spec.handler], importlib.import_module(spec.module).handler
-            )
-            for spec in catalog.API_FUNCTIONS
-        }
-    )
+        for handler, worker in functions.items()
+    }
+    provider = deployed.RemoteProvider(functions[WALLETS_HANDLER])
+    bridge = Bridge(functions=wrapped)
     quiet = workloads.Caller(bridge, nemesis, faults=False)
     history = History()
     nemesis.start = history.start
@@ -275,12 +253,11 @@ def _run(
             dynamodb=clean,
             streams=streams,
             table=spec.table,
-            handler=nemesis.stream_handler(
-                spec.function_name, iam.as_function(policies[spec.handler], spec.load_handler())
-            ),
+            handler=nemesis.stream_handler(spec.function_name, wrapped[spec.handler]),
             batch_size=spec.batch_size,
             retry_attempts=spec.retry_attempts,
             function_name=spec.function_name,
+            filters=spec.filters,  # as the deployed event source mapping filters
         )
         pumps.append((spec, stream_pump))
         thread = threading.Thread(target=stream_pump.run, args=(stop_pumps, 0.1), daemon=True)
@@ -324,6 +301,12 @@ def _run(
         worker.join(timeout=120)
     notes = [f"{w.name} still running at the end" for w in workers if w.is_alive()]
     notes += [f"client {c.name} hit {c.errors} errors of its own" for c in everyone if c.errors]
+    notes += [
+        f"{function.worker.function.name}: {count} invocations failed with {kind} (an API "
+        "function's answered 502, a stream consumer's batch was retried)"
+        for function in wrapped.values()
+        for kind, count in sorted(function.errors.items())
+    ]
     for op in history.ops:
         if not op.done:  # the client failed mid-operation: the request may have been applied
             History.complete(op, UNKNOWN, None, "client error")
@@ -414,7 +397,7 @@ def _check(
     setup: workloads.Setup,
     client: Any,
     tables: config.Tables,
-    provider: FakeProvider,
+    provider: deployed.RemoteProvider,
     nemesis: Nemesis,
     dead: dict[str, list[dict[str, Any]]],
     quiet: workloads.Caller,

@@ -1,8 +1,8 @@
 """The clients: one kind per pattern, many of each, all at once, through the real handlers.
 
-Requests are API Gateway REST proxy events handed to each function module's
-``handler(event, context)`` in-process (routed as the local HTTP bridge routes them), so the code
-under test is exactly what Lambda runs. Every operation is recorded in the history before it is
+Requests are API Gateway REST proxy events handed to each function (routed as the local HTTP
+bridge routes them); the runner gives the bridge the functions' as-deployed workers
+(``chaos.deployed``), so the code under test is exactly what Lambda runs. Every operation is recorded in the history before it is
 sent and completed with its outcome: 2xx ok, 4xx fail (definite: nothing applied), 5xx, a crash or
 a lost reply unknown. A keyed operation is retried under its ``Idempotency-Key`` until it gets a
 definite answer (or gives up, staying unknown).

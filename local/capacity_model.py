@@ -6,11 +6,12 @@ table and index gets its own pair of token buckets, refilled at 1000 write units
 units per second times one scale factor (``TURNSTILE_CAPACITY_SCALE``; 0.05 gives 50 WCU/s and
 150 RCU/s per key, so two Python cores can offer more than one key takes).
 
-Why a botocore event hook and not a proxy: every client in this repository is a boto3 client
-built in-process (handlers through ``service.runtime``, the bench, the tests), and a
-``before-send`` hook sees each serialized request exactly as DynamoDB would, can answer it without
-sending it, and costs no extra hop on a two-core machine. A proxy would also cover foreign
-processes (the AWS CLI), which nothing here needs. Nothing ready-made does this: moto and
+Where it applies: one model, two ways in. In-process clients (the bench, the integration tier)
+take it as a botocore ``before-send`` hook (:meth:`CapacityModel.attach`): it sees each serialized
+request as DynamoDB would and answers it without a hop. The functions of ``make local`` run in
+worker processes of their own, out of reach of any hook here, so there the same model sits in
+``local.dynamo_proxy`` in front of DynamoDB Local (:meth:`CapacityModel.decide`), and every
+worker's DynamoDB endpoint points at that proxy. Nothing ready-made does this: moto and
 LocalStack do not model per-key throughput either, so it is written here.
 
 Sizing, as AWS sizes it:
@@ -304,15 +305,12 @@ class CapacityModel:
         client.meta.events.register("before-send.dynamodb", self._before_send)
         return client
 
-    def _before_send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
-        target = request.headers.get("X-Amz-Target", b"")
-        operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+    def decide(self, operation: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Charge one request; None if admitted, else the error body AWS answers it with
+        (HTTP 400). Shared by the botocore hook here and by ``local.dynamo_proxy``, which puts
+        the model in front of the worker processes."""
         if operation not in METERED:
             return None
-        raw = request.body
-        if not isinstance(raw, (bytes, str)):
-            return None
-        body = json.loads(raw or b"{}")
         charges = self.charges(operation, body)
         if not charges:
             return None
@@ -320,7 +318,21 @@ class CapacityModel:
         if all(fits):
             return None
         metrics.count("Throttle", pattern=PATTERN)
-        return _throttled(request, operation, charges, fits)
+        return throttle_payload(operation, charges, fits)
+
+    def _before_send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        target = request.headers.get("X-Amz-Target", b"")
+        operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+        raw = request.body
+        if operation not in METERED or not isinstance(raw, (bytes, str)):
+            return None
+        payload = self.decide(operation, json.loads(raw or b"{}"))
+        if payload is None:
+            return None
+        headers = HTTPHeaders()
+        headers["Content-Type"] = "application/x-amz-json-1.0"
+        headers["x-amzn-RequestId"] = "capacity-model"
+        return AWSResponse(request.url, 400, headers, _Raw(json.dumps(payload).encode()))
 
 
 METERED = frozenset(
@@ -361,9 +373,8 @@ def _query_hash_value(spec: dict[str, Any], attribute: str) -> str:
     return "?"
 
 
-def _throttled(
-    request: AWSPreparedRequest, operation: str, charges: list[Charge], fits: list[bool]
-) -> AWSResponse:
+def throttle_payload(operation: str, charges: list[Charge], fits: list[bool]) -> dict[str, Any]:
+    """The body of AWS's answer to a request over its keys' limits."""
     (table, index, _, kind), _units = next(c for c, ok in zip(charges, fits, strict=True) if not ok)
     reason = f"{'Index' if index else 'Table'}{'Write' if kind == 'W' else 'Read'}"
     reason += "KeyRangeThroughputExceeded"
@@ -392,10 +403,7 @@ def _throttled(
             "message": "Throughput exceeds the current capacity for one or more partition keys",
             "ThrottlingReasons": [{"reason": reason, "resource": resource}],
         }
-    headers = HTTPHeaders()
-    headers["Content-Type"] = "application/x-amz-json-1.0"
-    headers["x-amzn-RequestId"] = "capacity-model"
-    return AWSResponse(request.url, 400, headers, _Raw(json.dumps(payload).encode()))
+    return payload
 
 
 def _charges_per_element(operation: str, charges: list[Charge], fits: list[bool]) -> list[bool]:

@@ -13,6 +13,10 @@ the dependency layer (``infra.layer``), in a clean interpreter of its own with t
 environment, and every DynamoDB call it makes is checked against its role's policy as synthesized
 (``local.iam``): a call the role does not allow fails with AccessDeniedException, as on AWS.
 
+With ``TURNSTILE_CAPACITY_SCALE`` set, DynamoDB's per-partition-key limits apply to the functions'
+calls (``local.capacity_model``): their DynamoDB endpoint is then a proxy in front of DynamoDB Local
+(``local.dynamo_proxy``) that answers a request over its keys' limits as AWS does.
+
 Contention is visible while it runs: every invocation writes its EMF metrics to this log (the same
 lines Lambda writes to CloudWatch), and every :data:`SUMMARY_SECONDS` in which something was
 counted, one ``contention:`` line gives the running totals per pattern (``metrics.tally``).
@@ -39,6 +43,7 @@ from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
 from infra import outputs  # noqa: E402
 from local import bridge, capacity_model, pump, template, workers  # noqa: E402
+from local.dynamo_proxy import DynamoProxy  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
 from service import observability  # noqa: E402
@@ -90,6 +95,20 @@ def exported(environment: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def capacity_front(
+    db: DynamoDBLocal, scale: float, **model_options: Any
+) -> tuple[DynamoProxy, capacity_model.CapacityModel]:
+    """A started proxy in front of ``db`` enforcing the capacity model at ``scale`` (the
+    workers' DynamoDB endpoint: ``proxy.environment(db.environment())``)."""
+    describer = db.client()
+    model = capacity_model.CapacityModel(
+        scale,
+        describe=lambda table: describer.describe_table(TableName=table)["Table"],
+        **model_options,
+    )
+    return DynamoProxy(db.endpoint, capacity=model).start(), model
 
 
 def start_pumps(
@@ -153,12 +172,25 @@ def running(
     identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
     functions: workers.Workers | None = None
+    front: DynamoProxy | None = None
     try:
         loaded = template.load(template_path)
         prepare_environment(db, loaded)
-        if capacity_model.scale_from_env() is not None:
-            bridge.log.warning("capacity model  not applied: the functions run in workers")
-        functions = workers.start(loaded, assembly_dir or template_path.parent, db.environment())
+        function_environment = db.environment()
+        scale = capacity_model.scale_from_env()
+        if scale is not None:
+            front, model = capacity_front(db, scale)
+            function_environment = front.environment(function_environment)
+            bridge.log.info(
+                "capacity model  %.0f WCU/s, %.0f RCU/s per partition key (functions' calls, "
+                "through %s)",
+                model.wcu,
+                model.rcu,
+                front.endpoint,
+            )
+        functions = workers.start(
+            loaded, assembly_dir or template_path.parent, function_environment
+        )
         auth = identity.start().provision(loaded)
         if auth_file is not None:
             auth.write(auth_file)
@@ -178,6 +210,8 @@ def running(
         stop.set()
         if functions is not None:
             functions.stop()
+        if front is not None:
+            front.stop()
         identity.stop()
         db.stop()
 

@@ -194,6 +194,7 @@ class Worker:
     layers: list[Path]
     local_environment: dict[str, str]
     policy: dict[str, Any] | None
+    chaos: dict[str, Any] | None = None  # the chaos agent's settings (make chaos only)
     process: subprocess.Popen[str] | None = None
     port: int = 0
     output: list[str] = field(default_factory=list)
@@ -206,6 +207,7 @@ class Worker:
             "layers": [str(each) for each in self.layers],
             "handler": self.function.handler,
             "policy": self.policy,
+            "chaos": self.chaos,
         }
         handle, path = tempfile.mkstemp(prefix="turnstile-worker-", suffix=".json")
         with os.fdopen(handle, "w") as file:
@@ -251,6 +253,13 @@ class Worker:
             function_log.info("%s", line.rstrip("\n"))
 
     def invoke(self, event: Any, request_id: str | None = None) -> Any:
+        return self.invoke_answer(event, request_id)["result"]
+
+    def invoke_answer(
+        self, event: Any, request_id: str | None = None, chaos: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The runtime's whole answer (``result``, and the chaos agent's ``chaos`` report when
+        ``chaos``, the calling chaos client's context, is given)."""
         if self._pool is None:
             raise RuntimeError(f"{self.function.name} is not running")
         body = json.dumps(
@@ -259,6 +268,7 @@ class Worker:
                 "context": {
                     "aws_request_id": request_id or str(uuid.uuid4()),
                     "timeout_seconds": self.function.timeout_seconds,
+                    **({"chaos": chaos} if chaos is not None else {}),
                 },
             },
             default=str,
@@ -273,7 +283,16 @@ class Worker:
         answer = json.loads(response.data)
         if response.headers.get("X-Function-Error"):
             raise FunctionError(self.function.name, answer["errorType"], answer["errorMessage"])
-        return answer["result"]
+        return dict(answer)
+
+    def get(self, path: str) -> Any:
+        """A ``GET`` route of the worker's runtime (the chaos agent's, ``/chaos/provider``)."""
+        if self._pool is None:
+            raise RuntimeError(f"{self.function.name} is not running")
+        response = self._pool.request("GET", path, timeout=30)
+        if response.status != 200:
+            raise LookupError(f"{self.function.name}: GET {path} answered {response.status}")
+        return json.loads(response.data)
 
     def __call__(self, event: Any, context: Any = None) -> Any:
         return self.invoke(event, getattr(context, "aws_request_id", None))
@@ -313,9 +332,11 @@ def start(
     layers: list[Path] | None = None,
     enforce_iam: bool = True,
     only: set[str] | None = None,
+    chaos: dict[str, Any] | None = None,
 ) -> Workers:
     """Start a worker per function (``only``: these handler paths), all at once; stops them
-    all if any fails to start."""
+    all if any fails to start. ``chaos``: load the chaos agent with these settings
+    (``local/sandbox/chaos_agent.py``; ``make chaos`` only)."""
     layers = layers if layers is not None else [host_layer()]
     policies = iam.policies(dict(template)) if enforce_iam else {}
     workers = Workers()
@@ -325,7 +346,7 @@ def start(
                 continue
             policy = policies[function.logical_id].config() if enforce_iam else None
             workers[function.handler] = Worker(
-                function, list(layers), dict(local_environment), policy
+                function, list(layers), dict(local_environment), policy, chaos
             ).spawn()
         for worker in workers.values():
             worker.ready()

@@ -15,6 +15,12 @@ does on Lambda) and invocations are served over HTTP on 127.0.0.1:
     POST /invoke  {"event": ..., "context": {"aws_request_id", "timeout_seconds"}}
     -> 200 {"result": ...} | 200 {"errorType", "errorMessage", "stackTrace"} + X-Function-Error
 
+For ``make chaos`` only (the config carries ``"chaos"`` settings), the chaos agent
+(``chaos_agent.py``, loaded from its file like the guard) hooks the function's sessions before the
+handler is imported, takes each invocation's ``context.chaos`` and answers ``GET /chaos/...``; an
+injected crash ends the invocation as a dead runtime's (``Runtime.ExitError``). Without those
+settings nothing of it is loaded.
+
 The first line on stdout is ``READY <port>``. Standard library only (``http.server``), like the
 runtime interface client it stands in for: nothing of the dev venv may be loaded here. Threaded:
 each connection is served by a thread, as many execution environments would serve them.
@@ -54,12 +60,40 @@ class Context:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def load_guard(config: dict[str, Any]) -> Any:
-    spec = importlib.util.spec_from_file_location("_turnstile_iam_guard", f"{HERE}/iam_guard.py")
+class Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 keep-alive, no access log; :meth:`send` answers (also ``local.dynamo_proxy``'s)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # one connection per calling thread, many threads at once
+
+
+def load_sibling(name: str) -> Any:
+    """A module of this folder, loaded from its file (this folder is not on ``sys.path``)."""
+    spec = importlib.util.spec_from_file_location(f"_turnstile_{name}", f"{HERE}/{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
+    return module
+
+
+def load_guard(config: dict[str, Any]) -> Any:
+    module = load_sibling("iam_guard")
     guard = module.Guard(config)
     module.enforce_on_new_sessions(guard)
     return guard
@@ -77,13 +111,31 @@ def main() -> int:
     clean_path(config["asset"], config["layers"])
     if config.get("policy") is not None:
         load_guard(config["policy"])
+    chaos: Any = load_sibling("chaos_agent") if config.get("chaos") is not None else None
+    agent = chaos.Agent(config["chaos"]) if chaos is not None else None
+    if agent is not None:
+        agent.install()  # before the handler builds its clients
     module_name, _, function = config["handler"].rpartition(".")
-    handler = getattr(importlib.import_module(module_name), function)
+    module = importlib.import_module(module_name)
+    handler = getattr(module, function)
+    if agent is not None:
+        agent.configure(module)
     lock = threading.Lock()
 
-    class Invocations(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def call(request: dict[str, Any], context: Context) -> dict[str, Any]:
+        if agent is None:
+            return {"result": handler(request["event"], context)}
+        with agent.invocation(request["context"].get("chaos")) as report:
+            try:
+                return {"result": handler(request["event"], context), "chaos": report}
+            except chaos.Crash as crash:
+                return {
+                    "errorType": chaos.CRASH_ERROR,
+                    "errorMessage": f"injected crash at {crash}",
+                    "chaos": report,
+                }
 
+    class Invocations(Handler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             request = json.loads(body)
@@ -92,7 +144,8 @@ def main() -> int:
             )
             error = False
             try:
-                answer: Any = {"result": handler(request["event"], context)}
+                answer: Any = call(request, context)
+                error = "errorType" in answer
             except Exception as exc:  # noqa: BLE001 (any unhandled error: a function error)
                 error = True
                 answer = {
@@ -102,21 +155,20 @@ def main() -> int:
                 }
                 with lock:
                     traceback.print_exc()
-            data = json.dumps(answer, default=str).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            self.answer(answer, error)
+
+        def do_GET(self) -> None:
+            found = agent.get(self.path) if agent is not None else None
+            if found is None:
+                self.send_error(404)
+                return
+            self.answer(found, False)
+
+        def answer(self, answer: Any, error: bool) -> None:
+            headers = {"Content-Type": "application/json"}
             if error:
-                self.send_header("X-Function-Error", "Unhandled")
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024  # the bridge opens up to one connection per client thread
+                headers["X-Function-Error"] = "Unhandled"
+            self.send(200, json.dumps(answer, default=str).encode(), headers)
 
     server = Server(("127.0.0.1", 0), Invocations)
     print(f"READY {server.server_address[1]}", flush=True)

@@ -1,7 +1,8 @@
 """checkov over the synthesized template (the session's synth), every skip justified here.
 
 checkov runs from its own virtualenv (``.venv/checkov``, installed by ``make install`` from
-``requirements-checkov.txt``): it pins boto3, packaging and networkx below what the functions and
+``requirements-checkov.txt``, hashes required; ``make lock`` compiles it from
+``requirements-checkov.in``): it pins boto3, packaging and networkx below what the functions and
 the tests run with. The test fails when checkov reports a finding not in ``ACCEPTED`` and when an
 entry of ``ACCEPTED`` no longer matches any finding (a stale acknowledgement hides the next one).
 """

@@ -1,7 +1,9 @@
 """The short nemesis inside ``make test``: every pattern at once under seeded faults, a few seeds.
 
 ``make chaos`` runs the same thing for ten minutes. Each run starts its own DynamoDB Local, so it
-neither sees nor disturbs the session's tables.
+neither sees nor disturbs the session's tables, and every function as deployed: a worker per
+function from the session's synthesized assets and the layer, its DynamoDB calls through the
+nemesis's fault proxy.
 
 A short run stops on what happened (``enough``: every pattern completed ``OPS_PER_PATTERN``
 operations and the nemesis struck with ``FAULT_KINDS`` kinds of fault), not after a fixed number of
@@ -12,6 +14,7 @@ only bounds a run that never gets there (the assertions then say what was missin
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,8 +39,12 @@ def enough(history: History, nemesis: Nemesis) -> bool:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_short_nemesis_finds_no_violation(seed: int, template: dict[str, Any]) -> None:
-    result = runner.run(seed, LIMIT_SECONDS, template, until=enough)
+def test_short_nemesis_finds_no_violation(
+    seed: int, template: dict[str, Any], assembly: Any
+) -> None:
+    result = runner.run(
+        seed, LIMIT_SECONDS, template, assembly_dir=Path(assembly.directory), until=enough
+    )
     report = io.StringIO()
     result.print(report)
     text = report.getvalue()
@@ -50,3 +57,6 @@ def test_short_nemesis_finds_no_violation(seed: int, template: dict[str, Any]) -
     assert len(result.nemesis.counts()) >= FAULT_KINDS, text
     assert enough(result.history, result.nemesis), text  # it stopped on the condition
     assert result.report.checks >= 50, text
+    # The functions ran in their workers, and the nemesis reached them there (through the proxy).
+    assert result.proxied.forwarded > 0, text
+    assert result.proxied.replied > 0, text
