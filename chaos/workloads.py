@@ -2,10 +2,10 @@
 
 Requests are API Gateway REST proxy events handed to each function (routed as the local HTTP
 bridge routes them); the runner gives the bridge the functions' as-deployed workers
-(``chaos.deployed``), so the code under test is exactly what Lambda runs. Every operation is recorded in the history before it is
-sent and completed with its outcome: 2xx ok, 4xx fail (definite: nothing applied), 5xx, a crash or
-a lost reply unknown. A keyed operation is retried under its ``Idempotency-Key`` until it gets a
-definite answer (or gives up, staying unknown).
+(``chaos.deployed``), so the code under test is exactly what Lambda runs. Every operation is
+recorded in the history before it is sent and completed with its outcome: 2xx ok, 4xx fail
+(definite: nothing applied), 5xx, a crash or a lost reply unknown. A keyed operation is retried
+under its ``Idempotency-Key`` until it gets a definite answer (or gives up, staying unknown).
 """
 
 from __future__ import annotations
