@@ -25,6 +25,7 @@ from infra.layer import layer_dir
 from infra.nag import acknowledge
 from infra.tables import Tables
 from service import access, config, observability
+from service.api.routes import partition_of
 from service.catalog import FunctionSpec
 from turnstile import record_keys as idempotency
 
@@ -156,7 +157,7 @@ class Functions(Construct):
 def idempotency_partitions(spec: FunctionSpec) -> list[str]:
     """The partitions of the idempotency table that ``spec``'s keyed routes write."""
     return sorted(
-        {idempotency.partition_of(route.path) for route in spec.routes() if route.idempotent}
+        {partition_of(route.path) for route in spec.routes() if route.idempotent}
     )
 
 
