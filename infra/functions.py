@@ -156,9 +156,7 @@ class Functions(Construct):
 
 def idempotency_partitions(spec: FunctionSpec) -> list[str]:
     """The partitions of the idempotency table that ``spec``'s keyed routes write."""
-    return sorted(
-        {partition_of(route.path) for route in spec.routes() if route.idempotent}
-    )
+    return sorted({partition_of(route.path) for route in spec.routes() if route.idempotent})
 
 
 def idempotency_statement(
