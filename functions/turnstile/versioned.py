@@ -9,7 +9,7 @@ The read, decide, write loop:
    (for example "out of stock").
 3. Write, guarded by the version that was read::
 
-       UpdateExpression:    SET #a0 = :a0, ..., #version = :next
+       UpdateExpression:    SET #c0 = :c0, ..., #version = :next
        ConditionExpression: #version = :expected
                             (attribute_not_exists(#version) when the item did not exist)
        ReturnValuesOnConditionCheckFailure: ALL_OLD
@@ -170,17 +170,24 @@ class Written:
     attempts: int
 
 
+def _assignments(
+    changes: Mapping[str, Any], names: dict[str, str], values: dict[str, Any]
+) -> list[str]:
+    """``#c<i> = :c<i>`` for each change, its placeholders added to ``names`` and ``values``."""
+    assignments = []
+    for index, (name, value) in enumerate(changes.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = codec.encode(value)
+        assignments.append(f"#c{index} = :c{index}")
+    return assignments
+
+
 def _update_parts(
     changes: Mapping[str, Any], version_attr: str, expected: int | None
 ) -> dict[str, Any]:
     names = {"#version": version_attr}
     values: dict[str, Any] = {":next": codec.encode((expected or 0) + 1)}
-    assignments = []
-    for index, (name, value) in enumerate(changes.items()):
-        names[f"#a{index}"] = name
-        values[f":a{index}"] = codec.encode(value)
-        assignments.append(f"#a{index} = :a{index}")
-    assignments.append("#version = :next")
+    assignments = [*_assignments(changes, names, values), "#version = :next"]
     if expected is None:
         condition = "attribute_not_exists(#version)"
     else:
@@ -464,12 +471,7 @@ def _bump_parts(
 ) -> dict[str, Any]:
     names = {"#version": version_attr}
     values = {":one": codec.encode(1)}
-    sets = []
-    for index, (name, value) in enumerate(changes.items()):
-        names[f"#c{index}"] = name
-        values[f":c{index}"] = codec.encode(value)
-        sets.append(f"#c{index} = :c{index}")
-    sets.append("#version = #version + :one")
+    sets = [*_assignments(changes, names, values), "#version = #version + :one"]
     if expected is None:
         guard = "attribute_exists(#version)"
     else:
