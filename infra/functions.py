@@ -25,6 +25,7 @@ from infra.layer import layer_dir
 from infra.nag import acknowledge
 from infra.tables import Tables
 from service import config, observability
+from service.api.routes import partition_of
 from service.catalog import FunctionSpec
 from turnstile import cdk as tcdk
 from turnstile import record_keys as idempotency
@@ -158,9 +159,7 @@ def grant(spec: FunctionSpec, role: iam.IGrantable, tables: Tables) -> None:
 
 def own_records(spec: FunctionSpec) -> list[str]:
     """Key patterns of the idempotency records ``spec``'s keyed routes write (``products#*``)."""
-    partitions = sorted(
-        {idempotency.partition_of(route.path) for route in spec.routes() if route.idempotent}
-    )
+    partitions = sorted({partition_of(route.path) for route in spec.routes() if route.idempotent})
     if not partitions:
         raise ValueError(f"{spec.name} names the idempotency table but has no keyed route")
     return [idempotency.record_id(p, "*") for p in partitions]

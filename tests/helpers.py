@@ -99,17 +99,27 @@ def totals(documents: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     return summed
 
 
-def top_up(wallet_id: str, amount: int, key: str | None) -> dict[str, Any]:
+def keyed_post(
+    resource: str, params: dict[str, str], body: dict[str, Any], key: str | None = None
+) -> dict[str, Any]:
+    """A JSON ``POST`` to ``resource`` (a path template filled from ``params``), with an
+    ``Idempotency-Key`` when ``key`` is given."""
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Idempotency-Key"] = key
     return proxy_event(
         "POST",
-        "/wallets/{walletId}/top-ups",
-        f"/wallets/{wallet_id}/top-ups",
-        body=json.dumps({"amount": amount}),
+        resource,
+        resource.format(**params),
+        body=json.dumps(body),
         headers=headers,
-        params={"walletId": wallet_id},
+        params=params,
+    )
+
+
+def top_up(wallet_id: str, amount: int, key: str | None) -> dict[str, Any]:
+    return keyed_post(
+        "/wallets/{walletId}/top-ups", {"walletId": wallet_id}, {"amount": amount}, key
     )
 
 
@@ -142,17 +152,7 @@ def item(ddb: Any, table: str, key: str) -> dict[str, Any] | None:
 
 
 def purchase(product_id: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Idempotency-Key"] = key
-    return proxy_event(
-        "POST",
-        "/products/{productId}/purchases",
-        f"/products/{product_id}/purchases",
-        body=json.dumps(body),
-        headers=headers,
-        params={"productId": product_id},
-    )
+    return keyed_post("/products/{productId}/purchases", {"productId": product_id}, body, key)
 
 
 def stock_of(ddb: Any, tables: Any, product_id: str) -> tuple[int, int]:

@@ -6,13 +6,19 @@ every function takes an injected low-level boto3 DynamoDB client.
 
 - ``retry``: which failures may be retried, and jittered backoff.
 - ``codec``: plain Python values <-> DynamoDB attribute values.
-- ``versioned``: optimistic read-decide-write guarded by a version number.
-- ``idempotency``: first-answer-wins records for client retries.
+- ``versioned``: optimistic read-decide-write guarded by a version number, and the read-free
+  writes that move the version (``decrement``, ``increment``, ``bump``).
+- ``creation``: create an item only if its key is free.
+- ``idempotency``: first-answer-wins records for client retries (``record_keys``: their keys,
+  without boto3, for deploy-time IAM policies).
 - ``transact``: TransactWriteItems with a ClientRequestToken and decoded cancellation reasons.
 - ``capacity``: a counter item as materialized lock for a bounded membership (seed 001).
 - ``slots``: pre-created slot rows claimed by conditional update (seed 001).
 - ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
 - ``lease_queue``: fair (FIFO) waiting for a lease, heartbeats, bounded waits.
+- ``claims``: units as items, reserved in one transaction each.
+- ``sharded``: a counter split over shards, past one key's write ceiling.
+- ``cdk`` (extra ``turnstile[cdk]``): a table per primitive with its exact grant.
 - ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
 - ``errors``: the one exception hierarchy (``TurnstileError``: ``Refused``, ``Retryable``,
   ``OutcomeUnknown``).

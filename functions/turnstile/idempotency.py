@@ -1,9 +1,9 @@
 """First answer wins: records that let a client retry a POST safely (``Idempotency-Key``).
 
-One item per key, whose ``id`` starts with the partition of the function that owns it
-(:func:`record_id`: ``<partition>#<scope>``), so IAM can confine each function to its own records
-(``dynamodb:LeadingKeys`` like ``<partition>#*``): one function can neither read nor overwrite
-another's stored answers. ``begin`` claims the key with a conditional put::
+One item per key. A key made by :func:`record_id` (``<partition>#<scope>``) lets IAM confine each
+writer to the records of its own partitions (``dynamodb:LeadingKeys`` like ``<partition>#*``): one
+writer can then neither read nor overwrite another's stored answers. ``begin`` claims the key with
+a conditional put::
 
     PutItem  ConditionExpression:
         attribute_not_exists(#id)
@@ -41,7 +41,11 @@ only answers with an effect are stored and a rejected request leaves nothing beh
 It is retried like any idempotent call (a resend finds the item gone or not its own: same end
 state); if it still fails, the claim simply lapses at ``lockedUntil``.
 
-``expiresAt`` (epoch seconds) is the TTL attribute: it only cleans up; the conditions decide.
+``expiresAt`` (epoch seconds; the store's ``expiry_attr``) is the TTL attribute: it only cleans
+up; the conditions decide. The table's key and TTL attributes are the store's ``key_attr`` and
+``expiry_attr``, so a table made by ``turnstile.cdk.IdempotencyTable`` with other names works too::
+
+    store = IdempotencyStore(client, "answers", key_attr="pk", expiry_attr="ttl")
 """
 
 from __future__ import annotations
@@ -57,8 +61,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from turnstile import codec, errors, metrics, retry
-from turnstile.record_keys import partition_of as partition_of  # re-exported (deploy-safe)
-from turnstile.record_keys import record_id as record_id
+from turnstile.record_keys import record_id as record_id  # re-exported (deploy-safe)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -72,7 +75,6 @@ __all__ = [
     "Replay",
     "StillRunning",
     "fingerprint",
-    "partition_of",
     "record_id",
 ]
 
@@ -142,6 +144,7 @@ class IdempotencyStore:
     keep_seconds: int = 24 * 3600
     clock: Callable[[], float] = time.time
     key_attr: str = "id"  # the table's partition key
+    expiry_attr: str = "expiresAt"  # the table's TTL attribute (epoch seconds)
     replayed_headers: tuple[str, ...] = ()  # headers stored with an answer and replayed with it
 
     def _names(self, *placeholders: str) -> dict[str, str]:
@@ -161,7 +164,7 @@ class IdempotencyStore:
             "fingerprint": request_fingerprint,
             "token": claim.token,
             "lockedUntil": claim.locked_until,
-            "expiresAt": int(self.clock()) + self.keep_seconds,
+            self.expiry_attr: int(self.clock()) + self.keep_seconds,
         }
         try:
             retry.call(

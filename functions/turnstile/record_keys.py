@@ -1,20 +1,14 @@
-"""The keys of Idempotency-Key records, in a module without boto3: the stack (``infra``) grants
-each function its own partitions of the shared table from these, at deploy time, without loading
-the Lambda runtime's modules. ``turnstile.idempotency`` uses and re-exports them."""
+"""The keys of idempotency records, in a module without boto3, so deploy-time code (an IAM policy
+that confines a writer to its own records) can build them without loading botocore.
+``turnstile.idempotency`` uses and re-exports :func:`record_id`."""
 
 from __future__ import annotations
 
-__all__ = ["partition_of", "record_id"]
+__all__ = ["record_id"]
 
 
 def record_id(partition: str, scope: str) -> str:
-    """The record's key: ``<partition>#<scope>``; IAM grants a function ``<partition>#*``."""
+    """The record's key: ``<partition>#<scope>``. A grant of ``dynamodb:LeadingKeys`` like
+    ``record_id(partition, "*")`` confines a writer to the records of its own partition; what a
+    partition is (a function, a tenant, a route family) is the caller's choice."""
     return f"{partition}#{scope}"
-
-
-def partition_of(path: str) -> str:
-    """The partition of a request path: its first segment (``/wallets/w1/top-ups`` -> wallets).
-
-    Every route under one first segment is served by one function, so this names the function
-    without the library knowing any; the stack grants each function exactly its partitions."""
-    return path.strip("/").split("/", 1)[0]

@@ -26,6 +26,12 @@ not a user name shared by two browser tabs that should not both win). Releasing:
 
 :func:`claim_any` walks a list of candidate slots and claims the first free one, reading the ALL_OLD
 image of each refusal instead of reading ahead (which would only be a guess by the time it wrote).
+
+The holder and version attributes are ``holder`` and ``version`` unless a call names others
+(``holder_attr=``, ``version_attr=``; the same names in every call on one table)::
+
+    slots.claim(client, "rooms", {"roomId": "r1", "hour": "09:00"}, "req-7",
+                backoff=retry.Backoff(), holder_attr="bookedBy")
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOLDER",
+    "VERSION",
     "NoSuchSlot",
     "NotHolder",
     "SlotTaken",
@@ -53,14 +60,15 @@ __all__ = [
 
 PATTERN = "slots"  # metrics: SlotTaken, a claim lost to another holder
 
-HOLDER = "holder"
+HOLDER = "holder"  # the default holder attribute
+VERSION = "version"  # the default version attribute
 
 
 class SlotTaken(errors.Refused):
     """Someone else holds the slot; ``slot`` is the slot item as it was."""
 
-    def __init__(self, slot: dict[str, Any]) -> None:
-        super().__init__(f"slot held by {slot.get(HOLDER)!r}")
+    def __init__(self, slot: dict[str, Any], holder_attr: str = HOLDER) -> None:
+        super().__init__(f"slot held by {slot.get(holder_attr)!r}")
         self.slot = slot
 
 
@@ -82,10 +90,11 @@ def create(
     slots: Iterable[Mapping[str, Any]],
     *,
     backoff: retry.Backoff,
+    version_attr: str = VERSION,
 ) -> int:
     """Create each slot item (key plus any attributes) unless it exists; returns how many were new.
 
-    New slots start at ``version`` 1 without a holder.
+    New slots start at version 1 (``version_attr``) without a holder.
     """
     created = 0
     for slot in slots:
@@ -94,7 +103,7 @@ def create(
             retry.call(
                 lambda slot=slot, partition=partition: client.put_item(  # type: ignore[misc]
                     TableName=table,
-                    Item=codec.encode_item({"version": 1, **slot}),
+                    Item=codec.encode_item({version_attr: 1, **slot}),
                     ConditionExpression="attribute_not_exists(#pk)",
                     ExpressionAttributeNames={"#pk": partition},
                 ),
@@ -117,6 +126,8 @@ def claim(
     holder: str,
     *,
     backoff: retry.Backoff,
+    holder_attr: str = HOLDER,
+    version_attr: str = VERSION,
 ) -> dict[str, Any]:
     """Take the slot at ``key`` for ``holder``; returns the slot item after the claim."""
     partition = next(iter(key))
@@ -131,8 +142,8 @@ def claim(
                 ),
                 ExpressionAttributeNames={
                     "#pk": partition,
-                    "#holder": HOLDER,
-                    "#version": "version",
+                    "#holder": holder_attr,
+                    "#version": version_attr,
                 },
                 ExpressionAttributeValues=codec.values(holder=holder, one=1),
                 ReturnValues="ALL_NEW",
@@ -149,7 +160,7 @@ def claim(
         if current is None:
             raise NoSuchSlot() from exc
         metrics.count("SlotTaken", pattern=PATTERN)
-        raise SlotTaken(current) from exc
+        raise SlotTaken(current, holder_attr) from exc
     return codec.new_item(response)
 
 
@@ -160,11 +171,21 @@ def claim_any(
     holder: str,
     *,
     backoff: retry.Backoff,
+    holder_attr: str = HOLDER,
+    version_attr: str = VERSION,
 ) -> dict[str, Any] | None:
     """Claim the first free slot among ``keys`` (in order); None when every one is taken."""
     for key in keys:
         try:
-            return claim(client, table, key, holder, backoff=backoff)
+            return claim(
+                client,
+                table,
+                key,
+                holder,
+                backoff=backoff,
+                holder_attr=holder_attr,
+                version_attr=version_attr,
+            )
         except SlotTaken:
             continue
     return None
@@ -177,6 +198,8 @@ def release(
     holder: str,
     *,
     backoff: retry.Backoff,
+    holder_attr: str = HOLDER,
+    version_attr: str = VERSION,
 ) -> None:
     """Give the slot back; only its holder can. Raises :class:`NotHolder` otherwise."""
     try:
@@ -186,7 +209,7 @@ def release(
                 Key=codec.encode_item(key),
                 UpdateExpression="REMOVE #holder SET #version = #version + :one",
                 ConditionExpression="#holder = :holder",
-                ExpressionAttributeNames={"#holder": HOLDER, "#version": "version"},
+                ExpressionAttributeNames={"#holder": holder_attr, "#version": version_attr},
                 ExpressionAttributeValues=codec.values(holder=holder, one=1),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             ),

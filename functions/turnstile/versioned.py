@@ -9,7 +9,7 @@ The read, decide, write loop:
    (for example "out of stock").
 3. Write, guarded by the version that was read::
 
-       UpdateExpression:    SET #a0 = :a0, ..., #version = :next
+       UpdateExpression:    SET #c0 = :c0, ..., #version = :next
        ConditionExpression: #version = :expected
                             (attribute_not_exists(#version) when the item did not exist)
        ReturnValuesOnConditionCheckFailure: ALL_OLD
@@ -28,12 +28,45 @@ the same timestamp and the check would let the second one overwrite the first.
 
 When ``also`` is given, the write becomes a ``TransactWriteItems`` of the guarded update plus those
 items (for example an idempotency record), all applied or none.
+
+**Writes that need no read.** When the new value follows from the old one by arithmetic, or the
+change does not depend on the item at all, one conditional ``UpdateItem`` does it, without a read
+and without conflicts to retry. Each of these moves the version too, so a read-decide-write
+running at the same time sees the change and decides again:
+
+* :func:`decrement`, e.g. selling stock (never below zero)::
+
+      UpdateExpression:    SET #n = #n - :amount, #version = #version + :one
+      ConditionExpression: #n >= :amount
+
+  A comparison with a missing attribute is false, so it never creates an item; refused, it raises
+  :class:`Insufficient` (with the item) or :class:`NoSuchItem`.
+
+* :func:`increment`, e.g. a restock that must add exactly its units whatever sells meanwhile::
+
+      UpdateExpression:    SET #n = #n + :amount, #version = #version + :one
+      ConditionExpression: attribute_exists(#n)
+
+* :func:`bump` (and :func:`bump_op`, the same as a transaction element, optionally at an
+  ``expected`` version): set attributes at whatever version the item is at, as long as it exists::
+
+      UpdateExpression:    SET #c0 = :c0, ..., #version = #version + :one
+      ConditionExpression: attribute_exists(#version)     (bump_op with expected:
+                                                            #version = :expected)
+
+Each takes an optional :class:`Condition` of the caller's own, ANDed to its guard; all of them ask
+for ``ReturnValuesOnConditionCheckFailure: ALL_OLD`` and return ``ALL_NEW``::
+
+    item = versioned.decrement(
+        client, table="products", key={"productId": "p1"}, attr="stock", amount=2,
+        backoff=retry.Backoff(),
+    )                                   # item["stock"] is what is left, item["version"] moved
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -45,11 +78,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Also",
+    "Condition",
+    "ConditionFailed",
     "Decide",
+    "Insufficient",
     "Item",
+    "NoSuchItem",
     "VersionConflict",
     "VersionMismatch",
     "Written",
+    "bump",
+    "bump_op",
+    "decrement",
+    "increment",
     "read",
     "update_if_version",
     "update_versioned",
@@ -79,6 +120,48 @@ class VersionMismatch(errors.Refused):
         self.current = current
 
 
+class NoSuchItem(errors.NotFound):
+    """The item to change does not exist: nothing was written (and nothing created)."""
+
+
+class ConditionFailed(errors.Refused):
+    """The item exists but the write's condition refused it; ``current`` is the item as it was."""
+
+    def __init__(self, current: Item, message: str = "condition refused the write") -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class Insufficient(ConditionFailed):
+    """:func:`decrement`: the attribute holds less than the amount (or is missing);
+    ``available`` is what it holds (0 when missing)."""
+
+    def __init__(self, current: Item, attr: str, amount: int) -> None:
+        self.available = int(current.get(attr, 0))
+        super().__init__(current, f"{attr} holds {self.available}, {amount} requested")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A condition of the caller's own, ANDed with a primitive's guard, e.g. "only unsharded"::
+
+        Condition("attribute_not_exists(#xshards) OR #xshards = :xone",
+                  names={"#xshards": "shards"}, values={":xone": 1})
+
+    Its placeholders start with ``#x`` and ``:x`` (the primitives' own never do); ``values`` are
+    plain Python values, encoded by :mod:`turnstile.codec`."""
+
+    expression: str
+    names: Mapping[str, str] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clashing = [n for n in self.names if not n.startswith("#x")]
+        clashing += [v for v in self.values if not v.startswith(":x")]
+        if clashing:
+            raise ValueError(f"Condition placeholders must start with #x / :x: {clashing}")
+
+
 @dataclass(frozen=True)
 class Written:
     """The item after a successful versioned write, and how many write attempts it took."""
@@ -87,17 +170,24 @@ class Written:
     attempts: int
 
 
+def _assignments(
+    changes: Mapping[str, Any], names: dict[str, str], values: dict[str, Any]
+) -> list[str]:
+    """``#c<i> = :c<i>`` for each change, its placeholders added to ``names`` and ``values``."""
+    assignments = []
+    for index, (name, value) in enumerate(changes.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = codec.encode(value)
+        assignments.append(f"#c{index} = :c{index}")
+    return assignments
+
+
 def _update_parts(
     changes: Mapping[str, Any], version_attr: str, expected: int | None
 ) -> dict[str, Any]:
     names = {"#version": version_attr}
     values: dict[str, Any] = {":next": codec.encode((expected or 0) + 1)}
-    assignments = []
-    for index, (name, value) in enumerate(changes.items()):
-        names[f"#a{index}"] = name
-        values[f":a{index}"] = codec.encode(value)
-        assignments.append(f"#a{index} = :a{index}")
-    assignments.append("#version = :next")
+    assignments = [*_assignments(changes, names, values), "#version = :next"]
     if expected is None:
         condition = "attribute_not_exists(#version)"
     else:
@@ -124,6 +214,31 @@ def read(
     return codec.decode_item(response.get("Item"))
 
 
+def _update(
+    client: DynamoDBClient,
+    table: str,
+    key: Mapping[str, Any],
+    parts: Mapping[str, Any],
+    backoff: retry.Backoff,
+    pattern: str,
+) -> Item:
+    """One conditional ``UpdateItem`` (not resent after a timeout: it is not idempotent); the
+    item after it, or the ``ClientError`` of a refusal for the caller to read."""
+    response = retry.call(
+        lambda: client.update_item(
+            TableName=table,
+            Key=codec.encode_item(key),
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **parts,
+        ),
+        backoff=backoff,
+        idempotent=False,
+        pattern=pattern,
+    )
+    return codec.new_item(response)
+
+
 def update_if_version(
     client: DynamoDBClient,
     *,
@@ -138,24 +253,12 @@ def update_if_version(
     of conflicts. Raises :class:`VersionMismatch` with the current item (None if absent)."""
     parts = _update_parts(changes, version_attr, expected)
     try:
-        response = retry.call(
-            lambda: client.update_item(
-                TableName=table,
-                Key=codec.encode_item(key),
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **parts,
-            ),
-            backoff=backoff,
-            idempotent=False,
-            pattern=PATTERN,
-        )
+        return _update(client, table, key, parts, backoff, PATTERN)
     except ClientError as exc:
         if retry.condition_failed(exc):
             metrics.count("VersionMismatch", pattern=PATTERN)
             raise VersionMismatch(codec.old_item(exc)) from exc
         raise
-    return codec.new_item(response)
 
 
 def update_versioned(
@@ -233,3 +336,202 @@ def update_versioned(
             metrics.count("ConflictGiveUp", pattern=PATTERN)
             raise VersionConflict(attempt, item)
         conflicts.pause(attempt)
+
+
+def _and(parts: dict[str, Any], guard: str, condition: Condition | None) -> dict[str, Any]:
+    """``parts`` with ``ConditionExpression`` = ``guard`` [AND (``condition``)]."""
+    if condition is None:
+        parts["ConditionExpression"] = guard
+        return parts
+    parts["ConditionExpression"] = f"({guard}) AND ({condition.expression})"
+    parts["ExpressionAttributeNames"] = {**parts["ExpressionAttributeNames"], **condition.names}
+    parts["ExpressionAttributeValues"] = {
+        **parts.get("ExpressionAttributeValues", {}),
+        **{name: codec.encode(value) for name, value in condition.values.items()},
+    }
+    return parts
+
+
+def _adjust(
+    client: DynamoDBClient,
+    table: str,
+    key: Mapping[str, Any],
+    attr: str,
+    delta: int,
+    guard: str,
+    version_attr: str | None,
+    condition: Condition | None,
+    backoff: retry.Backoff,
+    pattern: str,
+) -> Item:
+    names = {"#n": attr}
+    values = {":amount": codec.encode(abs(delta))}
+    sets = [f"#n = #n {'+' if delta > 0 else '-'} :amount"]
+    if version_attr is not None:
+        names["#version"] = version_attr
+        values[":one"] = codec.encode(1)
+        sets.append("#version = #version + :one")
+    parts = _and(
+        {
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        },
+        guard,
+        condition,
+    )
+    try:
+        return _update(client, table, key, parts, backoff, pattern)
+    except ClientError as exc:
+        if not retry.condition_failed(exc):
+            raise
+        current = codec.old_item(exc)
+        if current is None:
+            raise NoSuchItem() from exc
+        if delta < 0 and int(current.get(attr, 0)) < -delta:
+            raise Insufficient(current, attr, -delta) from exc
+        raise ConditionFailed(current) from exc
+
+
+def _positive(amount: int) -> int:
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        raise ValueError(f"amount must be a positive int, not {amount!r}")
+    return amount
+
+
+def decrement(
+    client: DynamoDBClient,
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    attr: str,
+    amount: int,
+    backoff: retry.Backoff,
+    version_attr: str | None = "version",
+    condition: Condition | None = None,
+    pattern: str = PATTERN,
+) -> Item:
+    """Take ``amount`` from the number ``attr`` unless that would leave it below zero, and add one
+    to ``version_attr`` (None: no version), in one ``UpdateItem`` (module docstring). Returns the
+    item after the write.
+
+    Raises :class:`Insufficient` (``available``: what ``attr`` holds), :class:`NoSuchItem`,
+    :class:`ConditionFailed` when ``condition`` refused, and
+    :class:`turnstile.OutcomeUnknown` when the write timed out (it is never resent)."""
+    return _adjust(
+        client,
+        table,
+        key,
+        attr,
+        -_positive(amount),
+        "#n >= :amount",
+        version_attr,
+        condition,
+        backoff,
+        pattern,
+    )
+
+
+def increment(
+    client: DynamoDBClient,
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    attr: str,
+    amount: int,
+    backoff: retry.Backoff,
+    version_attr: str | None = "version",
+    condition: Condition | None = None,
+    pattern: str = PATTERN,
+) -> Item:
+    """Add ``amount`` to the number ``attr`` of an existing item (it is never created) and one to
+    ``version_attr`` (None: no version), in one ``UpdateItem``. Returns the item after the write.
+
+    Raises :class:`NoSuchItem`, :class:`ConditionFailed` (``attr`` is missing, or ``condition``
+    refused) and :class:`turnstile.OutcomeUnknown` when the write timed out."""
+    return _adjust(
+        client,
+        table,
+        key,
+        attr,
+        _positive(amount),
+        "attribute_exists(#n)",
+        version_attr,
+        condition,
+        backoff,
+        pattern,
+    )
+
+
+def _bump_parts(
+    changes: Mapping[str, Any],
+    expected: int | None,
+    version_attr: str,
+    condition: Condition | None,
+) -> dict[str, Any]:
+    names = {"#version": version_attr}
+    values = {":one": codec.encode(1)}
+    sets = [*_assignments(changes, names, values), "#version = #version + :one"]
+    if expected is None:
+        guard = "attribute_exists(#version)"
+    else:
+        guard = "#version = :expected"
+        values[":expected"] = codec.encode(expected)
+    return _and(
+        {
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        },
+        guard,
+        condition,
+    )
+
+
+def bump_op(
+    table: str,
+    key: Mapping[str, Any],
+    changes: Mapping[str, Any],
+    *,
+    expected: int | None = None,
+    version_attr: str = "version",
+    condition: Condition | None = None,
+) -> dict[str, Any]:
+    """As a ``TransactWriteItems`` element: set ``changes`` and add one to the version, at version
+    ``expected`` (None: at any version, as long as the item exists). A refusal reads as
+    :class:`turnstile.transact.Cancelled` with this element's ALL_OLD item (None: no item)."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": codec.encode_item(key),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **_bump_parts(changes, expected, version_attr, condition),
+        }
+    }
+
+
+def bump(
+    client: DynamoDBClient,
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    changes: Mapping[str, Any],
+    backoff: retry.Backoff,
+    version_attr: str = "version",
+    condition: Condition | None = None,
+    pattern: str = PATTERN,
+) -> Item:
+    """Set ``changes`` and add one to the version at whatever version the item is at, in one
+    ``UpdateItem`` (``If-Match: *``: writes racing with it cannot make it fail). Returns the item
+    after the write. Raises :class:`NoSuchItem`, :class:`ConditionFailed` when ``condition``
+    refused, and :class:`turnstile.OutcomeUnknown` when the write timed out."""
+    parts = _bump_parts(changes, None, version_attr, condition)
+    try:
+        return _update(client, table, key, parts, backoff, pattern)
+    except ClientError as exc:
+        if not retry.condition_failed(exc):
+            raise
+        current = codec.old_item(exc)
+        if current is None:
+            raise NoSuchItem() from exc
+        raise ConditionFailed(current) from exc

@@ -66,3 +66,17 @@ def test_the_wheel_installs_in_a_fresh_venv_with_only_the_sdk(
     )
     path, version = out.stdout.split()
     assert "site-packages" in path and version == turnstile.__version__
+    # And every module but the CDK extra imports there, with only the SDK: none of them reaches
+    # for the service, Powertools, pydantic or anything else of the app around the library
+    every = (
+        "import importlib, pkgutil, turnstile\n"
+        "for m in pkgutil.iter_modules(turnstile.__path__):\n"
+        "    if m.name != 'cdk':\n"
+        "        importlib.import_module('turnstile.' + m.name)\n"
+        "        print(m.name)\n"
+    )
+    out = subprocess.run(
+        [str(python), "-c", every], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    imported = set(out.stdout.split())
+    assert {"versioned", "idempotency", "lease", "lease_queue", "record_keys"} <= imported

@@ -19,7 +19,7 @@ import pytest
 
 from local import workers
 from service import catalog
-from tests.helpers import ALICE, signed_in
+from tests.helpers import ALICE, proxy_event, signed_in
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_POWERTOOLS = "3.23.0"  # Powertools' SSM parameters: layer 27 of ...python312-arm64
@@ -37,32 +37,6 @@ REQUESTS: dict[str, tuple[str, str, dict[str, str], Any]] = {
     "inventory": ("GET", "/inventory/{sku}", {"sku": "as-deployed-none"}, None),
     "events": ("GET", "/events/{eventId}", {"eventId": "as-deployed-none"}, None),
 }
-
-
-def proxy_event(method: str, resource: str, params: dict[str, str], body: Any) -> dict[str, Any]:
-    path = resource.format(**params)
-    headers = {"Accept": "application/json", "Content-Type": "application/json"}
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {key: [value] for key, value in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": params,
-        "stageVariables": None,
-        "requestContext": {
-            "requestId": "as-deployed",
-            "stage": "local",
-            "resourcePath": resource,
-            "httpMethod": method,
-            "path": path,
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": None if body is None else json.dumps(body),
-        "isBase64Encoded": False,
-    }
 
 
 def skipped_record(table: str) -> dict[str, Any]:
@@ -98,7 +72,15 @@ def test_each_api_function_as_deployed_refuses_the_anonymous_and_serves_the_sign
     functions, name
 ):
     worker = functions[catalog.spec(name).handler]
-    event = proxy_event(*REQUESTS[name])
+    method, resource, params, body = REQUESTS[name]
+    event = proxy_event(
+        method,
+        resource,
+        resource.format(**params),
+        body=None if body is None else json.dumps(body),
+        params=params,
+        caller=None,
+    )
     # When the request comes without an authorizer's claims, then with alice's
     anonymous = worker(signed_in(event, None))
     answered = worker(signed_in(event, ALICE))

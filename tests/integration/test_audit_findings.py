@@ -206,3 +206,27 @@ def test_3_7_the_summary_during_a_creation_shows_only_counts_that_were_true(
     final = shown[-1]
     assert final["status"] == "READY"
     assert final["available"] + final["reserved"] == 10, final
+
+
+def test_3_4_concurrent_restocks_and_sales_of_an_unsharded_product_all_apply(
+    wired, ddb, tables, unique
+):
+    # Given an unsharded product with 100 units, 20 restocks of 1..20 units and 40 purchases of
+    # one sent at the same moment (a read-decide-write restock lost races to the sales here)
+    Products(client=ddb, table=tables["products"]).create(unique, "Plain", 100)
+    barrier = threading.Barrier(60, timeout=120)
+
+    def act(n: int) -> int:
+        barrier.wait()
+        if n < 20:
+            return invoke(products.handler, post(unique, "restocks", {"units": n + 1}))[0]
+        return invoke(products.handler, post(unique, "purchases", {"quantity": 1}))[0]
+
+    with ThreadPoolExecutor(60) as pool:
+        statuses = list(pool.map(act, range(60)))
+    # Then every restock and every sale applied, exactly once, and each moved the version once
+    assert Counter(statuses[:20]) == {200: 20}
+    assert Counter(statuses[20:]) == {201: 40}
+    product = Products(client=ddb, table=tables["products"]).get(unique)
+    assert product["stock"] == 100 + sum(range(1, 21)) - 40
+    assert product["version"] == 1 + 60

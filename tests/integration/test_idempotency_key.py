@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from service.domain.products import Products
 from service.handlers import products
-from tests.helpers import invoke, proxy_event, purchase, stock_of
+from tests.helpers import invoke, proxy_event, purchase, scan_all, stock_of
+from turnstile import codec
 
 
 def test_a_retried_purchase_returns_the_first_receipt(wired, ddb, tables, unique):
@@ -121,3 +123,24 @@ def test_a_committed_create_is_answered_even_if_its_answer_cannot_be_stored(
     # Then the client hears that it happened, not a 5xx for a write that was applied
     assert status == 201 and body["productId"] == unique
     assert stock_of(ddb, tables, unique) == (1, 1)
+
+
+def test_a_stored_answer_expires_by_the_ttl_attribute_the_stack_gives_the_table(
+    wired, ddb, tables, unique
+):
+    # Given the idempotency table as the stack declares it (its TTL attribute), and a keyed
+    # purchase whose answer is stored
+    table = tables["idempotency"]
+    ttl = ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]["AttributeName"]
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
+    started = time.time()
+    invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"ttl-{unique}"))
+    # Then the record carries its expiry under that attribute (a day ahead), so TTL cleans it up
+    records = [
+        item
+        for item in (codec.decode_item(raw) or {} for raw in scan_all(ddb, table))
+        if str(item["id"]).endswith(f"#ttl-{unique}")
+    ]
+    assert len(records) == 1
+    assert records[0]["status"] == "COMPLETED"
+    assert started + 23 * 3600 < records[0][ttl] < time.time() + 25 * 3600

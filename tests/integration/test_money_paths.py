@@ -17,7 +17,17 @@ from service.domain.payments import FakeProvider
 from service.domain.products import Products
 from service.domain.wallets import Wallets
 from service.handlers import events, inventory, products, wallets
-from tests.helpers import Clock, Faults, balance, invoke, proxy_event, purchase, stock_of, top_up
+from tests.helpers import (
+    Clock,
+    Faults,
+    balance,
+    invoke,
+    keyed_post,
+    proxy_event,
+    purchase,
+    stock_of,
+    top_up,
+)
 from turnstile import idempotency, lease, metrics, retry
 
 
@@ -165,16 +175,8 @@ def create_event(event_id: str, capacity: int = 5) -> None:
 
 
 def register(event_id: str, user_id: str, key: str | None) -> dict[str, Any]:
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Idempotency-Key"] = key
-    return proxy_event(
-        "POST",
-        "/events/{eventId}/registrations",
-        f"/events/{event_id}/registrations",
-        body=json.dumps({"userId": user_id}),
-        headers=headers,
-        params={"eventId": event_id},
+    return keyed_post(
+        "/events/{eventId}/registrations", {"eventId": event_id}, {"userId": user_id}, key
     )
 
 

@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolv
 
 from service import policy
 from service.api.errors import HttpError
-from service.api.routes import Route
+from service.api.routes import Route, partition_of
 from turnstile import idempotency, metrics, retry
 
 logger = Logger()
@@ -73,7 +73,7 @@ def middleware(
         # each function's role may only touch the records of its own partitions. Issue 9: a key
         # is its caller's, so two users' same key are two requests and never share an answer.
         scope = idempotency.record_id(
-            idempotency.partition_of(route.path),
+            partition_of(route.path),
             policy.idempotency_scope(caller(), f"{event.http_method} {event.path}#{key}"),
         )
         fingerprint = idempotency.fingerprint(event.http_method, event.path, event.json_body)

@@ -316,5 +316,16 @@ def links(route: Route) -> dict[str, dict[str, object]]:
     return found
 
 
+def partition_of(path: str) -> str:
+    """The idempotency-record partition of a route's path: its first segment
+    (``/wallets/{walletId}/top-ups`` -> ``wallets``).
+
+    Every route under one first segment is served by one function, so a partition names the
+    function that owns its records: ``service.api.keyed`` keys each record
+    ``turnstile.record_keys.record_id(partition, scope)``, and the stack grants each function's
+    role exactly its own partitions (``dynamodb:LeadingKeys``)."""
+    return path.strip("/").split("/", 1)[0]
+
+
 def of(function: str) -> tuple[Route, ...]:
     return tuple(route for route in ROUTES if route.function == function)

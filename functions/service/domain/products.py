@@ -6,10 +6,10 @@ Table layout: one item per product, partition key ``productId``; attributes ``na
 Two purchase strategies:
 
 * ``atomic`` (default): one ``UpdateItem``, because a purchase is a commutative decrement that does
-  not need to see the stock before deciding::
+  not need to see the stock before deciding (:func:`turnstile.versioned.decrement`)::
 
-      SET #stock = #stock - :q, #version = #version + :one
-      ConditionExpression: attribute_exists(#pk) AND #stock >= :q
+      SET #n = #n - :amount, #version = #version + :one      (#n: stock)
+      ConditionExpression: #n >= :amount
 
 * ``versioned``: seed 000's read, decide, version-checked write, via
   :func:`turnstile.versioned.update_versioned`. Right when the write depends on the read in ways a
@@ -50,8 +50,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
 from turnstile import codec, creation, metrics, retry, sharded, transact, versioned
@@ -64,6 +62,14 @@ class _Sharded(Exception):
     def __init__(self, shards: int) -> None:
         super().__init__(f"{shards} shards")
         self.shards = shards
+
+
+# An unsharded product (a sharded one's item is its catalogue parent, without stock).
+UNSHARDED = versioned.Condition(
+    "attribute_not_exists(#xshards) OR #xshards = :xone",
+    names={"#xshards": "shards"},
+    values={":xone": 1},
+)
 
 
 def _public(item: dict[str, Any]) -> dict[str, Any]:
@@ -141,57 +147,32 @@ class Products:
         parent = self._parent(product_id)
         shards = parent.get("shards", 1)
         if shards == 1:
-            versioned.update_versioned(
-                self.client,
-                table=self.table,
-                key=self._key(product_id),
-                decide=lambda item: {"stock": (item or parent)["stock"] + units},
-                backoff=self.backoff,
-                conflicts=self.conflicts,
-            )
-            return self.get(product_id)
+            # A commutative add: one write, no read to go stale, so concurrent sales never make
+            # it conflict (``attribute_exists(stock)``: never onto a sharded product's parent).
+            try:
+                item = versioned.increment(
+                    self.client,
+                    table=self.table,
+                    key=self._key(product_id),
+                    attr="stock",
+                    amount=units,
+                    backoff=self.backoff,
+                )
+            except versioned.NoSuchItem as exc:
+                raise NotFound(f"no product {product_id!r}") from exc
+            return _public(item)
         try:
             sharded.add(
                 self.client,
                 self.counter(product_id, shards),
                 units,
                 backoff=self.backoff,
-                also=[self._bump(product_id, None, {})],
+                also=[versioned.bump_op(self.table, self._key(product_id), {})],
                 increments=("version",),
             )
         except transact.Cancelled as exc:
             raise NotFound(f"no product {product_id!r}") from exc
         return self.get(product_id)
-
-    def _bump(
-        self, product_id: str, expected: int | None, changes: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Transaction element: the product item at ``expected`` (``None``: at any version, as
-        long as it exists) gets ``changes`` and version+1."""
-        names = {"#version": "version"}
-        values = codec.values(one=1)
-        if expected is None:
-            names["#pk"] = "productId"
-            condition = "attribute_exists(#pk)"
-        else:
-            values.update(codec.values(expected=expected))
-            condition = "#version = :expected"
-        sets = ["#version = #version + :one"]
-        for i, (name, value) in enumerate(changes.items()):
-            names[f"#c{i}"] = name
-            values[f":c{i}"] = codec.encode(value)
-            sets.append(f"#c{i} = :c{i}")
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": codec.encode_item(self._key(product_id)),
-                "UpdateExpression": "SET " + ", ".join(sets),
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
 
     def update(
         self, product_id: str, expected_version: int | None, changes: dict[str, Any]
@@ -228,34 +209,19 @@ class Products:
     def _update_any(self, product_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         """``changes`` and version+1 on an unsharded product at whatever version it is: one
         write, so sales in between (each moves the version) cannot make it fail."""
-        names = {"#pk": "productId", "#version": "version", "#shards": "shards"}
-        values = codec.values(one=1)
-        sets = ["#version = #version + :one"]
-        for i, (name, value) in enumerate(changes.items()):
-            names[f"#c{i}"] = name
-            values[f":c{i}"] = codec.encode(value)
-            sets.append(f"#c{i} = :c{i}")
         try:
-            response = retry.call(
-                lambda: self.client.update_item(
-                    TableName=self.table,
-                    Key=codec.encode_item(self._key(product_id)),
-                    UpdateExpression="SET " + ", ".join(sets),
-                    ConditionExpression="attribute_exists(#pk) AND "
-                    "(attribute_not_exists(#shards) OR #shards = :one)",
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues=values,
-                    ReturnValues="ALL_NEW",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
+            return versioned.bump(
+                self.client,
+                table=self.table,
+                key=self._key(product_id),
+                changes=changes,
                 backoff=self.backoff,
-                idempotent=False,
+                condition=UNSHARDED,
             )
-        except ClientError as exc:
-            if retry.condition_failed(exc):
-                raise versioned.VersionMismatch(codec.old_item(exc)) from exc
-            raise
-        return codec.decode_item(response["Attributes"]) or {}
+        except versioned.NoSuchItem as exc:
+            raise versioned.VersionMismatch(None) from exc
+        except versioned.ConditionFailed as exc:
+            raise versioned.VersionMismatch(exc.current) from exc
 
     def _update_sharded(
         self, product_id: str, shards: int, expected: int | None, changes: dict[str, Any]
@@ -279,7 +245,7 @@ class Products:
         self, product_id: str, shards: int, expected: int, changes: dict[str, Any]
     ) -> dict[str, Any]:
         catalogue = {k: v for k, v in changes.items() if k != "stock"}
-        bump = self._bump(product_id, expected, catalogue)
+        bump = versioned.bump_op(self.table, self._key(product_id), catalogue, expected=expected)
         try:
             if "stock" in changes:
                 sharded.set_total(
@@ -413,35 +379,21 @@ class Products:
 
     def _purchase_atomic(self, product_id: str, quantity: int, purchase_id: str) -> dict:
         try:
-            response = retry.call(
-                lambda: self.client.update_item(
-                    TableName=self.table,
-                    Key=codec.encode_item(self._key(product_id)),
-                    UpdateExpression="SET #stock = #stock - :q, #version = #version + :one",
-                    ConditionExpression="attribute_exists(#pk) AND #stock >= :q",
-                    ExpressionAttributeNames={
-                        "#pk": "productId",
-                        "#stock": "stock",
-                        "#version": "version",
-                    },
-                    ExpressionAttributeValues=codec.values(q=quantity, one=1),
-                    ReturnValues="ALL_NEW",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
+            item = versioned.decrement(
+                self.client,
+                table=self.table,
+                key=self._key(product_id),
+                attr="stock",
+                amount=quantity,
                 backoff=self.backoff,
-                idempotent=False,
                 pattern="atomic",
             )
-        except ClientError as exc:
-            if not retry.condition_failed(exc):
-                raise
-            current = codec.old_item(exc)
-            if current is None:
-                raise NotFound(f"no product {product_id!r}") from exc
-            if current.get("shards", 1) > 1:
-                raise _Sharded(current["shards"]) from exc
-            raise self._out_of_stock(current, quantity) from exc
-        item = codec.decode_item(response["Attributes"]) or {}
+        except versioned.NoSuchItem as exc:
+            raise NotFound(f"no product {product_id!r}") from exc
+        except versioned.Insufficient as exc:
+            if exc.current.get("shards", 1) > 1:  # a sharded parent holds no stock
+                raise _Sharded(exc.current["shards"]) from exc
+            raise self._out_of_stock(exc.current, quantity) from exc
         return self._receipt(purchase_id, product_id, quantity, item)
 
     def _purchase_versioned(

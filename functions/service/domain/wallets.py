@@ -58,9 +58,10 @@ from service import config
 from service.domain import locks
 from service.domain.errors import LockLost, NotFound, PaymentFailed
 from service.domain.payments import PaymentProvider, ProviderError
-from turnstile import codec, idempotency, lease, metrics, retry, transact, versioned
+from turnstile import codec, creation, idempotency, lease, metrics, retry, transact, versioned
 from turnstile.idempotency import Claim, IdempotencyStore
 
+WALLET_KEY = "walletId"  # the table's partition key
 CREDITED = "CREDITED"
 REFUNDED = "REFUNDED"
 
@@ -71,7 +72,7 @@ def lease_resource(wallet_id: str) -> str:
 
 def charge_key(charge_id: str) -> dict[str, str]:
     """The ``charge#<id>`` item that records what became of one provider charge."""
-    return {"walletId": f"charge#{charge_id}"}
+    return {WALLET_KEY: f"charge#{charge_id}"}
 
 
 def provider_key(claim: Claim) -> str:
@@ -109,7 +110,7 @@ class Wallets:
     )
 
     def get(self, wallet_id: str) -> dict[str, Any]:
-        item = versioned.read(self.client, self.table, {"walletId": wallet_id}, self.backoff)
+        item = versioned.read(self.client, self.table, {WALLET_KEY: wallet_id}, self.backoff)
         if item is None:
             raise NotFound(f"no wallet {wallet_id!r}")
         return _public(item)
@@ -129,7 +130,7 @@ class Wallets:
         and again under the lease, where the answer is final (a first top-up by someone else may
         have landed in between)."""
         if owner is not None:
-            found = versioned.read(self.client, self.table, {"walletId": wallet_id}, self.backoff)
+            found = versioned.read(self.client, self.table, {WALLET_KEY: wallet_id}, self.backoff)
             owner((found or {}).get("owner"))
         top_up_id = uuid.uuid4().hex
         resource = lease_resource(wallet_id)
@@ -155,7 +156,7 @@ class Wallets:
         claim: Claim | None,
         owner: OwnerRule | None,
     ) -> dict[str, Any]:
-        key = {"walletId": wallet_id}
+        key = {WALLET_KEY: wallet_id}
         current = versioned.read(self.client, self.table, key, self.backoff) or {
             **key,
             "balance": 0,
@@ -194,14 +195,7 @@ class Wallets:
         }
         items: list[dict[str, Any]] = [
             {"Put": {"TableName": self.table, "Item": codec.encode_item(after)}},
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": codec.encode_item(charge),
-                    "ConditionExpression": "attribute_not_exists(walletId)",
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
+            creation.put_new_op(self.table, charge, WALLET_KEY),
         ]
         if claim is not None:
             if self.idempotency is None:
@@ -256,14 +250,10 @@ class Wallets:
             "amount": amount,
             "topUpId": top_up_id,
         }
+        put = creation.put_new_op(self.table, marker, WALLET_KEY)["Put"]
         try:
             retry.call(
-                lambda: self.client.put_item(
-                    TableName=self.table,
-                    Item=codec.encode_item(marker),
-                    ConditionExpression="attribute_not_exists(walletId)",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
+                lambda: self.client.put_item(**put),
                 backoff=self.backoff,
                 idempotent=True,  # a resend meets its own marker: recognised below by topUpId
             )
