@@ -11,14 +11,15 @@ units that are, or will become, claimable. Sold units drop the ticket and leave 
 * A held unit's ticket is its hold expiry: once the clock passes it, the unit shows up in the same
   ``claimableAt <= :now`` range as the free ones, so a lapsed hold is found like a free unit.
 
-Finding candidates never scans: :func:`reserve` queries the index with
-``#pool = :pool AND #ticket BETWEEN 0 AND :now``, one range per pool from a random end, one pool
-after another from a random pool. The index is only a hint (it is eventually consistent on AWS):
-the conditional write on the unit itself decides.
+Finding candidates never scans: :func:`reserve` queries the index of one pool with
+``#pool = :pool AND #ticket BETWEEN :pivot AND :now`` from a random pivot ticket, then
+``BETWEEN 0 AND :pivot - 1`` when that was short, in pages of a few more units than it needs, and
+takes the next ``quantity`` units: a *run* of one pool (:class:`_Reader`). A pool known to be small
+(:meth:`PoolHints.is_sparse`) is read in one range ``BETWEEN 0 AND :now`` instead. The index is
+only a hint (it is eventually consistent on AWS): the conditional write on the unit itself decides.
 
-Before the first write, :func:`reserve` reads until it has seen ``quantity`` candidates; when the
-index cannot show that many, the answer is :class:`NotEnough` without a single write (the usual
-answer once a sku has sold out: one keys-only Query). Each page of candidates is shuffled.
+When no pool shows ``quantity`` units (every pool read to its end), the answer is
+:class:`NotEnough` without a single write (once a sku has sold out: one keys-only Query per pool).
 
 Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``UpdateItem`` when
 ``quantity`` is 1, which is all or nothing by itself)::
@@ -32,8 +33,9 @@ record is written in the same transaction as its claims: there is no moment at w
 held by a reservation nobody can find, and nothing to give back when the transaction fails. A
 cancelled transaction's ``CancellationReasons`` (``ConditionalCheckFailed`` or
 ``TransactionConflict``) name the units someone else took meanwhile; just those are replaced
-from the candidates already read and the transaction is sent again (new token), a bounded number
-of times. A lost reply is resent under the same ``ClientRequestToken`` and applied once.
+by a run from a fresh read and the transaction is sent again (new token), a bounded number of
+times (then :class:`turnstile.retry.RetriesExhausted`, never :class:`NotEnough`). A lost reply
+is resent under the same ``ClientRequestToken`` and applied once.
 
 Free (cancel a reservation), one ``TransactWriteItems`` over its units (:func:`free`)::
 
@@ -82,11 +84,13 @@ __all__ = [
     "FREE",
     "HELD",
     "SOLD",
+    "SPARSE",
     "TICKET_SPACE",
     "Claimed",
     "HoldLost",
     "Key",
     "NotEnough",
+    "PoolHints",
     "UnitTable",
     "free",
     "free_unit",
