@@ -107,6 +107,7 @@ HELD = "held"
 SOLD = "sold"
 
 TICKET_SPACE = 2**20  # random tickets of free units live in [0, TICKET_SPACE)
+_SPREAD = 4  # how many units past a run's first candidate it may start (see _Reader.pick)
 SPARSE = 16  # a pool not seen with this many claimable units is read in one whole-range Query
 
 Key = dict[str, Any]
@@ -442,6 +443,11 @@ class _Reader:
         :meth:`PoolHints.order`) that shows ``n``; when none does, after every pool was read to
         its end, whatever they showed together (fewer than ``n`` when there are not enough).
 
+        The run starts at a random one of the first ``_SPREAD + 1`` units read: the unit right
+        after a random pivot is chosen in proportion to the gap before it, which would make
+        concurrent requests meet more often than a uniform choice; a few gaps together even
+        that out.
+
         A pool whose key throttles is left for after the others (``PoolFailover``) and then read
         under the usual backoff."""
         avoid = {_identity(self.units, key) for key in skip}
@@ -451,7 +457,7 @@ class _Reader:
         def from_pool(pool: str, last_chance: bool) -> list[Key]:
             got: list[Key] = []
             mine: set[tuple[Any, ...]] = set()  # a unit can show twice (a release moved it)
-            for key in self._pool(pool, n, len(avoid), last_chance):
+            for key in self._pool(pool, n + _SPREAD, len(avoid), last_chance):
                 identity = _identity(self.units, key)
                 if identity in avoid or identity in mine:
                     continue
@@ -459,10 +465,13 @@ class _Reader:
                     continue
                 mine.add(identity)
                 got.append(key)
-                if len(got) == n:
+                if len(got) == n + _SPREAD:
                     break
             avoid.update(mine)
-            return got
+            if len(got) <= n:
+                return got
+            start = int(self.rand() * (len(got) - n + 1))
+            return got[start : start + n]
 
         for pool in self.pool_hints.order(self.pools, self.rand):
             try:
