@@ -15,7 +15,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench import coldstart, hot, http_auth, inventory, leases, products, signup  # noqa: E402
+from bench import (  # noqa: E402
+    coldstart,
+    hot,
+    http_auth,
+    http_inventory,
+    inventory,
+    leases,
+    products,
+    signup,
+)
 from bench.harness import Meter, markdown, median_row, raw_ceiling, tally_delta  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
@@ -136,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             run_leases(client, names["leases"])
         if not only or "http" in only:
             run_http(db, loaded, client, meter, names)
+        if not only or "http_inventory" in only:
+            run_http_inventory(args.repeat)
         if not only or "hot" in only:
             run_hot(db, names)
         if not only or "coldstart" in only:
@@ -254,6 +265,32 @@ def run_http(
     columns = ["strategy", "wall_s", "wall_over_ceiling", "requests_per_s", "p50_ms", "p99_ms"]
     columns += ["calls_per_request", "errors", "outcomes", "rounds_wall_s"]
     print(markdown(rows, [*columns, "over_injected"]))
+
+
+HTTP_INVENTORY_TARGETS = {1: 1.25, 3: 1.4}  # reservations' wall over the one-unit purchases'
+
+
+def run_http_inventory(repeat: int) -> None:
+    rounds = max(3, repeat)
+    print(
+        f"\n## http_inventory (a few minutes: make local's stack, 4 variants x {rounds} rounds)",
+        flush=True,
+    )
+    rows = http_inventory.run(rounds=rounds)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "http_inventory.json").write_text(json.dumps(rows, indent=2))
+    print(
+        f"\nSeed 002 over HTTP against the stack as `make local` runs it (functions in their "
+        f"workers, own DynamoDB Local): {http_inventory.ATTEMPTS} requests from "
+        f"{http_inventory.WORKERS} users per round, {http_inventory.UNITS} units; atomic "
+        "purchases and reservations, q = 1 and 3, alternating, median round shown. "
+        "over_purchases: wall / the purchases' of the same q; over_purchases_q1: / the one-unit "
+        "purchases'. Targets (over_purchases_q1): "
+        + ", ".join(f"q={q} <= {t}" for q, t in HTTP_INVENTORY_TARGETS.items())
+        + ". Every round checked: no unit held twice, q units each, exact counts agree.\n"
+    )
+    print(markdown(rows, http_inventory.COLUMNS))
+    print(f"\n(written: {RESULTS / 'http_inventory.json'})")
 
 
 LEASE_COLUMNS = [

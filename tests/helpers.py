@@ -428,3 +428,32 @@ def claim_one(client: Any, inventory: Inventory, sku: str) -> dict[str, Any]:
         backoff=retry.Backoff(),
     )
     return {"reservationId": taken.holder}
+
+
+def pooled_service(client: Any, tables: Any, **extra: Any) -> Inventory:
+    """An inventory service with pool hints of its own (none learnt from other tests)."""
+    return Inventory(
+        client=client,
+        table=tables["inventory"],
+        summary_table=tables["inventory_summary"],
+        pool_hints=claims.PoolHints(),
+        **extra,
+    )
+
+
+def patient_client(dynamodb_local: Any) -> Any:
+    """A client of DynamoDB Local that waits a minute for an answer (a loaded machine)."""
+    return dynamodb_local.client(config=retry.client_config(read_timeout=60))
+
+
+def hold_as_rival(client: Any, table: str, key: dict[str, Any]) -> str:
+    """Hold the unit at ``key`` for a rival, for ever (as if another reservation took it just
+    before ours); returns its unit id."""
+    client.update_item(
+        TableName=table,
+        Key=codec.encode_item(key),
+        UpdateExpression="SET #s = :held, holder = :h, holdUntil = :u, claimableAt = :u",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues=codec.values(held="held", h="rival", u=2**52),
+    )
+    return unit_id(key["sk"])

@@ -95,7 +95,7 @@ INVENTORY_CHUNK_UNITS = 10_000  # units the creation worker writes per step (one
 INVENTORY_INLINE_UNITS = 1_000  # skus this small are created before POST /inventory answers
 INVENTORY_CREATE_WRITERS = 16  # parallel 100-unit transactions while creating units (at most)
 INVENTORY_CREATE_CHUNKS = 4  # chunks one creation step writes at once (each recorded on its own)
-INVENTORY_RESERVE_ROUNDS = 6  # cancelled reservation transactions before OUT_OF_STOCK
+INVENTORY_RESERVE_ROUNDS = 12  # lost reservation writes before a retryable 503, never OUT_OF_STOCK
 
 # Throttling and transient errors on any single call.
 CALL_ATTEMPTS = 6

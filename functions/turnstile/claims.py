@@ -11,14 +11,15 @@ units that are, or will become, claimable. Sold units drop the ticket and leave 
 * A held unit's ticket is its hold expiry: once the clock passes it, the unit shows up in the same
   ``claimableAt <= :now`` range as the free ones, so a lapsed hold is found like a free unit.
 
-Finding candidates never scans: :func:`reserve` queries the index with
-``#pool = :pool AND #ticket BETWEEN 0 AND :now``, one range per pool from a random end, one pool
-after another from a random pool. The index is only a hint (it is eventually consistent on AWS):
-the conditional write on the unit itself decides.
+Finding candidates never scans: :func:`reserve` queries the index of one pool with
+``#pool = :pool AND #ticket BETWEEN :pivot AND :now`` from a random pivot ticket, then
+``BETWEEN 0 AND :pivot - 1`` when that was short, in pages of a few more units than it needs, and
+takes the next ``quantity`` units: a *run* of one pool (:class:`_Reader`). A pool known to be small
+(:meth:`PoolHints.is_sparse`) is read in one range ``BETWEEN 0 AND :now`` instead. The index is
+only a hint (it is eventually consistent on AWS): the conditional write on the unit itself decides.
 
-Before the first write, :func:`reserve` reads until it has seen ``quantity`` candidates; when the
-index cannot show that many, the answer is :class:`NotEnough` without a single write (the usual
-answer once a sku has sold out: one keys-only Query). Each page of candidates is shuffled.
+When no pool shows ``quantity`` units (every pool read to its end), the answer is
+:class:`NotEnough` without a single write (once a sku has sold out: one keys-only Query per pool).
 
 Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``UpdateItem`` when
 ``quantity`` is 1, which is all or nothing by itself)::
@@ -32,8 +33,9 @@ record is written in the same transaction as its claims: there is no moment at w
 held by a reservation nobody can find, and nothing to give back when the transaction fails. A
 cancelled transaction's ``CancellationReasons`` (``ConditionalCheckFailed`` or
 ``TransactionConflict``) name the units someone else took meanwhile; just those are replaced
-from the candidates already read and the transaction is sent again (new token), a bounded number
-of times. A lost reply is resent under the same ``ClientRequestToken`` and applied once.
+by a run from a fresh read and the transaction is sent again (new token), a bounded number of
+times (then :class:`turnstile.retry.RetriesExhausted`, never :class:`NotEnough`). A lost reply
+is resent under the same ``ClientRequestToken`` and applied once.
 
 Free (cancel a reservation), one ``TransactWriteItems`` over its units (:func:`free`)::
 
@@ -64,7 +66,6 @@ record it has already applied (see ``service.domain.inventory``).
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import time
@@ -83,11 +84,13 @@ __all__ = [
     "FREE",
     "HELD",
     "SOLD",
+    "SPARSE",
     "TICKET_SPACE",
     "Claimed",
     "HoldLost",
     "Key",
     "NotEnough",
+    "PoolHints",
     "UnitTable",
     "free",
     "free_unit",
@@ -104,6 +107,8 @@ HELD = "held"
 SOLD = "sold"
 
 TICKET_SPACE = 2**20  # random tickets of free units live in [0, TICKET_SPACE)
+_SPREAD = 4  # how many units past a run's first candidate it may start (see _Reader.pick)
+SPARSE = 16  # a pool not seen with this many claimable units is read in one whole-range Query
 
 Key = dict[str, Any]
 
@@ -239,10 +244,14 @@ def sell(
 
 class PoolHints:
     """What this process has seen of each pool lately (a hint, never a lock): when a pool last
-    throttled, and when it last read empty. :func:`reserve` starts with the better of two random
-    pools (power of two choices: not throttled lately beats throttled, not seen empty beats seen
-    empty) and leaves the pools with bad news for last; every pool is still read before a
-    refusal, so the hints change only the order, never the answer."""
+    throttled, when it last read empty, and how many claimable units its last complete read
+    showed. :func:`reserve` starts with the better of two random pools (power of two choices: not
+    throttled lately beats throttled, not seen empty beats seen empty) and leaves the pools with
+    bad news for last; a pool is read from a random pivot only once it was seen with at least
+    :data:`SPARSE` claimable units, else in one whole-range Query (a refusal then costs one read
+    per pool).
+    Every pool is still read before a refusal, so the hints change only the order and the shape
+    of the reads, never the answer."""
 
     def __init__(
         self, *, throttle_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic
@@ -251,22 +260,34 @@ class PoolHints:
         self.clock = clock
         self._throttled: dict[str, float] = {}
         self._empty: dict[str, float] = {}
+        self._sparse: set[str] = set()
         self._lock = threading.Lock()
 
     def throttled(self, pool: str) -> None:
         with self._lock:
             self._throttled[pool] = self.clock()
 
-    def seen(self, pool: str, empty: bool) -> None:
+    def seen(self, pool: str, empty: bool, count: int | None = None) -> None:
+        """A read of ``pool`` showed units (``empty`` False) or none; ``count``: how many
+        claimable units it showed, when that is all of them or at least :data:`SPARSE` (None:
+        the read stopped early, having shown fewer)."""
         with self._lock:
             if empty:
                 self._empty[pool] = self.clock()
             else:
                 self._empty.pop(pool, None)
+            if count is not None and count < SPARSE:
+                self._sparse.add(pool)
+            elif count is not None:
+                self._sparse.discard(pool)
 
     def is_throttled(self, pool: str) -> bool:
         at = self._throttled.get(pool)
         return at is not None and self.clock() - at < self.throttle_seconds
+
+    def is_sparse(self, pool: str) -> bool:
+        """Last seen whole with fewer than :data:`SPARSE` claimable units."""
+        return pool in self._sparse
 
     def _badness(self, pool: str) -> tuple[bool, bool]:
         return (self.is_throttled(pool), pool in self._empty)
@@ -311,90 +332,165 @@ def _failover_on_throttle(send: Callable[[], Any]) -> Callable[[], Any]:
     return once
 
 
-def _candidates(
-    client: DynamoDBClient,
-    units: UnitTable,
-    pools: Sequence[str],
-    *,
-    now_ms: int,
-    page_size: int,
-    backoff: retry.Backoff,
-    rand: Callable[[], float],
-    claimed: Claimed,
-    pool_of: dict[tuple[Any, ...], str],
-    pool_hints: PoolHints,
-) -> Iterator[Key]:
-    """Unit keys from the index, claimable at ``now_ms``: every pool once, in the order of
-    :meth:`PoolHints.order`, each read in one range ``[0, now]`` from a random end.
+def _identity(units: UnitTable, key: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(key[name] for name in units.key_attrs)
 
-    A pool whose key throttles (its read, or a claim of one of its units) is left for after the
-    others (counted as ``PoolFailover``), and then read under the usual backoff: a refusal is
-    still decided only after every pool was read. One range per pool, not two halves around a
-    random pivot: a refusal must be able to see the whole pool in one keys-only Query. The spread
-    comes from the random end, the random order within each page and the random tickets.
-    """
-    order = pool_hints.order(pools, rand)
-    forward = rand() < 0.5
-    queue: list[tuple[str, bool]] = [(pool, False) for pool in order]
-    while queue:
-        pool, last_chance = queue.pop(0)
-        start: Key | None = None
-        while True:
-            request: dict[str, Any] = {
-                "TableName": units.table,
-                "IndexName": units.index,
-                "KeyConditionExpression": "#pool = :pool AND #ticket BETWEEN :low AND :high",
-                "ExpressionAttributeNames": {
-                    "#pool": units.pool_attr,
-                    "#ticket": units.ticket_attr,
-                },
-                "ExpressionAttributeValues": codec.values(pool=pool, low=0, high=now_ms),
-                "ScanIndexForward": forward,
-                "Limit": page_size,
-            }
-            if start is not None:
-                request["ExclusiveStartKey"] = start
 
-            def send(request: dict[str, Any] = request) -> Any:
-                return client.query(**request)
+@dataclass
+class _Reader:
+    """Reads the pools for :func:`reserve`: ``pick(n)`` finds ``n`` claimable units, as one run
+    from one pool where a pool shows ``n``, else from several pools."""
 
-            try:
-                response = retry.call(
-                    send if last_chance else _failover_on_throttle(send),
-                    backoff=backoff,
-                    idempotent=True,
-                    pattern=PATTERN,
-                )
-            except _Throttled:
-                pool_hints.throttled(pool)
-                metrics.count("PoolFailover", pattern=PATTERN)
-                claimed.failovers += 1
-                queue.append((pool, True))
-                break
-            claimed.queries += 1
-            raw_page = [codec.decode_item(raw) or {} for raw in response["Items"]]
-            if start is None:
-                pool_hints.seen(pool, not raw_page)
-            page = [units.key_of(item) for item in raw_page]
-            for key in page:
-                pool_of[tuple(key[name] for name in units.key_attrs)] = pool
-            # Walking a page in order would line every loser up behind the next unit another
-            # request is also about to take (a convoy); a random order spreads them out.
-            for index in range(len(page) - 1, 0, -1):
-                other = int(rand() * (index + 1))
-                page[index], page[other] = page[other], page[index]
-            for key in page:
-                if not last_chance and pool_hints.is_throttled(pool):
-                    # a claim in this pool was throttled meanwhile: the rest of it comes last
-                    queue.append((pool, True))
-                    break
-                yield key
-            else:
+    client: DynamoDBClient
+    units: UnitTable
+    pools: Sequence[str]
+    now_ms: int
+    backoff: retry.Backoff
+    rand: Callable[[], float]
+    claimed: Claimed
+    pool_hints: PoolHints
+    eligible: Callable[[Key], bool] | None
+    page_size: int | None
+    pool_of: dict[tuple[Any, ...], str] = field(default_factory=dict)
+
+    def _query(
+        self,
+        pool: str,
+        low: int,
+        high: int,
+        forward: bool,
+        limit: int,
+        start: Key | None,
+        last_chance: bool,
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "TableName": self.units.table,
+            "IndexName": self.units.index,
+            "KeyConditionExpression": "#pool = :pool AND #ticket BETWEEN :low AND :high",
+            "ExpressionAttributeNames": {
+                "#pool": self.units.pool_attr,
+                "#ticket": self.units.ticket_attr,
+            },
+            "ExpressionAttributeValues": codec.values(pool=pool, low=low, high=high),
+            "ScanIndexForward": forward,
+            "Limit": limit,
+        }
+        if start is not None:
+            request["ExclusiveStartKey"] = start
+
+        def send() -> Any:
+            return self.client.query(**request)
+
+        response: dict[str, Any] = retry.call(
+            send if last_chance else _failover_on_throttle(send),
+            backoff=self.backoff,
+            idempotent=True,
+            pattern=PATTERN,
+        )
+        self.claimed.queries += 1
+        return response
+
+    def _pool(self, pool: str, n: int, skipped: int, last_chance: bool) -> Iterator[Key]:
+        """The claimable units of one pool, in ticket order from where the read starts.
+
+        A pool not known to be large (:meth:`PoolHints.is_sparse`) is read in one range
+        ``[0, now]`` from a random end, its first page started at a random place (a whole small
+        pool in one Query: what a refusal costs). Any other pool is read from a random *pivot*
+        ticket: ``[pivot, now]``, then ``[0, pivot)``, in pages of a few more than ``n`` (and the
+        ``skipped`` units it may meet again): concurrent
+        requests start at different places of the ticket order and meet different runs of units,
+        and no request reads more than it takes."""
+        if self.pool_hints.is_sparse(pool):
+            limit = self.page_size or 100
+            pivot = None
+            ranges = [(0, self.now_ms, self.rand() < 0.5)]
+        else:
+            limit = self.page_size or min(100, n + skipped + 2)
+            pivot = new_ticket(self.rand)
+            ranges = [(pivot, self.now_ms, True)]
+            if pivot > 0:
+                ranges.append((0, pivot - 1, True))
+        shown = 0
+        for low, high, forward in ranges:
+            start: Key | None = None
+            while True:
+                response = self._query(pool, low, high, forward, limit, start, last_chance)
+                page = [
+                    self.units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]
+                ]
+                shown += len(page)
                 start = response.get("LastEvaluatedKey")
+                if pivot is None:
+                    # sparse read: where in the page to start (a run from a random place)
+                    if start is None:
+                        self.pool_hints.seen(pool, shown == 0, shown)
+                    elif shown >= SPARSE:
+                        self.pool_hints.seen(pool, False, shown)
+                    offset = int(self.rand() * len(page)) if page else 0
+                    page = page[offset:] + page[:offset]
+                elif page:
+                    self.pool_hints.seen(pool, False, shown if shown >= SPARSE else None)
+                for key in page:
+                    self.pool_of[_identity(self.units, key)] = pool
+                    yield key
                 if not start:
                     break
+        if pivot is not None:
+            self.pool_hints.seen(pool, shown == 0, shown)
+
+    def pick(self, n: int, skip: Sequence[Key] = ()) -> list[Key]:
+        """``n`` claimable units not in ``skip``: a run from the first pool (in
+        :meth:`PoolHints.order`) that shows ``n``; when none does, after every pool was read to
+        its end, whatever they showed together (fewer than ``n`` when there are not enough).
+
+        The run starts at a random one of the first ``_SPREAD + 1`` units read: the unit right
+        after a random pivot is chosen in proportion to the gap before it, which would make
+        concurrent requests meet more often than a uniform choice; a few gaps together even
+        that out.
+
+        A pool whose key throttles is left for after the others (``PoolFailover``) and then read
+        under the usual backoff."""
+        avoid = {_identity(self.units, key) for key in skip}
+        gathered: list[Key] = []
+        deferred: list[str] = []
+
+        def from_pool(pool: str, last_chance: bool) -> list[Key]:
+            got: list[Key] = []
+            mine: set[tuple[Any, ...]] = set()  # a unit can show twice (a release moved it)
+            for key in self._pool(pool, n + _SPREAD, len(avoid), last_chance):
+                identity = _identity(self.units, key)
+                if identity in avoid or identity in mine:
+                    continue
+                if self.eligible is not None and not self.eligible(key):
+                    continue
+                mine.add(identity)
+                got.append(key)
+                if len(got) == n + _SPREAD:
+                    break
+            avoid.update(mine)
+            if len(got) <= n:
+                return got
+            start = int(self.rand() * (len(got) - n + 1))
+            return got[start : start + n]
+
+        for pool in self.pool_hints.order(self.pools, self.rand):
+            try:
+                got = from_pool(pool, last_chance=False)
+            except _Throttled:
+                self.pool_hints.throttled(pool)
+                metrics.count("PoolFailover", pattern=PATTERN)
+                self.claimed.failovers += 1
+                deferred.append(pool)
                 continue
-            break
+            if len(got) == n:
+                return got
+            gathered += got
+        for pool in deferred:
+            got = from_pool(pool, last_chance=True)
+            if len(got) == n:
+                return got
+            gathered += got
+        return gathered[:n]
 
 
 def _claim_item(
@@ -459,64 +555,61 @@ def reserve(
     pool_hints: PoolHints | None = None,
     eligible: Callable[[Key], bool] | None = None,
 ) -> Claimed:
-    """Claim ``quantity`` units until ``until_ms`` in ONE ``TransactWriteItems``, skipping units
-    others hold; ``holder(lead)`` names the reservation after its lead unit (the first), which
-    records ``owner`` (who reserved) when given.
+    """Claim ``quantity`` units until ``until_ms`` in ONE write, skipping units others hold;
+    ``holder(lead)`` names the reservation after its lead unit (the first), which records
+    ``owner`` (who reserved) when given.
 
-    Pools: the units come from the first pool (:meth:`PoolHints.order`) that shows enough of them
-    (a page holds up to ``max(4 * quantity, 100)`` candidates), so a multi-unit reservation
-    usually writes to one pool's key; only when no single pool can serve does it span several.
+    Which units: a *run*, the next ``quantity`` claimable units in ticket order after a random
+    pivot of one pool (:class:`_Reader`), from the first pool in :meth:`PoolHints.order` that
+    shows that many; so a multi-unit reservation writes to one pool's key, and concurrent
+    requests, starting at different pivots, meet different runs. Only when no single pool shows
+    ``quantity`` units, after every pool was read to its end, does it take units of several.
 
-    All or nothing with nothing to give back: when a unit was taken meanwhile, the transaction is
-    cancelled as a whole, its ``CancellationReasons`` say which units, and only those are
-    replaced, from a fresh read of the pools (the page read before is stale by then). A claim of
-    one unit whose pool's key throttles is not waited for: the pool is marked
-    (:class:`PoolHints`) and the unit replaced from the next pool (``PoolFailover``). After
-    ``rounds`` cancelled or throttled writes, :class:`NotEnough`, or
-    :class:`turnstile.retry.RetriesExhausted` when throttles ended it (not a refusal: the pools
-    may hold enough). :class:`NotEnough` without a write when
-    every pool has been read and together they show fewer than ``quantity`` claimable units.
-    A lost reply is resent under the same ``ClientRequestToken`` (:func:`transact.transact_write`),
-    so a reservation that was applied is not applied twice; if every resend fails the outcome is
-    unknown and the error propagates (the units, if taken, are held by a reservation whose lead
-    unit lists them, and come free when the hold lapses).
+    The write: one conditional ``UpdateItem`` for one unit, one ``TransactWriteItems`` of one
+    ``Update`` per unit for more (all or nothing, nothing to give back). When units were taken
+    meanwhile the transaction is cancelled as a whole, its ``CancellationReasons`` name them, and
+    only those are replaced, by a run from a fresh read (the read before is stale by then). A
+    claim of one unit whose pool's key throttles is not waited for: the pool is marked
+    (:class:`PoolHints`) and the unit replaced from another pool (``PoolFailover``).
+
+    Refusals are exact: :class:`NotEnough` only when a read of every pool, skipping nothing,
+    showed fewer than ``quantity`` claimable units (without a write when the first read shows
+    it). After ``rounds`` cancelled or throttled writes the answer is
+    :class:`turnstile.retry.RetriesExhausted` (not a refusal: the pools may hold enough; counted
+    as ``ClaimRoundsExhausted``). A lost reply is resent under the same ``ClientRequestToken``
+    (:func:`transact.transact_write`), so a reservation that was applied is not applied twice; if
+    every resend fails the outcome is unknown and the error propagates (the units, if taken, are
+    held by a reservation whose lead unit lists them, and come free when the hold lapses).
 
     ``eligible``: when given, only the units it accepts are claimed (the others are skipped as
-    if held): units that exist but are not yet offered, say.
+    if held): units that exist but are not yet offered, say. ``page_size``: a fixed Limit for
+    every Query (by default a few more than the units wanted; 100 for a sparse pool).
     """
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
-    pool_hints = pool_hints or hints
     claimed = Claimed()
-    pool_of: dict[tuple[Any, ...], str] = {}
+    reader = _Reader(
+        client=client,
+        units=units,
+        pools=pools,
+        now_ms=now_ms,
+        backoff=backoff,
+        rand=rand,
+        claimed=claimed,
+        pool_hints=pool_hints or hints,
+        eligible=eligible,
+        page_size=page_size,
+    )
 
-    def read(skip: Sequence[Key] = ()) -> Iterator[Key]:
-        """Candidates from a fresh read of the pools, without the units in ``skip``."""
-        seen = {tuple(key[attr] for attr in units.key_attrs) for key in skip}
-        found = _candidates(
-            client,
-            units,
-            pools,
-            now_ms=now_ms,
-            page_size=page_size or max(4 * quantity, 100),
-            backoff=backoff,
-            rand=rand,
-            claimed=claimed,
-            pool_of=pool_of,
-            pool_hints=pool_hints,
-        )
-        distinct = _distinct(found, units, seen)
-        if eligible is None:
-            return distinct
-        return (key for key in distinct if eligible(key))
+    def fresh() -> list[Key]:
+        """A full answer from a fresh read that skips nothing, or the exact refusal."""
+        chosen = reader.pick(quantity)
+        if len(chosen) < quantity:
+            metrics.count("ClaimRefused", pattern=PATTERN)
+            raise NotEnough(quantity, len(chosen))
+        return chosen
 
-    candidates = read()
-    # Look before writing anything: when the pools cannot even show ``quantity`` candidates, say
-    # so without a single write (the common answer once a sku sells out).
-    chosen = list(itertools.islice(candidates, quantity))
-    if len(chosen) < quantity:
-        metrics.count("ClaimRefused", pattern=PATTERN)
-        raise NotEnough(quantity, 0)
+    chosen = fresh()
     throttled = False
     for _ in range(rounds):
         name = holder(chosen[0])
@@ -540,17 +633,14 @@ def reserve(
                 transact.transact_write(
                     client, items, backoff=backoff, retry_conflicts=False, pattern=PATTERN
                 )
-        except _Throttled as exc:
+        except _Throttled:
             throttled = True
-            pool = pool_of.get(tuple(chosen[0][attr] for attr in units.key_attrs))
+            pool = reader.pool_of.get(_identity(units, chosen[0]))
             if pool is not None:
-                pool_hints.throttled(pool)
+                reader.pool_hints.throttled(pool)
             claimed.failovers += 1
             metrics.count("PoolFailover", pattern=PATTERN)
-            spares = list(itertools.islice(candidates, 1))
-            if not spares:
-                raise retry.RetriesExhausted(claimed.transactions, exc.cause) from exc
-            chosen = spares
+            chosen = fresh()  # the throttled pool now comes last
             continue
         except transact.Cancelled as exc:
             taken = [i for i, reason in enumerate(exc.reasons) if reason.code in _TAKEN]
@@ -558,26 +648,22 @@ def reserve(
                 raise  # a failure that is not "someone else has the unit"
             claimed.lost += len(taken)
             metrics.count("ClaimLost", pattern=PATTERN, value=len(taken))
-            # The page read before is stale by now (the units around the lost ones were most
-            # likely taken too): replacements come from a fresh read, which costs a read and
-            # saves the writes of transactions doomed to be cancelled again.
-            candidates = read(chosen)
-            spares = list(itertools.islice(candidates, len(taken)))
+            metrics.count("ClaimRetry", pattern=PATTERN)
+            # The read before is stale by now (the units around the lost ones were most likely
+            # taken too): replacements come from a fresh read at another pivot.
+            spares = reader.pick(len(taken), skip=chosen)
             if len(spares) < len(taken):
-                if throttled:
-                    raise retry.RetriesExhausted(claimed.transactions, exc) from exc
-                raise NotEnough(quantity, quantity - len(taken)) from exc
+                chosen = fresh()  # not enough beside the ones kept: decide from a full read
+                continue
             for index, spare in zip(taken, spares, strict=True):
                 chosen[index] = spare
-            metrics.count("ClaimRetry", pattern=PATTERN)
             continue
         claimed.keys = list(chosen)
         claimed.holder = name
         return claimed
     metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
-    if throttled:
-        raise retry.RetriesExhausted(rounds, RuntimeError("pools kept throttling"))
-    raise NotEnough(quantity, 0)
+    cause = "pools kept throttling" if throttled else "units kept being taken first"
+    raise retry.RetriesExhausted(rounds, RuntimeError(cause))
 
 
 _TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
@@ -693,12 +779,3 @@ def free(
             metrics.count("ReleaseLost", pattern=PATTERN, value=len(failed))
             pending = [key for i, key in enumerate(pending) if i not in set(failed)]
     raise retry.RetriesExhausted(rounds, RuntimeError("units kept changing during the release"))
-
-
-def _distinct(keys: Iterator[Key], units: UnitTable, seen: set[tuple[Any, ...]]) -> Iterator[Key]:
-    """Each unit once (one can reappear in a later page after a give-back elsewhere)."""
-    for key in keys:
-        identity = tuple(key[name] for name in units.key_attrs)
-        if identity not in seen:
-            seen.add(identity)
-            yield key

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from service.domain.errors import OutOfStock
-from service.domain.inventory import Inventory, unit_id, unit_key
+from service.domain.inventory import unit_id, unit_key
 from tests.helpers import (
     Clock,
     Faults,
@@ -22,27 +22,15 @@ from tests.helpers import (
     summary_of,
     units_in_table,
 )
-from turnstile import claims, codec, metrics, retry
+from tests.helpers import patient_client as client_of
+from tests.helpers import pooled_service as service
+from turnstile import codec, metrics
 
 pytestmark = pytest.mark.integration
 
 
 class Crash(Exception):
     """An injected crash: not a DynamoDB error, so nothing retries it."""
-
-
-def service(client: Any, tables: Any, **extra: Any) -> Inventory:
-    return Inventory(
-        client=client,
-        table=tables["inventory"],
-        summary_table=tables["inventory_summary"],
-        pool_hints=claims.PoolHints(),  # this test's own: no hints from other tests
-        **extra,
-    )
-
-
-def client_of(dynamodb_local: Any) -> Any:
-    return dynamodb_local.client(config=retry.client_config(read_timeout=60))
 
 
 def test_units_live_in_their_pools_partitions(dynamodb_local, tables, unique):

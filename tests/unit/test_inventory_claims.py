@@ -33,3 +33,22 @@ def test_free_tickets_sort_before_any_hold_expiry():
     jan_2020_ms = 1_577_836_800_000
     assert claims.new_ticket(lambda: 0.999999999) < jan_2020_ms
     assert claims.new_ticket(lambda: 0.0) >= 0
+
+
+def test_a_pool_is_read_whole_only_once_seen_small_and_from_a_pivot_once_seen_large():
+    hints = claims.PoolHints(clock=lambda: 0.0)
+    # Never seen: not known small (read from a pivot, as a large pool)
+    assert not hints.is_sparse("p")
+    # A complete read showing fewer than SPARSE units: small, read whole from then on
+    hints.seen("p", False, claims.SPARSE - 1)
+    assert hints.is_sparse("p")
+    # A read that stopped early says nothing of the size
+    hints.seen("p", False)
+    assert hints.is_sparse("p")
+    # A read showing at least SPARSE units: large again
+    hints.seen("p", False, claims.SPARSE)
+    assert not hints.is_sparse("p")
+    # Emptiness still orders the pools: the empty one comes last
+    hints.seen("q", True, 0)
+    assert hints.is_sparse("q")
+    assert hints.order(["q", "p"], lambda: 0.0)[-1] == "q"
