@@ -7,8 +7,11 @@ per strategy so it sells out about :data:`SELL_OUT_AT` of the way through; then 
 
 Strategies: the single-item ``atomic`` purchase (the baseline), sharded stock with N = 4, 8, 16
 (:mod:`turnstile.sharded`), and pooled reservations (:mod:`turnstile.claims`, one reservation of
-one unit per request) with the sku's units in 1 and in 8 pools, created to the end before the load
-starts; a reservation row that sells nothing raises :class:`EmptyRun` instead of reporting zeros.
+one unit per request) with the sku's units in 1, 8 and 16 pools (16: capacity twice the offered
+rate), created to the end by the creation worker before the load starts
+(:func:`local.creator.create_to_ready`); a reservation row that sells nothing raises
+:class:`EmptyRun` instead of reporting zeros. ``capacity_over_offered`` and, for the pooled rows,
+``sales_over_single_pool`` are the goals' ratios.
 Figures per row: sales/s while selling, throttles the model answered
 (``db_throttles``) and that reached clients as 503 (``client_503``), calls per request, WCU per unit
 sold, the refusal cost after sell-out (calls and WCU per refused request, measured on 20 extra
