@@ -10,8 +10,8 @@ Taking ``q`` units (:func:`take`)::
 
     0. this process knows every shard's count (:class:`ShardHints`, learned within 100 ms) and
        they add up to fewer than q: refuse without a call (``ShortHint``)
-    1. the better of two random shards (:meth:`ShardHints.choose`: not throttled lately, then
-       not known to hold fewer than q, then the larger count last seen by this process):
+    1. the better of two random shards not last seen holding fewer than q
+       (:meth:`ShardHints.choose`: not throttled lately, then the larger count last seen):
                              UpdateItem  SET #count = #count - :q
                              ConditionExpression: attribute_exists(#pk) AND #count >= :q
                              ReturnValuesOnConditionCheckFailure: ALL_OLD
@@ -191,10 +191,10 @@ class ShardHints:
     a read returned, and when; and when the shard last throttled.
 
     Choosing (:meth:`choose`): the first shard of a take is the better of two random ones (power
-    of two choices): a shard not throttled within ``throttle_seconds`` beats one that was, then
-    one not known to hold fewer than ``q`` units beats one that is, then the larger known count;
-    so takes stop piling onto a shard that is hot or nearly empty while the total has room.
-    Writes still decide: a wrong hint costs one failover, never a sale.
+    of two choices), drawn from the shards not last seen holding fewer than ``q`` units (from all
+    when every one was): a shard not throttled within ``throttle_seconds`` beats one that was,
+    then the larger known count; so takes stop piling onto a shard that is hot or nearly empty
+    while the total has room. Writes still decide: a wrong hint costs one failover, never a sale.
 
     Knowing (:meth:`known`): counts learned within ``trust_seconds`` (100 ms). Between restocks a
     shard's count only goes down, so a count learned earlier is an upper bound of the count now;
@@ -240,11 +240,16 @@ class ShardHints:
         return (not self.is_hot(counter, shard), last >= quantity, last)
 
     def choose(self, counter: ShardedCounter, rand: random.Random, quantity: int = 1) -> int:
-        """The better of two distinct random shards (one shard: that one)."""
-        one = rand.randrange(counter.shards)
-        if counter.shards == 1:
-            return one
-        two = (one + 1 + rand.randrange(counter.shards - 1)) % counter.shards
+        """The better of two distinct random shards, drawn from those not last seen holding fewer
+        than ``quantity`` (from all when every shard was)."""
+        pool = [
+            shard
+            for shard in range(counter.shards)
+            if self._counts.get((counter.identity, shard), (quantity, 0.0))[0] >= quantity
+        ] or list(range(counter.shards))
+        if len(pool) == 1:
+            return pool[0]
+        one, two = rand.sample(pool, 2)
         better = self._score(counter, one, quantity) >= self._score(counter, two, quantity)
         return one if better else two
 
