@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 "q=3 round's own raw run). WCU per unit sold counts failed conditional writes "
                 "(1 each) and every item of a cancelled transaction (1 each: the prepare phase).",
             )
+        if not only or only & {"inventory", "creation"}:  # ``creation``: this row alone
             creation = inventory.creation_row(client, db.streams_client(), names)
             RESULTS.mkdir(parents=True, exist_ok=True)
             (RESULTS / "inventory_creation.json").write_text(json.dumps(creation, indent=2))
@@ -185,8 +186,11 @@ def run_coldstart(
 HOT_COLUMNS = [
     "strategy",
     "shards",
+    "pools",
+    "capacity_over_offered",
     "sales_per_second",
     "sales_over_key_limit",
+    "sales_over_single_pool",
     "db_throttles",
     "client_503",
     "calls_per_request",
@@ -194,12 +198,13 @@ HOT_COLUMNS = [
     "refusal_calls",
     "refusal_wcu",
     "oversold",
+    "units_held_twice",
     "client_5xx",
 ]
 
 
 def run_hot(db: DynamoDBLocal, names: dict[str, str]) -> None:
-    print("\n## hot (a few minutes: five strategies, each offered load for 24 s)", flush=True)
+    print("\n## hot (a few minutes: seven strategies, each offered load for 24 s)", flush=True)
     rows = hot.run(db, names, RESULTS)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "hot.json").write_text(json.dumps(rows, indent=2))

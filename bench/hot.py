@@ -7,8 +7,11 @@ per strategy so it sells out about :data:`SELL_OUT_AT` of the way through; then 
 
 Strategies: the single-item ``atomic`` purchase (the baseline), sharded stock with N = 4, 8, 16
 (:mod:`turnstile.sharded`), and pooled reservations (:mod:`turnstile.claims`, one reservation of
-one unit per request) with the sku's units in 1 and in 8 pools, created to the end before the load
-starts; a reservation row that sells nothing raises :class:`EmptyRun` instead of reporting zeros.
+one unit per request) with the sku's units in 1, 8 and 16 pools (16: capacity twice the offered
+rate), created to the end by the creation worker before the load starts
+(:func:`local.creator.create_to_ready`); a reservation row that sells nothing raises
+:class:`EmptyRun` instead of reporting zeros. ``capacity_over_offered`` and, for the pooled rows,
+``sales_over_single_pool`` are the goals' ratios.
 Figures per row: sales/s while selling, throttles the model answered
 (``db_throttles``) and that reached clients as 503 (``client_503``), calls per request, WCU per unit
 sold, the refusal cost after sell-out (calls and WCU per refused request, measured on 20 extra
@@ -26,6 +29,7 @@ from typing import Any
 
 from bench.harness import Meter, tally_delta
 from local.capacity_model import CapacityModel, scale_from_env
+from local.creator import create_to_ready
 from service import config
 from service.domain.errors import DomainError
 from service.domain.inventory import Inventory
@@ -38,7 +42,8 @@ SECONDS = 24.0
 SELL_OUT_AT = 0.6
 WORKERS = 64
 REFUSAL_PROBES = 20
-RESERVATION_POOLS = (1, 8)
+SHARDS = (1, 4, 8, 16)  # 1: the single item
+RESERVATION_POOLS = (1, 8, 16)  # 16: capacity twice the offered rate
 
 
 def _offer(rate: float, seconds: float, attempt: Callable[[], tuple[str, int]]) -> list[tuple]:
@@ -134,7 +139,14 @@ def _probe_refusals(meter: Meter, attempt: Callable[[], tuple[str, int]]) -> dic
     }
 
 
-def run(db: Any, names: dict[str, str], results_dir: Path) -> list[dict[str, Any]]:
+def run(
+    db: Any,
+    names: dict[str, str],
+    results_dir: Path,
+    shard_counts: tuple[int, ...] = SHARDS,
+    pool_counts: tuple[int, ...] = RESERVATION_POOLS,
+) -> list[dict[str, Any]]:
+    """Every row (``shard_counts`` and ``pool_counts`` choose fewer, to iterate quickly)."""
     scale = scale_from_env() or DEFAULT_SCALE
     model = CapacityModel(scale)
     meter = Meter()
@@ -143,7 +155,7 @@ def run(db: Any, names: dict[str, str], results_dir: Path) -> list[dict[str, Any
     offered = OFFERED_X * key_rate
     products = Products(client=client, table=names[config.PRODUCTS])
     rows = []
-    for shards in (1, 4, 8, 16):
+    for shards in shard_counts:
         product_id = f"hot-{shards}-{uuid.uuid4().hex[:6]}"
         expected_rate = min(offered, shards * key_rate)
         stock = int(expected_rate * SECONDS * SELL_OUT_AT)
@@ -169,13 +181,20 @@ def run(db: Any, names: dict[str, str], results_dir: Path) -> list[dict[str, Any
         )
         print(f"  {label}: {rows[-1]['sales_per_second']} sales/s", flush=True)
     setup = db.client(config=retry.client_config(read_timeout=30))
-    for pools in RESERVATION_POOLS:
+    for pools in pool_counts:
         rows.append(_claims(client, setup, meter, model, names, offered, pools))
     _plot(rows, results_dir / "hot.png", key_rate, offered)
+    single = next((r for r in rows if r.get("pools") == 1), None)
     for row in rows:
         row["key_limit_wcu_per_s"] = key_rate
         row["offered_per_s"] = offered
         row["sales_over_key_limit"] = round((row["sales_per_second"] or 0) / key_rate, 2)
+        capacity = (row.get("pools") or row["shards"] or 1) * key_rate
+        row["capacity_over_offered"] = round(capacity / offered, 2)
+        if "pools" in row and single and single["sales_per_second"]:
+            row["sales_over_single_pool"] = round(
+                (row["sales_per_second"] or 0) / single["sales_per_second"], 2
+            )
     return rows
 
 
@@ -194,7 +213,8 @@ def _claims(
 ) -> dict[str, Any]:
     """Pooled reservations (one unit per request) under the same load, the sku's units spread over
     ``pools`` pools. The units are created outside the model and to the end before the load
-    starts (creating them is not what is measured); a row that then sells nothing raises."""
+    starts, by the creation worker (:func:`local.creator.create_to_ready`; creating them is not
+    what is measured); a row that then sells nothing raises."""
 
     def service(on: Any) -> Inventory:
         return Inventory(
@@ -206,7 +226,7 @@ def _claims(
     inventory = service(client)
     sku = f"hot-{pools}-{uuid.uuid4().hex[:8]}"
     units = int(min(offered, pools * model.wcu) * SECONDS * SELL_OUT_AT)
-    created = service(setup).create_now(sku, units, pools=pools)
+    created = create_to_ready(service(setup), sku, units, pools=pools)
     exact = service(setup).exact(sku)
     if created["status"] != "READY" or exact["available"] != units:
         raise EmptyRun(f"{sku}: creation did not finish: {created}, {exact}")

@@ -548,6 +548,71 @@ def wallets(ops: list[Op], final: dict[str, tuple[int, int]], charges: Sequence[
 class SkuState:
     units: dict[str, str]  # unit id -> status
     summary: dict[str, int] | None  # the stream-kept counts, None when not comparable
+    # unit id -> the reservation id its item names (held or sold units), when the runner read it
+    holders: dict[str, str] | None = None
+
+
+def _table_holds(sku: str, state: SkuState, mine: list[Op], report: Report) -> None:
+    """The final table against the history, per reservation id the units name (their pools do
+    not matter: a reservation may take units from several). A reservation whose units are sold
+    has exactly its q units sold (a confirm sells all or none, and a sold unit never changes):
+    the q and the units its reply gave, or, when its reply was lost, the q of one of the
+    reservations whose outcome is unknown. A unit still held names either an acknowledged
+    reservation that listed it, or one whose reply was lost; and no more reservations hold
+    units without a reply than there were reservations with no reply."""
+    if state.holders is None:
+        return
+    answered = {op.value["reservationId"]: op for op in mine if op.f == "reserve" and op.type == OK}
+    unknown = [op for op in mine if op.f == "reserve" and op.type == UNKNOWN]
+    unknown_q = {int(op.args["quantity"]) for op in unknown}
+    held: dict[str, list[str]] = defaultdict(list)
+    sold: dict[str, list[str]] = defaultdict(list)
+    for unit, holder in state.holders.items():
+        status = state.units.get(unit)
+        if status == "sold":
+            sold[holder].append(unit)
+        elif status == "held":
+            held[holder].append(unit)
+    for holder, units in sold.items():
+        op = answered.get(holder)
+        if op is not None:
+            report.expect(
+                sorted(units) == sorted(op.value["units"]),
+                "inventory",
+                "exactly q units or none",
+                f"{sku}: reservation {holder} of {op.args['quantity']} has {sorted(units)} sold, "
+                f"its reply named {sorted(op.value['units'])}",
+                [op],
+            )
+        else:
+            report.expect(
+                len(units) in unknown_q,
+                "inventory",
+                "exactly q units or none",
+                f"{sku}: {len(units)} units sold to {holder}, an unacknowledged reservation; "
+                f"the unknown ones asked for {sorted(unknown_q)}",
+                unknown,
+            )
+    for holder, units in held.items():
+        op = answered.get(holder)
+        report.expect(
+            (op is not None and set(units) <= set(op.value["units"]))
+            or (op is None and len(units) <= max(unknown_q, default=0)),
+            "inventory",
+            "no unit held twice",
+            f"{sku}: units {sorted(units)} held by {holder}, which "
+            + ("did not list them" if op is not None else "no reservation explains"),
+            [op] if op is not None else unknown,
+        )
+    strangers = {h for h in (*sold, *held) if h not in answered}
+    report.expect(
+        len(strangers) <= len(unknown),
+        "inventory",
+        "no unit held twice",
+        f"{sku}: {len(strangers)} reservations without a reply hold units, "
+        f"but only {len(unknown)} replies were lost",
+        unknown,
+    )
 
 
 def _hold_start(reservation: Op) -> int:
@@ -568,10 +633,12 @@ def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
     """Per sku: no unit held by two reservations at once (a later reservation of a unit needs the
     earlier one cancelled or lapsed first, and never once it was confirmed); no unit in two
     acknowledged confirms; the sold units are the acknowledged confirms' plus some of the unknown
-    ones'; the stream-kept summary equals the counts of the units once the stream drained."""
+    ones'; the stream-kept summary equals the counts of the units once the stream drained; and,
+    when the final state names the units' holders, the table itself (:func:`_table_holds`)."""
     report = Report()
     for sku, state in final.items():
         mine = [op for op in ops if op.args.get("sku") == sku]
+        _table_holds(sku, state, mine, report)
         reservations = {
             op.value["reservationId"]: op for op in mine if op.f == "reserve" and op.type == OK
         }

@@ -93,8 +93,10 @@ INVENTORY_MIN_HOLD_SECONDS = 0.1
 INVENTORY_MAX_HOLD_SECONDS = 86_400
 INVENTORY_CHUNK_UNITS = 10_000  # units the creation worker writes per step (one stream record)
 INVENTORY_INLINE_UNITS = 1_000  # skus this small are created before POST /inventory answers
-INVENTORY_CREATE_WRITERS = 16  # parallel 100-unit transactions while creating units (at most)
-INVENTORY_CREATE_CHUNKS = 4  # chunks one creation step writes at once (each recorded on its own)
+INVENTORY_CREATE_WRITERS = 4  # parallel 100-unit transactions while creating units (at most)
+INVENTORY_CREATE_CHUNKS = 2  # chunks one creation step writes at once (recorded together)
+# 4,000 WCU/s at 2 WCU per transactional put: what a new on-demand table serves at first
+INVENTORY_CREATE_UNITS_PER_SECOND = 2_000
 INVENTORY_RESERVE_ROUNDS = 12  # lost reservation writes before a retryable 503, never OUT_OF_STOCK
 
 # Throttling and transient errors on any single call.

@@ -8,30 +8,36 @@ never go below zero: no oversell by construction, whatever the interleaving.
 
 Taking ``q`` units (:func:`take`)::
 
-    1. the better of two random shards (:class:`ShardHints`: not throttled lately, then the
-       larger count last seen by this process):
+    0. this process knows every shard's count (:class:`ShardHints`, learned within 100 ms) and
+       they add up to fewer than q: refuse without a call (``ShortHint``)
+    1. the better of two random shards not last seen holding fewer than q
+       (:meth:`ShardHints.choose`: not throttled lately, then the larger count last seen):
                              UpdateItem  SET #count = #count - :q
                              ConditionExpression: attribute_exists(#pk) AND #count >= :q
                              ReturnValuesOnConditionCheckFailure: ALL_OLD
        (throttled or refused: fail over, do not wait on the same hot key)
-    2. read every shard:     BatchGetItem, ConsistentRead (one call, N keys)
-       no shard and no sum of shards holds q: refuse (Exhausted)
-    3. the shards that hold q, in random order, each the write of step 1;
-       if only a sum of shards holds q: one TransactWriteItems taking from several shards,
+    2. read the shards whose count this process has not learned within 100 ms:
+                             BatchGetItem, ConsistentRead (one call, those keys only)
+       the counts known and read add up to fewer than q: refuse (Exhausted)
+    3. the shards that hold q, in random order with the ones throttled lately last, each the
+       write of step 1; if only a sum of shards holds q: read every shard (unless step 2 just
+       did) and take it in one TransactWriteItems over several shards,
        each element  SET #count = #count - :take  ConditionExpression: #count >= :take
     4. back to 2, at most ``rounds`` times; every throttled attempt waits under the backoff.
 
-A refusal is therefore exact up to races: it is raised only after a consistent read of every
-shard showed fewer than ``q`` units in total (with no concurrent restock, there was then a moment
-when the total was below ``q``), or after ``rounds`` reads that each showed enough but whose every
-write lost its race (reported as :class:`Exhausted` with ``raced=True`` and counted as
-``ShardRaceRefusal``). Sold out is cheap: a process remembers that a counter read empty and then
-goes straight to step 2, so a refusal costs one ``BatchGetItem`` and no write; and for
-``trust_seconds`` (100 ms) after such a read it refuses without any call (``SoldOutHint``), because
-a sold-out counter's refusals would otherwise all read every shard and be capped by one key's
-read rate. Bound: only a restock or ``PATCH`` makes an empty counter non-empty, so such a refusal
-is wrong only if it comes less than 100 ms after a restock made in another process (this
-process's own restocks clear the hint). Sales never depend on the hint: writes decide.
+A refusal is exact up to races and one stated bound. Between restocks a shard's count only goes
+down, so a count learned from a consistent read or from a write's answer is an upper bound of the
+count at any later moment: when the counts (learned within ``trust_seconds`` = 100 ms, or read
+just now) add up to fewer than ``q``, the total was below ``q`` at the refusal. The bound: this is
+wrong only if another process restocked the counter (``add``, ``set_total``, ``PATCH``) less than
+100 ms after one of those counts was learned; this process's own restocks forget its counts. The
+other refusal is the race: ``rounds`` reads that each showed enough but whose every write lost
+(:class:`Exhausted` with ``raced=True``, counted as ``ShardRaceRefusal``). A refusal reads at
+most the shards this process does not know (all N only when it knows none), and none while it
+knows them all. Sold out is cheaper still: a process remembers that a counter read empty and
+then goes straight to step 2; and for ``trust_seconds`` (100 ms) after such a read it refuses
+without any call (``SoldOutHint``), with the same bound. Sales never depend on the hints: writes
+decide.
 
 Setting the total (:func:`set_total`) is one transaction over every shard, each conditioned on
 the value just read (``#count = :seen``), plus the caller's own elements (a version check):
@@ -40,7 +46,8 @@ the total becomes exactly the value asked for, or nothing changes and it is read
 
 Contention is counted in :mod:`turnstile.metrics` under pattern ``sharded``: ``ShardFailover``
 (a shard could not serve), ``Throttle`` (a shard was throttled), ``SoldOutRead`` (a refusal
-decided by one read), ``ShardRaceRefusal``.
+decided by one read), ``SoldOutHint`` and ``ShortHint`` (refusals answered from the hints without
+a call), ``ShardRaceRefusal``.
 
 How N could adapt (not built): a counter could grow by a transaction that moves part of each
 shard's share into new shard items and raises ``shards`` on the parent under its version; readers
@@ -67,6 +74,7 @@ __all__ = [
     "ROUNDS",
     "Exhausted",
     "Missing",
+    "ShardHints",
     "ShardedCounter",
     "SoldOutHints",
     "Taken",
@@ -74,8 +82,10 @@ __all__ = [
     "hints",
     "read_all",
     "read_items",
+    "read_shards",
     "read_with",
     "set_total",
+    "shard_hints",
     "shard_items",
     "split",
     "take",
@@ -178,33 +188,74 @@ hints = SoldOutHints()
 @dataclass
 class ShardHints:
     """What this process last learned of each shard (a hint, never a lock): the count a write or
-    a read returned, and when the shard last throttled. The first shard of a take is the better
-    of two random ones (power of two choices): one not throttled lately beats one that was, then
-    the larger known count; so takes stop piling onto a shard that is hot or nearly empty while
-    the total has room. Writes still decide: a wrong hint costs one failover, never a sale."""
+    a read returned, and when; and when the shard last throttled.
+
+    Choosing (:meth:`choose`): the first shard of a take is the better of two random ones (power
+    of two choices), drawn from the shards not last seen holding fewer than ``q`` units (from all
+    when every one was): a shard not throttled within ``throttle_seconds`` beats one that was,
+    then the larger known count; so takes stop piling onto a shard that is hot or nearly empty
+    while the total has room. Writes still decide: a wrong hint costs one failover, never a sale.
+
+    Knowing (:meth:`known`): counts learned within ``trust_seconds`` (100 ms). Between restocks a
+    shard's count only goes down, so a count learned earlier is an upper bound of the count now;
+    :func:`take` reads only the shards it does not know, and refuses when the known counts plus
+    the ones just read add up to fewer than ``q``. Bound: such a refusal is wrong only if another
+    process restocked the counter less than ``trust_seconds`` after a count was learned (this
+    process's own :func:`add` and :func:`set_total` forget the counter's counts)."""
 
     throttle_seconds: float = 1.0
+    trust_seconds: float = 0.1
     clock: Callable[[], float] = time.monotonic
-    _counts: dict[tuple[tuple[Any, ...], int], int] = field(default_factory=dict)
+    _counts: dict[tuple[tuple[Any, ...], int], tuple[int, float]] = field(default_factory=dict)
     _throttled: dict[tuple[tuple[Any, ...], int], float] = field(default_factory=dict)
 
     def count(self, counter: ShardedCounter, shard: int, value: int) -> None:
-        self._counts[(counter.identity, shard)] = value
+        self._counts[(counter.identity, shard)] = (value, self.clock())
 
     def throttled(self, counter: ShardedCounter, shard: int) -> None:
         self._throttled[(counter.identity, shard)] = self.clock()
 
-    def _score(self, counter: ShardedCounter, shard: int) -> tuple[bool, int]:
-        at = self._throttled.get((counter.identity, shard))
-        hot = at is not None and self.clock() - at < self.throttle_seconds
-        return (not hot, self._counts.get((counter.identity, shard), 1 << 30))
+    def forget(self, counter: ShardedCounter) -> None:
+        """Drop the counter's known counts (after this process changed its total)."""
+        for shard in range(counter.shards):
+            self._counts.pop((counter.identity, shard), None)
 
-    def choose(self, counter: ShardedCounter, rand: random.Random) -> int:
-        one = rand.randrange(counter.shards)
-        if counter.shards == 1:
-            return one
-        two = (one + 1 + rand.randrange(counter.shards - 1)) % counter.shards
-        return one if self._score(counter, one) >= self._score(counter, two) else two
+    def known(self, counter: ShardedCounter) -> dict[int, int]:
+        """Shard -> count, for the shards whose count was learned within ``trust_seconds``."""
+        now = self.clock()
+        fresh = {}
+        for shard in range(counter.shards):
+            seen = self._counts.get((counter.identity, shard))
+            if seen is not None and now - seen[1] < self.trust_seconds:
+                fresh[shard] = seen[0]
+        return fresh
+
+    def is_hot(self, counter: ShardedCounter, shard: int) -> bool:
+        at = self._throttled.get((counter.identity, shard))
+        return at is not None and self.clock() - at < self.throttle_seconds
+
+    def _score(self, counter: ShardedCounter, shard: int, quantity: int) -> tuple[bool, bool, int]:
+        seen = self._counts.get((counter.identity, shard))
+        last = seen[0] if seen is not None else 1 << 30
+        return (not self.is_hot(counter, shard), last >= quantity, last)
+
+    def choose(self, counter: ShardedCounter, rand: random.Random, quantity: int = 1) -> int:
+        """The better of two distinct random shards, drawn from those not last seen holding fewer
+        than ``quantity`` (from all when every shard was)."""
+        pool = [
+            shard
+            for shard in range(counter.shards)
+            if self._counts.get((counter.identity, shard), (quantity, 0.0))[0] >= quantity
+        ] or list(range(counter.shards))
+        if len(pool) == 1:
+            return pool[0]
+        one, two = rand.sample(pool, 2)
+        better = self._score(counter, one, quantity) >= self._score(counter, two, quantity)
+        return one if better else two
+
+    def order(self, counter: ShardedCounter, shards: Sequence[int]) -> list[int]:
+        """``shards`` with the ones throttled lately last (stable otherwise)."""
+        return sorted(shards, key=lambda shard: self.is_hot(counter, shard))
 
 
 shard_hints = ShardHints()
@@ -218,19 +269,19 @@ def read_items(
     return read_with(client, counter, backoff)[0]
 
 
-def read_with(
+def _batch_get(
     client: DynamoDBClient,
     counter: ShardedCounter,
+    keys: Sequence[dict[str, Any]],
     backoff: retry.Backoff,
-    extra_keys: Sequence[dict[str, Any]] = (),
-) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
-    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
-    (``None`` where absent): a membership check that costs no extra round trip."""
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The items at ``keys`` of the counter's table, strongly consistent, in one
+    ``BatchGetItem`` (more only for ``UnprocessedKeys``), by their key values."""
     names = list(counter.key(0))
-    shard_keys = [counter.key(k) for k in range(counter.shards)]
-    wanted = [codec.encode_item(key) for key in [*shard_keys, *extra_keys]]
     found: dict[tuple[Any, ...], dict[str, Any]] = {}
-    pending: dict[str, Any] = {counter.table: {"Keys": wanted, "ConsistentRead": True}}
+    pending: dict[str, Any] = {
+        counter.table: {"Keys": [codec.encode_item(key) for key in keys], "ConsistentRead": True}
+    }
     while pending:
         response = retry.call(
             lambda request=pending: client.batch_get_item(RequestItems=request),  # type: ignore[misc]
@@ -241,14 +292,41 @@ def read_with(
             item = codec.decode_item(raw) or {}
             found[tuple(item.get(name) for name in names)] = item
         pending = response.get("UnprocessedKeys") or {}
+    return found
 
-    def at(key: dict[str, Any]) -> dict[str, Any] | None:
-        return found.get(tuple(key.get(name) for name in names))
 
-    shards = [at(key) for key in shard_keys]
+def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> dict[str, Any] | None:
+    return found.get(tuple(key.values()))
+
+
+def read_with(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    backoff: retry.Backoff,
+    extra_keys: Sequence[dict[str, Any]] = (),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
+    (``None`` where absent): a membership check that costs no extra round trip."""
+    names = list(counter.key(0))
+    shard_keys = [counter.key(k) for k in range(counter.shards)]
+    extra = [{name: key.get(name) for name in names} for key in extra_keys]
+    found = _batch_get(client, counter, [*shard_keys, *extra_keys], backoff)
+    shards = [_at(found, key) for key in shard_keys]
     if any(item is None for item in shards):
         raise Missing(counter.base)
-    return [item for item in shards if item is not None], [at(key) for key in extra_keys]
+    return [item for item in shards if item is not None], [_at(found, key) for key in extra]
+
+
+def read_shards(
+    client: DynamoDBClient, counter: ShardedCounter, shards: Sequence[int], backoff: retry.Backoff
+) -> dict[int, dict[str, Any]]:
+    """The items of ``shards`` only (one ``BatchGetItem``, strongly consistent): shard -> item.
+    Raises :class:`Missing` when one of them does not exist."""
+    found = _batch_get(client, counter, [counter.key(k) for k in shards], backoff)
+    items = {k: _at(found, counter.key(k)) for k in shards}
+    if any(item is None for item in items.values()):
+        raise Missing(counter.base)
+    return {k: item for k, item in items.items() if item is not None}
 
 
 def read_all(client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff) -> list[int]:
@@ -313,25 +391,36 @@ def take(
     rand: random.Random | None = None,
     sold_out: SoldOutHints = hints,
     rounds: int = ROUNDS,
+    known: ShardHints | None = None,
 ) -> Taken:
     """Take ``quantity`` units from some shard(s) (see the module docstring), or raise
     :class:`Exhausted` / :class:`Missing`; :class:`turnstile.retry.RetriesExhausted` when every
-    shard stayed throttled for the whole backoff."""
+    shard stayed throttled for the whole backoff. ``known``: the shard hints (this process's
+    :data:`shard_hints` unless given)."""
     rand = rand or random.Random()
+    known = known if known is not None else shard_hints
     if sold_out.fresh(counter):
         metrics.count("SoldOutHint", pattern=PATTERN)
         raise Exhausted(0)
+    fresh = known.known(counter)
+    if len(fresh) == counter.shards and sum(fresh.values()) < quantity:
+        metrics.count("ShortHint", pattern=PATTERN)
+        raise Exhausted(sum(fresh.values()))
     calls = 0
     throttled_rounds = 0
-    candidates: list[int] = [] if sold_out.empty(counter) else [shard_hints.choose(counter, rand)]
+    candidates: list[int] = []
+    if not sold_out.empty(counter):
+        candidates = [known.choose(counter, rand, quantity)]
     saw_enough = False
+    total = 0
     for round_ in range(rounds + 1):
         throttled = False
+        answered: dict[int, int] = {}  # counts the refused writes of this round answered
         for shard in candidates:
             calls += 1
             try:
                 item = _decrement(client, counter, shard, quantity)
-                shard_hints.count(counter, shard, int(item[counter.count_attr]))
+                known.count(counter, shard, int(item[counter.count_attr]))
                 return Taken((shard,), int(item[counter.count_attr]), calls, item)
             except retry.MAYBE_APPLIED_ERRORS as exc:
                 raise retry.OutcomeUnknown(str(exc)) from exc
@@ -341,14 +430,15 @@ def take(
             except ClientError as exc:
                 if retry.is_throttle(exc):
                     metrics.count("Throttle", pattern=PATTERN)
-                    shard_hints.throttled(counter, shard)
+                    known.throttled(counter, shard)
                     throttled = True
                 elif not retry.condition_failed(exc):
                     raise
                 elif (old := codec.old_item(exc)) is None:
                     raise Missing(counter.base) from exc
                 else:
-                    shard_hints.count(counter, shard, int(old.get(counter.count_attr, 0)))
+                    answered[shard] = int(old.get(counter.count_attr, 0))
+                    known.count(counter, shard, answered[shard])
                 metrics.count("ShardFailover", pattern=PATTERN)
         if throttled:
             throttled_rounds += 1
@@ -357,22 +447,37 @@ def take(
             backoff.pause(throttled_rounds)
         if round_ == rounds:
             break
-        calls += 1
-        items = read_items(client, counter, backoff)
-        counts = [int(item.get(counter.count_attr, 0)) for item in items]
-        for shard, count in enumerate(counts):
-            shard_hints.count(counter, shard, count)
-        total = sum(counts)
-        sold_out.mark(counter, total == 0)
-        if total < quantity:
-            metrics.count("SoldOutRead", pattern=PATTERN)
-            raise Exhausted(total)
-        saw_enough = True
-        candidates = [k for k, count in enumerate(counts) if count >= quantity]
+        # Read only what is not known: the counts the writes just answered, and on the first
+        # read those learned within the trust window too (each an upper bound of the count now:
+        # counts only go down between restocks). Later rounds read the rest again, so a refusal
+        # for lost races always rests on counts read or answered in that round.
+        counts = {**(known.known(counter) if round_ == 0 else {}), **answered}
+        unknown = [k for k in range(counter.shards) if k not in counts]
+        items: dict[int, dict[str, Any]] = {}
+        for _ in range(2):  # twice only when a transaction over several shards needs them all
+            if unknown:
+                calls += 1
+                items = read_shards(client, counter, unknown, backoff)
+                for shard, item in items.items():
+                    counts[shard] = int(item.get(counter.count_attr, 0))
+                    known.count(counter, shard, counts[shard])
+            total = sum(counts.values())
+            sold_out.mark(counter, total == 0)
+            if total < quantity:
+                metrics.count("SoldOutRead", pattern=PATTERN)
+                raise Exhausted(total)
+            saw_enough = True
+            candidates = [k for k, count in counts.items() if count >= quantity]
+            if candidates or len(items) == counter.shards:
+                break
+            # Only a sum of shards holds q: take it from counts (and items) all read just now.
+            unknown = list(range(counter.shards))
         rand.shuffle(candidates)
+        candidates = known.order(counter, candidates)
         if candidates:
             continue
-        takes = spread(counts, quantity, rand)
+        ordered = [counts[k] for k in range(counter.shards)]
+        takes = spread(ordered, quantity, rand)
         calls += 1
         try:
             _decrement_many(client, counter, takes)
@@ -384,7 +489,9 @@ def take(
                 raise
             metrics.count("ShardFailover", pattern=PATTERN)
             continue
-        left = sum(counts[k] - t for k, t in takes.items())
+        for shard, taken in takes.items():
+            known.count(counter, shard, ordered[shard] - taken)
+        left = sum(ordered[k] - t for k, t in takes.items())
         return Taken(tuple(takes), left, calls, items[next(iter(takes))])
     metrics.count("ShardRaceRefusal", pattern=PATTERN)
     raise Exhausted(total if saw_enough else 0, raced=saw_enough)
@@ -443,6 +550,7 @@ def set_total(
         try:
             transact.transact_write(client, elements, backoff=backoff)
             hints.mark(counter, total == 0)
+            shard_hints.forget(counter)
             return target
         except transact.Cancelled as exc:
             if any(exc.failed_at(i) for i in range(offset)):
@@ -496,3 +604,4 @@ def add(
         )
     transact.transact_write(client, elements, backoff=backoff)
     hints.mark(counter, False)
+    shard_hints.forget(counter)

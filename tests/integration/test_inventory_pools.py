@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from local.creator import create_to_ready
 from service.domain.errors import OutOfStock
 from service.domain.inventory import unit_id, unit_key
 from tests.helpers import (
@@ -36,7 +37,7 @@ class Crash(Exception):
 def test_units_live_in_their_pools_partitions(dynamodb_local, tables, unique):
     client = client_of(dynamodb_local)
     # Given a sku of 12 units over 4 pools
-    service(client, tables).create_now(unique, 12, pools=4)
+    create_to_ready(service(client, tables), unique, 12, pools=4)
     # Then unit n is in partition <sku>#(n % 4), and its index key names the same pool
     units = units_in_table(client, tables["inventory"], unique)
     assert len(units) == 12
@@ -49,7 +50,7 @@ def test_units_live_in_their_pools_partitions(dynamodb_local, tables, unique):
 def test_a_throttled_pool_fails_over_to_another_pool(dynamodb_local, tables, unique):
     client = client_of(dynamodb_local)
     inventory = service(client, tables)
-    inventory.create_now(unique, 40, pools=4)
+    create_to_ready(inventory, unique, 40, pools=4)
     throttled: list[dict[str, Any]] = []
 
     def record(params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -76,7 +77,7 @@ def test_a_refusal_reads_every_pool_and_is_exact_across_pools(dynamodb_local, ta
     client = client_of(dynamodb_local)
     inventory = service(client, tables)
     # Given 8 units, one in each of 8 pools: no pool alone holds 3
-    inventory.create_now(unique, 8, pools=8)
+    create_to_ready(inventory, unique, 8, pools=8)
     # When reservations of 3 are made one after another
     first = inventory.reserve(unique, 3)
     second = inventory.reserve(unique, 3)
@@ -100,7 +101,7 @@ def test_contended_reservations_over_pools_hold_no_unit_twice(dynamodb_local, ta
     client = client_of(dynamodb_local)
     inventory = service(client, tables)
     # Given 60 units over 6 pools and 12 threads reserving 3 units each, far more than there are
-    inventory.create_now(unique, 60, pools=6)
+    create_to_ready(inventory, unique, 60, pools=6)
     history = storm(inventory, unique, quantity=3, attempts=96, workers=12)
     # Then nothing failed but by OUT_OF_STOCK, each reservation holds exactly 3 distinct units
     assert history.errors == []
@@ -126,7 +127,7 @@ def test_expired_and_released_units_come_back_to_their_own_pool(dynamodb_local, 
     clock = Clock()
     inventory = service(client, tables, clock=clock)
     # Given 4 units over 2 pools, all held by one reservation of 5 s
-    inventory.create_now(unique, 4, pools=2)
+    create_to_ready(inventory, unique, 4, pools=2)
     held = inventory.reserve(unique, 4, hold_seconds=5)
     with pytest.raises(OutOfStock):
         inventory.reserve(unique, 1)

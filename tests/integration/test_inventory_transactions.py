@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from local.creator import create_to_ready
 from local.pump import StreamPump
 from service.domain.errors import AlreadyExists, OutOfStock
 from service.domain.inventory import CREATION_FILTER, Inventory, unit_id
@@ -57,8 +58,8 @@ def service(client: Any, tables: Any, **extra: Any) -> Inventory:
 
 
 def create_all(inventory: Inventory, sku: str, units: int) -> dict[str, Any]:
-    """Create ``sku`` and build every chunk in this thread (no stream worker runs here)."""
-    return inventory.create_now(sku, units)
+    """Create ``sku`` and run the creation worker on its header's changes until READY."""
+    return create_to_ready(inventory, sku, units)
 
 
 @pytest.mark.parametrize(

@@ -154,6 +154,7 @@ def test_sold_out_refusals_cost_one_read_or_none_while_the_read_is_fresh(
     ddb: Any, tables: Any, unique: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sharded.hints, "trust_seconds", 0.0)
+    monkeypatch.setattr(sharded.shard_hints, "trust_seconds", 0.0)  # no count is trusted either
     calls: Counter[str] = Counter()
     client_events = ddb.meta.events
 

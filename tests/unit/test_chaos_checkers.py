@@ -478,6 +478,83 @@ def test_inventory_catches_unaccounted_sales_and_a_summary_that_did_not_converge
     }
 
 
+def lost_reserve(start: float, quantity: int) -> Op:
+    return op(
+        "reserve", start, start, UNKNOWN, None, pattern="inventory", sku="s", quantity=quantity
+    )
+
+
+def held_by(units: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """Final state with holders: unit -> (status, holder)."""
+    state = checkers.SkuState(
+        {u: status for u, (status, _) in units.items()},
+        None,
+        {u: holder for u, (_, holder) in units.items() if holder},
+    )
+    return {"s": state}
+
+
+def test_inventory_table_passes_pooled_units_sold_whole_and_a_lost_reply_holding_its_q() -> None:
+    # r1 took u1 and u7 (two pools) and was confirmed; a reservation of 2 whose reply was lost
+    # holds u3 and u9; r2 lapsed and one of its units went back to free
+    history = numbered(
+        [
+            reserve(0, 1, "r1", ["u1", "u7"], expires=30),
+            after("confirm", 1, 2, "r1"),
+            lost_reserve(2, 2),
+            reserve(3, 4, "r2", ["u4", "u5"], expires=5),
+        ]
+    )
+    final = held_by(
+        {
+            "u1": ("sold", "r1"),
+            "u7": ("sold", "r1"),
+            "u3": ("held", "x1"),
+            "u9": ("held", "x1"),
+            "u4": ("held", "r2"),
+            "u5": ("free", ""),
+        }
+    )
+    assert checkers.inventory(history, final).violations == []
+
+
+def test_inventory_table_catches_part_of_a_reservation_sold_and_a_stranger_holding_units() -> None:
+    history = numbered(
+        [
+            reserve(0, 1, "r1", ["u1", "u7"], expires=30),
+            after("confirm", 1, 2, "r1"),
+            lost_reserve(2, 1),
+        ]
+    )
+    # r1 has only one of its two units sold; x1 and x2 hold units with one lost reply between
+    # them, and x1 holds more units than any lost reservation asked for
+    final = held_by(
+        {
+            "u1": ("sold", "r1"),
+            "u7": ("held", "r1"),
+            "u3": ("held", "x1"),
+            "u4": ("held", "x1"),
+            "u9": ("sold", "x2"),
+        }
+    )
+    report = checkers.inventory(history, final)
+    messages = " | ".join(v.message for v in report.violations)
+    assert names(report) == {
+        "exactly q units or none",
+        "no unit held twice",
+        "sold units accounted",
+    }
+    assert "r1 of 2 has ['u1'] sold" in messages
+    assert "held by x1, which no reservation explains" in messages
+    assert "2 reservations without a reply hold units, but only 1" in messages
+
+
+def test_inventory_table_catches_a_unit_held_by_a_reservation_that_did_not_list_it() -> None:
+    history = numbered([reserve(0, 1, "r1", ["u1"], expires=30)])
+    final = held_by({"u1": ("held", "r1"), "u2": ("held", "r1")})
+    assert names(checkers.inventory(history, final)) == {"no unit held twice"}
+
+
 # -- the report --------------------------------------------------------------------------------
 
 

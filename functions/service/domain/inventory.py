@@ -34,11 +34,12 @@ hold is claimable by anyone, so units of abandoned reservations come back withou
 
 Creation is asynchronous above ``INVENTORY_INLINE_UNITS``: POST writes the header (CREATING) and
 answers; the creation worker (a filtered stream consumer, ``handlers.inventory_creator``) writes
-up to ``INVENTORY_CREATE_CHUNKS`` chunks in parallel per header change with
-:meth:`Inventory.advance`. Units are reservable as soon as they are recorded (a reservation's
-header read tells which chunks are; the summary counts a chunk's units in the transaction that
-records it, so no count shown is ever negative). Creation never writes over a unit
-(``attribute_not_exists``), so a unit rewritten after a crash is never reset to free.
+up to ``INVENTORY_CREATE_CHUNKS`` chunks per header change with :meth:`Inventory.advance`, as
+100-unit transactions sent in parallel by ``INVENTORY_CREATE_WRITERS`` threads and paced to
+``INVENTORY_CREATE_UNITS_PER_SECOND``. Units are reservable as soon as they are recorded (a
+reservation's header read tells which chunks are; the summary counts a chunk's units in the
+transaction that records it, so no count shown is ever negative). Creation never writes over a
+unit (``attribute_not_exists``), so a unit rewritten after a crash is never reset to free.
 
 Seq 0 is a unit's creation: each chunk adds its units to the summary's counts in the transaction
 that records the chunk (one write instead of one per unit), and the consumer skips seq-0 records.
@@ -132,6 +133,23 @@ def sku_of(partition: str) -> str:
     return partition.split("#", 1)[0]
 
 
+class _Pace:
+    """Start at most ``rate`` units a second, over every thread of one creation step."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.next_at = time.monotonic()
+        self.lock = threading.Lock()
+
+    def wait(self, units: int) -> None:
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.next_at)
+            self.next_at = start + units / self.rate
+        if start > now:
+            time.sleep(start - now)
+
+
 @dataclass
 class Inventory:
     client: Any
@@ -142,6 +160,7 @@ class Inventory:
     rand: Callable[[], float] = random.random
     writers: int = config.INVENTORY_CREATE_WRITERS
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
+    create_units_per_second: float = config.INVENTORY_CREATE_UNITS_PER_SECOND
     pool_hints: claims.PoolHints = field(default_factory=lambda: claims.hints)
     chunk_units: int = config.INVENTORY_CHUNK_UNITS
     inline_units: int = config.INVENTORY_INLINE_UNITS
@@ -210,14 +229,6 @@ class Inventory:
                 pass
         return self.progress(self._read_header(sku))
 
-    def create_now(self, sku: str, units: int, pools: int | None = None) -> dict[str, Any]:
-        """:meth:`create`, then every chunk in this thread (tests and benchmarks, which have no
-        stream worker running)."""
-        self.create(sku, units, pools)
-        while self.advance(sku):
-            pass
-        return self.progress(self._read_header(sku))
-
     def _nudge(self, sku: str) -> None:
         """A header change the worker sees again: resumes a creation whose chain of stream
         records stopped (its record went to the dead-letter queue)."""
@@ -239,8 +250,11 @@ class Inventory:
         """Create the next chunks of the sku's units and record them; True while chunks remain.
 
         One step writes up to ``parallel_chunks`` chunks at once, as 100-unit transactions sent by
-        at most ``writers`` threads (the bound on what one worker asks of the table at a time; a
-        step of 4 chunks of 10,000 units fits the worker's 120 s at the rates measured locally).
+        at most ``writers`` threads, started at most ``create_units_per_second`` units a second:
+        the bounds on what one worker asks of the table (2 write units per unit, as transactional
+        puts are billed: 4,000 WCU/s at the default, what a new on-demand table serves) and on a
+        step's time (2 chunks of 10,000 units: 10 s at that pace, ~10-20 s at the rates measured
+        locally, inside the worker's 120 s).
 
         Idempotent and resumable: the units have deterministic ids and are written with
         ``attribute_not_exists`` (never over a unit that exists, which may already be held), and
@@ -264,8 +278,14 @@ class Inventory:
                 claims.free_unit(self.units, key, key["sku"], claims.new_ticket(self.rand))
             )
         batches = [items[i : i + 100] for i in range(0, len(items), 100)]
+        pace = _Pace(self.create_units_per_second)
+
+        def put(batch: list[dict[str, Any]]) -> None:
+            pace.wait(len(batch))
+            self._put_new(batch)
+
         with ThreadPoolExecutor(max_workers=max(1, min(self.writers, len(batches)))) as pool:
-            list(pool.map(self._put_new, batches))
+            list(pool.map(put, batches))
         last = upto == chunks
         update = "SET #done = :next" + (", #status = :ready" if last else "")
         values: dict[str, Any] = {"done": done, "next": upto}

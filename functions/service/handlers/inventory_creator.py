@@ -33,15 +33,24 @@ def _inventory() -> Inventory:
 inventory: runtime.Lazy[Inventory] = runtime.Lazy(_inventory)
 
 
-def record_handler(record: DynamoDBRecord) -> None:
+def record_handler(record: DynamoDBRecord, builder: Inventory | None = None) -> None:
+    """One creation step for a header record (``builder``: the Inventory to build with, this
+    function's own by default)."""
     change = record.raw_event.get("dynamodb") or {}
     keys = codec.decode_item(change.get("Keys")) or {}
     new = codec.decode_item(change.get("NewImage")) or {}
     if keys.get("sk") != HEADER or new.get("status") != CREATING:
         return  # the mapping's filter already drops these; a local run without it too
-    inventory.get().advance(str(keys["sku"]))
+    (builder or inventory.get()).advance(str(keys["sku"]))
+
+
+def process(
+    event: dict[str, Any], context: Any, builder: Inventory | None = None
+) -> dict[str, Any]:
+    """The worker's batch, in order, with the partial batch response (see :func:`handler`)."""
+    return process_in_order(event, context, lambda record: record_handler(record, builder))
 
 
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_in_order(event, context, record_handler)
+    return process(event, context)
