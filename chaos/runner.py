@@ -480,11 +480,16 @@ def _check(
             for item in items
             if str(item["sk"]).startswith("unit#")
         }
+        holders = {  # the reservation each held or sold unit names, for the table check
+            str(item["sk"]).removeprefix("unit#"): str(item.get("holder"))
+            for item in items
+            if str(item["sk"]).startswith("unit#") and item.get("status") in ("held", "sold")
+        }
         summary = None
         if not summary_dead:
             status, answer = quiet("GET", f"/inventory/{sku}")
             if status == 200:
                 summary = {k: int(answer[k]) for k in ("available", "reserved", "sold")}
-        skus[sku] = checkers.SkuState(units, summary)
+        skus[sku] = checkers.SkuState(units, summary, holders)
     report.merge(checkers.inventory(history.of("inventory"), skus))
     return report
