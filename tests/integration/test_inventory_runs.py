@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from local.creator import create_to_ready
 from service.domain.errors import NotFound, OutOfStock
 from service.domain.inventory import unit_id
 from tests.helpers import (
@@ -31,7 +32,7 @@ def test_a_reservation_of_three_is_a_run_of_one_pool_in_one_write(dynamodb_local
     client = client_of(dynamodb_local)
     inventory = service(client, tables)
     # Given 80 units over 4 pools (20 each), nothing held
-    inventory.create_now(unique, 80, pools=4)
+    create_to_ready(inventory, unique, 80, pools=4)
     before = {u["sk"]: u for u in units_in_table(client, tables["inventory"], unique)}
     for _ in range(5):
         calls = Faults(client)
@@ -67,7 +68,7 @@ def test_units_spread_thin_over_pools_are_combined_and_the_refusal_is_exact(
     client = client_of(dynamodb_local)
     inventory = service(client, tables)
     # Given 6 units over 6 pools: no pool can serve 2 alone
-    inventory.create_now(unique, 6, pools=6)
+    create_to_ready(inventory, unique, 6, pools=6)
     # When reservations of 2 are made until refused
     got = [inventory.reserve(unique, 2) for _ in range(3)]
     calls = Faults(client)
@@ -85,7 +86,7 @@ def test_a_pool_that_cannot_serve_falls_back_to_one_that_can(dynamodb_local, tab
     client = client_of(dynamodb_local)
     inventory = service(client, tables)
     # Given 2 pools of 5 units, one of which has only 1 free
-    inventory.create_now(unique, 10, pools=2)
+    create_to_ready(inventory, unique, 10, pools=2)
     pool_zero = [
         u
         for u in units_in_table(client, tables["inventory"], unique)
@@ -114,7 +115,7 @@ def test_rounds_running_out_is_not_a_refusal_while_units_remain(dynamodb_local, 
     client = client_of(dynamodb_local)
     rival = client_of(dynamodb_local)
     inventory = service(client, tables)
-    inventory.create_now(unique, 30)
+    create_to_ready(inventory, unique, 30)
     stolen: list[str] = []
 
     def steal(params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -152,7 +153,7 @@ def test_threads_reserving_and_cancelling_over_pools_hold_no_unit_twice(
     inventory = service(client, tables)
     # Given 45 units over 3 pools, and 12 threads that reserve 1 or 3 units and cancel a third
     # of what they get (those units go back to their pool and are taken again)
-    inventory.create_now(unique, 45, pools=3)
+    create_to_ready(inventory, unique, 45, pools=3)
     history: list[tuple[str, dict[str, Any]]] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
