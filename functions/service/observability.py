@@ -112,6 +112,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "CatalogueRetry",
         "SoldOutRead",
         "SoldOutHint",
+        "ShortHint",  # refused from the shards' known counts, without a call
         *RETRY_METRICS,
     ),
     "inventory": ("CreationReplayed", "ChunkAlreadyRecorded", "UnitAlreadyCreated", *RETRY_METRICS),

@@ -33,12 +33,19 @@ def stock(client: Any, counter: sharded.ShardedCounter, counts: list[int]) -> No
 
 
 class Sent:
-    """The shard each UpdateItem wrote, and the keys each BatchGetItem read."""
+    """The shard each UpdateItem wrote, and the keys each BatchGetItem read, until :meth:`stop`
+    (the client is the session's: a hook left on it would see every later test's calls)."""
+
+    EVENT = "provide-client-params.dynamodb"
 
     def __init__(self, client: Any) -> None:
         self.writes: list[str] = []
         self.reads: list[list[str]] = []
-        client.meta.events.register("provide-client-params.dynamodb", self._record)
+        self.client = client
+        client.meta.events.register(self.EVENT, self._record)
+
+    def stop(self) -> None:
+        self.client.meta.events.unregister(self.EVENT, self._record)
 
     def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name == "UpdateItem":
@@ -46,6 +53,20 @@ class Sent:
         elif model.name == "BatchGetItem":
             (request,) = params["RequestItems"].values()
             self.reads.append([key["productId"]["S"] for key in request["Keys"]])
+
+
+@pytest.fixture
+def watch(ddb: Any) -> Any:
+    """``watch()`` starts a :class:`Sent` on the session's client, stopped after the test."""
+    started: list[Sent] = []
+
+    def start() -> Sent:
+        started.append(Sent(ddb))
+        return started[-1]
+
+    yield start
+    for sent in started:
+        sent.stop()
 
 
 def take(client: Any, counter: sharded.ShardedCounter, quantity: int, hints: Any) -> Any:
@@ -59,13 +80,13 @@ def take(client: Any, counter: sharded.ShardedCounter, quantity: int, hints: Any
     )
 
 
-def test_the_first_write_goes_to_the_shard_known_to_have_stock(ddb, tables, unique):
+def test_the_first_write_goes_to_the_shard_known_to_have_stock(ddb, tables, unique, watch):
     # Given two shards, this process having learned (from a write's answer) that shard 0 is empty
     counter = counter_of(tables, unique, 2)
     stock(ddb, counter, [0, 20])
     hints = sharded.ShardHints(trust_seconds=0.0)  # known counts guide, never refuse, here
     hints.count(counter, 0, 0)
-    sent = Sent(ddb)
+    sent = watch()
     # When ten takes of one unit are made
     taken = [take(ddb, counter, 1, hints) for _ in range(10)]
     # Then every one wrote shard 1 first, and only shard 1: no failover, no read
@@ -73,25 +94,25 @@ def test_the_first_write_goes_to_the_shard_known_to_have_stock(ddb, tables, uniq
     assert sent.writes == [f"{unique}#1"] * 10 and sent.reads == []
 
 
-def test_a_shard_known_short_of_q_loses_to_one_that_holds_q(ddb, tables, unique):
+def test_a_shard_known_short_of_q_loses_to_one_that_holds_q(ddb, tables, unique, watch):
     counter = counter_of(tables, unique, 2)
     stock(ddb, counter, [2, 9])
     hints = sharded.ShardHints(trust_seconds=0.0)
     hints.count(counter, 0, 2)
     hints.count(counter, 1, 9)
-    sent = Sent(ddb)
+    sent = watch()
     # A take of 3 never tries shard 0 (2 left), though it was learned with more than shard 1 had
     assert take(ddb, counter, 3, hints).shards == (1,)
     assert sent.writes == [f"{unique}#1"]
 
 
-def test_a_throttled_shard_is_avoided_while_its_throttle_is_recent(ddb, tables, unique):
+def test_a_throttled_shard_is_avoided_while_its_throttle_is_recent(ddb, tables, unique, watch):
     # Given two shards with stock, and a clock this test moves
     counter = counter_of(tables, unique, 2)
     stock(ddb, counter, [50, 50])
     now = [1000.0]
     hints = sharded.ShardHints(trust_seconds=0.0, clock=lambda: now[0])
-    sent = Sent(ddb)
+    sent = watch()
     faults = Faults(ddb)
     # When the first take's write is throttled
     faults.throttle("UpdateItem", 1)
@@ -112,14 +133,14 @@ def test_a_throttled_shard_is_avoided_while_its_throttle_is_recent(ddb, tables, 
     assert hot in sent.writes[22:]
 
 
-def test_a_refusal_reads_only_the_shards_whose_count_it_does_not_know(ddb, tables, unique):
+def test_a_refusal_reads_only_the_shards_whose_count_it_does_not_know(ddb, tables, unique, watch):
     # Given 4 shards holding 0, 0, 1, 0, and this process knowing shards 0 and 1 read empty just now
     counter = counter_of(tables, unique, 4)
     stock(ddb, counter, [0, 0, 1, 0])
     hints = sharded.ShardHints(trust_seconds=3600.0)
     hints.count(counter, 0, 0)
     hints.count(counter, 1, 0)
-    sent = Sent(ddb)
+    sent = watch()
     # When 2 units are asked for
     with pytest.raises(sharded.Exhausted) as refused:
         take(ddb, counter, 2, hints)
