@@ -569,11 +569,13 @@ class LeaseQueue:
         return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)
 
     def _recorded_turn(self, wait: _Wait, now: int) -> int:
-        """The turn length to record (``turnMs``): the time since the last acquisition, averaged
-        1:3 with the recorded one, so the next waiters' first nap has a good guess."""
-        since = max(0, now - int(wait.item.get("acquiredAt", now)))
-        recorded = int(wait.item.get("turnMs", since))
-        return max(1, (since + 3 * recorded) // 4)
+        """The turn length to record (``turnMs``): this waiter's own measure, the time it waited
+        over the acquisitions it waited for (the holder it found, and each ticket ahead),
+        averaged 1:3 with the recorded one, so the next waiters' first nap has a good guess."""
+        waited = (self.monotonic() - wait.ticketed) * 1000
+        sample = int(waited / max(1, wait.ticket - wait.first_head + 1))
+        recorded = int(wait.item.get("turnMs", sample))
+        return max(1, (sample + 3 * recorded) // 4)
 
     def _beat(self, wait: _Wait) -> None:
         """Next in line at a live holder: say so (from now on it is passed over L after its
