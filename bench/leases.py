@@ -18,9 +18,15 @@ Protected items live in the same table as the leases, under their own keys
 accepted writes by read-then-write (no atomic ADD: only mutual exclusion keeps it right) and keeps
 the list of fences it accepted, in order.
 
-Figures (see docs/patterns/leases.md): ``calls_per_acquisition`` counts the calls the lock itself
-cost (acquire attempts, tickets, waiter rows, polls, heartbeats, release), not the protected
-read and write every strategy does alike (``total_calls_per_acquisition`` has them).
+Figures (see docs/patterns/leases.md): ``calls_per_acquisition`` is every DynamoDB API call the
+lock made, divided by the acquisitions: counted by a botocore ``before-call`` hook on the one
+client every thread shares, so each attempt of a retried call counts, a ``TransactWriteItems``
+counts once, and nothing is left out: tickets, claims and refused claims (the queue's looks),
+beats, pass-overs, tombstones, reads that settle a lost answer, the retry loop's acquire
+attempts, every holder heartbeat (the renewals of the :class:`turnstile.lease_queue.Heartbeat`
+thread) and the release. The only calls not in it are the protected read and fenced write each
+round makes (the workload's own, the same for every strategy, counted on the same hook while the
+worker thread marks them); ``total_calls_per_acquisition`` adds them.
 ``fairness_jain`` is Jain's index over how many acquisitions each worker had made when half of all
 acquisitions were done (1.0: everyone equally far). An order violation is an acquisition served
 while an earlier waiter of the same resource still waited (earlier: by ticket in the queue, by

@@ -361,6 +361,7 @@ class QueueBounds:
     expiry_s: float
     poll_s: float
     slack_s: float = 1.0
+    idle_s: float = 0.0  # how long a waiter that never said it was next may stay silent (I)
 
     @property
     def takeover_s(self) -> float:
@@ -460,10 +461,11 @@ def queue(
             skewed = _skewed_at(nxt.completed, faults, processes)
             if _disturbed(nxt.process, nxt.invoked, nxt.completed, faults, skewed):
                 continue
-            others = [  # a dead or paused waiter ahead may cost up to L more (its row expires)
+            silent_s = max(bounds.expiry_s, bounds.idle_s)
+            others = [  # a dead or paused waiter ahead may cost up to L (or I) more
                 f
                 for f in faults
-                if f.kind in ("kill", "pause") and kill.invoked - bounds.expiry_s <= f.at
+                if f.kind in ("kill", "pause") and kill.invoked - silent_s <= f.at
                 if f.at <= nxt.completed and not (f.process == kill.process and f.kind == "kill")
             ]
             if others:

@@ -448,6 +448,7 @@ def _check(
         QUEUE_SETTINGS.heartbeat_ms / 1000,
         QUEUE_SETTINGS.expiry_ms / 1000,
         QUEUE_SETTINGS.poll_ms / 1000,
+        idle_s=QUEUE_SETTINGS.idle_ms / 1000,
     )
     report.merge(
         checkers.queue(history.of("queue"), queue_logs, disturbances(nemesis, history), bounds)

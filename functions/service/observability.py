@@ -128,6 +128,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "LeaseWaiterSkipped",  # a dead waiter passed over
         "LeasePassedOver",  # this waiter was passed over (its claim lost)
         "LeaseTakeover",  # a holder that never released was taken over
+        "LeaseQueueCleared",  # a plain acquisition cleared a queue whose waiters were gone
         *RETRY_METRICS,
     ),
     "idempotency": (

@@ -22,9 +22,19 @@ whether an item is still there (seed 003 found an expired-but-present item still
       UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now
                            REMOVE #releasedAt, #purgeAt
                            ADD #fence :one
-      ConditionExpression: attribute_not_exists(#resource) OR #expiresAt < :now
+      ConditionExpression: (attribute_not_exists(#resource) OR #expiresAt < :now)
+                           AND (attribute_not_exists(#tickets) OR #head > #tickets)
       ReturnValues: ALL_OLD  (new fence = old fence + 1, and a record of the handover)
       ReturnValuesOnConditionCheckFailure: ALL_OLD  (who holds it, until when: no second read)
+
+**Queue.** The second half of the condition keeps a plain acquisition from jumping the FIFO
+queue of :mod:`turnstile.lease_queue` (``tickets``/``head`` on the same item): while anyone is
+queued it raises :class:`Held` (``waiting`` says how many tickets are out) even for a free lease.
+A queue whose waiters are all gone (nobody came for the free lease, beat, was passed over or
+queued for ``QUEUE_EXPIRY_MS``: :data:`STALE_QUEUE`) does not block it for ever: a second write
+under that condition clears the queue (``SET #head = #tickets + :one``) and takes the lease.
+Both kinds of acquisition make the same write (:meth:`Leases.take`), so fences strictly increase
+across them.
 
 **renew** and **release** name the exact lease, owner *and* fence, so a late or paused holder can
 never extend or free a successor's lease (a successor always has a higher fence)::
@@ -72,9 +82,10 @@ decisions themselves are made by the database comparing fences, never by a clock
 the lease ends ``safety_margin_ms`` before the invocation does, unless it is renewed.
 
 **Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
-that found a live holder, ``LeaseWait`` (ms) per waiting acquisition, acquired or not,
-``LeaseWaitGaveUp`` when the wait ran out, ``LeaseLost`` for a renew or release refused,
-``FencedWriteRefused`` for a protected write refused for its stale fence (either form).
+that found a live holder or a queue, ``LeaseQueueCleared`` per stale queue cleared,
+``LeaseWait`` (ms) per waiting acquisition, acquired or not, ``LeaseWaitGaveUp`` when the wait
+ran out, ``LeaseLost`` for a renew or release refused, ``FencedWriteRefused`` for a protected
+write refused for its stale fence (either form).
 
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
 items guarded by :func:`fenced_update` never meet a restarted fence. (``REMOVE #purgeAt`` clears
@@ -98,13 +109,18 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "FREE_AND_NO_QUEUE",
+    "QUEUE_EXPIRY_MS",
     "SAFETY_MARGIN_MS",
+    "STALE_HEAD",
+    "STALE_QUEUE",
     "Held",
     "Lease",
     "LeaseLost",
     "Leases",
     "NoTimeLeft",
     "StaleFence",
+    "attribute_names",
     "fenced_update",
 ]
 
@@ -120,10 +136,44 @@ _NAMES = {
     "#acquiredAt": "acquiredAt",
     "#releasedAt": "releasedAt",
     "#purgeAt": "purgeAt",
+    # the FIFO queue in front of the item (turnstile.lease_queue)
+    "#tickets": "tickets",
+    "#head": "head",
+    "#skippedAt": "skippedAt",
+    "#queuedAt": "queuedAt",
+    "#left": "left",
+    "#turnMs": "turnMs",
+    "#beatTicket": "beatTicket",
+    "#beatAt": "beatAt",
 }
 
+# A queue whose head has not come for the lease for this long (ms) is stale (see *Queue*); the
+# default of turnstile.lease_queue.QueueSettings.expiry_ms (L).
+QUEUE_EXPIRY_MS = 1500
 
-def _names(*placeholders: str) -> dict[str, str]:
+# The queue's head has not come for a free lease for L (``:stale`` = now - L): nobody released,
+# expired, or moved the head since.
+STALE_HEAD = (
+    "#expiresAt < :stale AND (attribute_not_exists(#releasedAt) OR #releasedAt < :stale) "
+    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :stale)"
+)
+
+
+# A plain acquisition: free, and nobody queued (head past the last ticket).
+FREE_AND_NO_QUEUE = (
+    "(attribute_not_exists(#resource) OR #expiresAt < :now) "
+    "AND (attribute_not_exists(#tickets) OR #head > #tickets)"
+)
+# ... or free with a queue nobody has come for or joined for L: the queue is cleared.
+STALE_QUEUE = (
+    f"#expiresAt < :now AND #head <= #tickets AND {STALE_HEAD} "
+    "AND (attribute_not_exists(#queuedAt) OR #queuedAt < :stale) "
+    "AND (attribute_not_exists(#beatAt) OR #beatAt < :stale)"
+)
+
+
+def attribute_names(*placeholders: str) -> dict[str, str]:
+    """ExpressionAttributeNames for the lease item's placeholders (shared with the queue)."""
     return {name: _NAMES[name] for name in placeholders}
 
 
@@ -146,11 +196,26 @@ class Held(errors.Retryable):
 
     def __init__(self, resource: str, owner: str, expires_at: int, fence: int, attempts: int = 1):
         super().__init__(f"{resource!r} is held by {owner!r} until {expires_at}")
+        self.waiting = 0  # tickets queued (turnstile.lease_queue) when it was refused
         self.resource = resource
         self.owner = owner
         self.expires_at = expires_at
         self.fence = fence
         self.attempts = attempts
+
+    @classmethod
+    def from_item(cls, resource: str, item: Mapping[str, Any] | None, attempts: int = 1) -> Held:
+        """The holder as a lease item shows it (an ALL_OLD image, a read; None: no item)."""
+        holder = item or {}
+        held = cls(
+            resource,
+            str(holder.get("owner", "")),
+            int(holder.get("expiresAt", 0)),
+            int(holder.get("fence", 0)),
+            attempts,
+        )
+        held.waiting = max(0, int(holder.get("tickets", 0)) - int(holder.get("head", 1)) + 1)
+        return held
 
 
 class LeaseLost(errors.Refused):
@@ -213,7 +278,7 @@ class Leases:
         *,
         remaining_ms: Callable[[], int] | None = None,
     ) -> Lease:
-        """One attempt. Raises :class:`Held` when a live lease exists.
+        """One attempt. Raises :class:`Held` when a live lease exists or waiters are queued.
 
         Not retried after a timeout (``ADD`` is not idempotent): that surfaces as
         :class:`turnstile.retry.OutcomeUnknown`, and a lease taken that way simply expires.
@@ -223,51 +288,97 @@ class Leases:
         expires_at = now + duration
         metrics.count("LeaseAttempt", pattern=PATTERN)
         try:
-            response = retry.call(
-                lambda: self.client.update_item(
-                    TableName=self.table,
-                    Key=codec.encode_item({"resource": resource}),
-                    UpdateExpression=(
-                        "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now "
-                        "REMOVE #releasedAt, #purgeAt ADD #fence :one"
-                    ),
-                    ConditionExpression="attribute_not_exists(#resource) OR #expiresAt < :now",
-                    ExpressionAttributeNames=_names(
-                        "#resource",
-                        "#owner",
-                        "#expiresAt",
-                        "#acquiredAt",
-                        "#purgeAt",
-                        "#releasedAt",
-                        "#fence",
-                    ),
-                    ExpressionAttributeValues=codec.values(
-                        owner=owner,
-                        expiresAt=expires_at,
-                        now=now,
-                        one=1,
-                    ),
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
-                backoff=self.backoff,
-                idempotent=False,
-                pattern=PATTERN,
-            )
+            previous = self.take(resource, owner, expires_at, now, FREE_AND_NO_QUEUE)
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
             metrics.count("LeaseBusy", pattern=PATTERN)
-            holder = codec.old_item(exc) or {}
-            raise Held(
-                resource,
-                str(holder.get("owner", "")),
-                int(holder.get("expiresAt", 0)),
-                int(holder.get("fence", 0)),
-            ) from exc
-        previous = codec.decode_item(response.get("Attributes"))
+            item = codec.old_item(exc) or {}
+            if not self._stale_queue(item, now):
+                raise Held.from_item(resource, item) from exc
+            # Waiters are queued but the head has not come for the free lease in L, and nobody
+            # queued since: they are gone (a restore, dead waiters). Clear the queue and take it.
+            try:
+                previous = self.take(
+                    resource,
+                    owner,
+                    expires_at,
+                    now,
+                    STALE_QUEUE,
+                    also_set=", #head = #tickets + :one",
+                    also_remove=", #left",
+                    extra_values=codec.values(stale=now - QUEUE_EXPIRY_MS),
+                )
+            except ClientError as again:
+                if not retry.condition_failed(again):
+                    raise
+                raise Held.from_item(resource, codec.old_item(again)) from again
+            metrics.count("LeaseQueueCleared", pattern=PATTERN)
         fence = int((previous or {}).get("fence", 0)) + 1
         return Lease(resource, owner, fence, expires_at, now, previous=previous)
+
+    @staticmethod
+    def _stale_queue(item: Mapping[str, Any], now: int) -> bool:
+        """Free, waiters queued, and none of them has come for it or queued for L (the
+        condition :data:`STALE_QUEUE` decides; this only saves a call that would fail)."""
+        if not item or int(item.get("expiresAt", 0)) >= now:
+            return False
+        if int(item.get("head", 1)) > int(item.get("tickets", 0)):
+            return False
+        stale = now - QUEUE_EXPIRY_MS
+        return all(
+            int(item.get(name, 0)) < stale
+            for name in ("expiresAt", "releasedAt", "skippedAt", "queuedAt", "beatAt")
+        )
+
+    def take(
+        self,
+        resource: str,
+        owner: str,
+        expires_at: int,
+        now: int,
+        condition: str,
+        *,
+        also_set: str = "",
+        also_remove: str = "",
+        extra_values: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """The one acquisition write, for every kind of acquisition (plain here, queued in
+        :mod:`turnstile.lease_queue`)::
+
+            UpdateItem <resource>
+              SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now <also_set>
+              REMOVE #releasedAt, #purgeAt <also_remove>
+              ADD #fence :one
+              ConditionExpression: <condition>
+              ReturnValues: ALL_OLD, ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+        Returns the item as it was (new fence = its fence + 1); a refusal is the ClientError.
+        """
+        update = (
+            f"SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now{also_set} "
+            f"REMOVE #releasedAt, #purgeAt{also_remove} ADD #fence :one"
+        )
+        used = [name for name in _NAMES if name in update or name in condition]
+        response = retry.call(
+            lambda: self.client.update_item(
+                TableName=self.table,
+                Key=codec.encode_item({"resource": resource}),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=attribute_names(*used),
+                ExpressionAttributeValues={
+                    **codec.values(owner=owner, expiresAt=expires_at, now=now, one=1),
+                    **(extra_values or {}),
+                },
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ),
+            backoff=self.backoff,
+            idempotent=False,
+            pattern=PATTERN,
+        )
+        return codec.decode_item(response.get("Attributes"))
 
     def acquire_wait(
         self,
@@ -325,7 +436,7 @@ class Leases:
             lease,
             "SET #expiresAt = :expiresAt",
             "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
-            _names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+            attribute_names("#owner", "#fence", "#expiresAt", "#releasedAt"),
             codec.values(expiresAt=expires_at),
         )
         return replace(lease, expires_at=expires_at)
@@ -337,7 +448,7 @@ class Leases:
             lease,
             "SET #expiresAt = :zero, #releasedAt = :now",
             "#owner = :owner AND #fence = :fence",
-            _names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+            attribute_names("#owner", "#fence", "#expiresAt", "#releasedAt"),
             codec.values(zero=0, now=self.now_ms()),
         )
 
@@ -386,7 +497,9 @@ class Leases:
                     "#owner = :owner AND #fence = :fence "
                     "AND attribute_not_exists(#releasedAt) AND #expiresAt > :now"
                 ),
-                "ExpressionAttributeNames": _names("#owner", "#fence", "#releasedAt", "#expiresAt"),
+                "ExpressionAttributeNames": attribute_names(
+                    "#owner", "#fence", "#releasedAt", "#expiresAt"
+                ),
                 "ExpressionAttributeValues": codec.values(
                     owner=lease.owner, fence=lease.fence, now=self.now_ms()
                 ),

@@ -1,115 +1,116 @@
-"""Fair waiting for a lease: a FIFO ticket queue per resource, heartbeats, bounded waits.
+"""Fair waiting for a lease: a FIFO ticket queue per resource, paced waits, bounded waits.
 
 :meth:`turnstile.lease.Leases.acquire_wait` waits by retrying: every waiter polls the lease item,
 nobody is served in order, and a holder that dies keeps everybody out for its whole lease. This
 module adds a queue in front of the same lease item, in the same table (no new infrastructure):
-ZooKeeper's lock recipe (sequential tickets, each waiter watches only its predecessor) built from
-conditional writes, with heartbeats instead of sessions.
+tickets served strictly in order, like ZooKeeper's lock recipe, built from conditional writes.
 
 Hand-written because no maintained Python library offers a fenced, fair lease on DynamoDB (the
 DynamoDB lock client is Java, unfair, and unfenced; see docs/patterns/leases.md).
 
-**Items** (all in the lease table, partition key ``resource``):
+**Cost.** A waiter takes a ticket, sleeps until its turn, claims, and later releases: three calls
+when it wakes on time. Nothing is written while it waits: no waiter row, no heartbeat. It sleeps
+its place in line times the time per acquisition (the serving rate it has seen, else the
+``turnMs`` the last claims recorded), and every look is a claim attempt whose refusal hands back
+the item as it is (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so a look costs one call and
+a look on time is the acquisition itself.
 
-=========================  ========================================================================
-lease item ``<resource>``  :mod:`turnstile.lease`'s item, plus ``tickets`` (the last ticket handed
-                           out) and ``head`` (the lowest ticket not yet served or passed over)
-waiter row                 key ``<resource>#q#<ticket>``: ``owner``, ``ticket``, ``queueOf`` (the
-                           resource) and ``expiresAt``: the waiter's heartbeat expiry, epoch ms
-=========================  ========================================================================
+**The lease item** (:mod:`turnstile.lease`'s, plus the queue's attributes):
 
-Resource names containing ``#q#`` are reserved (the service's names cannot contain ``#``).
+==============  =================================================================================
+``tickets``     the last ticket handed out
+``head``        the lowest ticket not yet served or passed over (``head > tickets``: empty queue)
+``queuedAt``    when the last ticket was taken (epoch ms, the waiter's clock)
+``turnMs``      a running average of the time between acquisitions, written by each claim
+``beatTicket``  the ticket that last said it was next in line, ``beatAt`` when (see *Liveness*)
+``skippedAt``   when the head was last moved past a ticket nobody came for
+``left``        a number set: tickets whose waiters left at their deadline
+==============  =================================================================================
 
-**Take a ticket** (one atomic ADD; the answer also shows head, holder and fence, so no read)::
+A waiter that leaves also writes a tombstone row ``<resource>#q#<ticket>`` (``owner``,
+``ticket``, ``queueOf``, ``expiresAt = 0``); the ticket's pass-over deletes it. Resource names
+containing ``#q#`` are reserved (the service's names cannot contain ``#``).
+
+**Take a ticket** (one atomic ADD; the answer shows head, holder, fence and pace: no read)::
 
     UpdateItem <resource>
       UpdateExpression: ADD #tickets :one
                         SET #head = if_not_exists(#head, :one),
                             #fence = if_not_exists(#fence, :zero),
-                            #expiresAt = if_not_exists(#expiresAt, :zero)
+                            #expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now
       ReturnValues: ALL_NEW           (ticket = tickets)
 
-**Write the waiter row**: ``PutItem <resource>#q#<ticket>`` with ``expiresAt = now + L``
-(unconditional: it may replace a placeholder, below). **Heartbeat** it every ``H``::
-
-    UpdateItem <resource>#q#<ticket>  SET #expiresAt = :expiresAt
-      ConditionExpression: #owner = :owner          (refused: the row was passed over and deleted)
-
-**Wait.** Waiter ``t`` watches only its predecessor's row ``t - 1`` (a strongly consistent
-GetItem), sleeping between looks in proportion to its place in the queue. When that row is gone
-it reads the lease item: ``head > t`` means it was passed over; ``head = t`` means it is next and
-now watches the holder; ``head < t`` means it walks down to the nearest live row in
-``[head, t - 1]`` and watches that one instead. A row is *live* while ``expiresAt >= now``.
-
-**Pass over dead waiters.** When every row in ``[head, t - 1]`` is dead, waiter ``t`` moves the
-head past them in one transaction, decided by the rows' own expiry, not by the waiter alone::
-
-    TransactWriteItems
-      Delete <resource>#q#<k>  for each k in [head, t - 1]
-        ConditionExpression: #expiresAt < :now
-      Update <resource>  SET #head = :t
-        ConditionExpression: #head = :head
-
-A ticket whose row is missing (taken, row not yet written, or its waiter died in between) first
-gets a placeholder, so it too is passed over only after ``L`` (never below the head: a ticket
-served meanwhile leaves no row behind)::
-
-    TransactWriteItems
-      ConditionCheck <resource>  ConditionExpression: #head <= :k
-      Put <resource>#q#<k>  owner "", expiresAt = now + L
-        ConditionExpression: attribute_not_exists(#resource)
-
-**Acquire** (waiter ``t`` is the head). The head does not read the holder: it tries to claim,
-once at once and then every poll (or at the holder's expiry), and a refusal hands back the item as
-it is. The fence comes from the lease item's own fence, as a plain :meth:`Leases.acquire` takes
-it, so fences strictly increase across both kinds of acquisition and never go behind the item
-they live on (a restored table continues from the restored item's fence)::
+**Claim** (:meth:`turnstile.lease.Leases.take`, the same write a plain acquisition makes, so the
+fence comes from the item's own fence and strictly increases across both kinds and never goes
+behind the item it lives on: a restored table continues from the restored item's fence)::
 
     UpdateItem <resource>
       UpdateExpression: SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
-                            #head = :next                                  (:next = t + 1)
+                            #head = :next, #turnMs = :turn                  (:next = t + 1)
                         REMOVE #releasedAt, #purgeAt
                         ADD #fence :one
       ConditionExpression: #head = :ticket AND #expiresAt < :now
-      ReturnValues: ALL_OLD  (new fence = old fence + 1; ALL_OLD on a refusal too)
+      ReturnValues: ALL_OLD  (new fence = old fence + 1; ALL_OLD on a refusal too: the look)
 
-then removes its own row (``DeleteItem <resource>#q#<t>``, unconditional: the head condition made
-ticket t this waiter's), which tells its successor to look at the head. A timeout of the claim is
-settled by reading the item: head still t, it was not applied; this owner and head past t, it is
-ours; otherwise the waiter queues again.
+A plain :meth:`Leases.acquire` adds ``#head > #tickets`` (nobody queued) to its condition, so it
+never jumps the queue; it takes a free lease past a queue only when the queue is stale (nobody
+came for the free lease, beat, was passed over or queued for L: its waiters are gone, as after
+a restore), and then clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
 
-A waiter whose ticket shows it at the head of an empty queue with a free lease claims at once,
-without writing its row (it writes the row only before it would wait).
+**Liveness** (passing over a waiter that does not come). Waiter ``t`` may pass over the head
+``k < t`` when the lease has been free for L (no release, expiry or pass-over since ``:stale`` =
+now - L) and the head is silent: if ``k`` said it was next (a beat, below), its last beat is L
+old; otherwise it has been the head for I (``idle_ms``, default 4 L: no claim or pass-over since
+``:idle`` = now - I, and ``t`` itself queued I ago, after ``k``)::
 
-The holder then renews with :meth:`Leases.renew` every ``H`` (:class:`Heartbeat` does it on a
-thread), and :meth:`Leases.guard`, :meth:`Leases.transact` and :func:`lease.fenced_update` work
-unchanged: the lease item looks exactly as after a plain acquisition. A holder that stops
-heartbeating is taken over ``L`` after its last renewal (plus one poll of the head).
+    UpdateItem <resource>  SET #head = :next, #skippedAt = :now       (:next = k + 1)
+      ConditionExpression: #head = :head AND #expiresAt < :now
+        AND #expiresAt < :stale AND (attribute_not_exists(#releasedAt) OR #releasedAt < :stale)
+        AND (attribute_not_exists(#skippedAt) OR #skippedAt < :stale)
+        AND ((#beatTicket = :head AND #beatAt < :stale)
+             OR ((attribute_not_exists(#beatTicket) OR #beatTicket <> :head)
+                 AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle)
+                 AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))
 
-**Leave** (the deadline passed): the row becomes a tombstone the next waiter passes over at once::
+(right behind ``k``, the claim itself carries this condition and takes the lease in the same
+write). A live waiter is never passed over: further back it sleeps at most I - H at a time, so it
+looks within I of becoming the head; once it sees it is next at a live holder it **beats** every
+H and sleeps at most L - H, so it claims within L of the lease coming free::
 
-    UpdateItem <resource>#q#<t>  SET #expiresAt = :zero
-      ConditionExpression: #owner = :owner
+    UpdateItem <resource>  SET #beatTicket = :ticket, #beatAt = :now
+      ConditionExpression: #head = :ticket       ReturnValues: ALL_NEW (also the look)
+
+A holder that stops heartbeating (:class:`Heartbeat` renews every H) is taken over L after its
+last renewal plus one poll: the next waiter, beating, sleeps until the holder's expiry at most.
+
+**Leave** (the deadline passed), one transaction, so whoever looks next passes it over at once::
+
+    TransactWriteItems
+      Put <resource>#q#<t>  expiresAt = 0                               (the tombstone)
+      Update <resource>  ADD #left :t   ConditionExpression: #head <= :t
+
+    pass-over: TransactWriteItems
+      Delete <resource>#q#<k>  for each left k in [head, front)
+      Update <resource>  SET #head = :front, #skippedAt = :now  DELETE #left :passed
+        ConditionExpression: #head = :head
 
 A ticket call whose answer was lost is not resent (``ADD`` would take a second ticket); the waiter
 takes a new ticket while its deadline allows, and the orphan, if it was taken, is passed over
-after L like any ticket whose row never appeared. A waiter passed over takes a new ticket while
-its deadline allows, first removing its own row in
-case it wrote it late (``DeleteItem <resource>#q#<t>``, ``ConditionExpression: #owner = :owner``).
+after I like any silent waiter. A waiter that finds the head past its ticket (passed over), or the
+ticket counter behind its ticket (a restore took it back, so the number may be handed out again),
+takes a new ticket while its deadline allows.
 
 **Clocks.** ``now`` is the caller's clock (:attr:`Leases.clock`), compared by the database with
-expiry times written by other clients' clocks, as in :mod:`turnstile.lease`. A skewed clock can
-pass over a live waiter early or take a lease early; that costs fairness, never safety: the holder's
-fence still strictly increases, and fenced writes refuse the older holder. Deadlines are measured
-on the local monotonic clock and never depend on other clients.
-
-**Plain acquisitions.** :meth:`Leases.acquire` does not queue: it takes a free lease even when
-waiters are queued (they are served in order among themselves). Mix the two only if that is fine.
+times written by other clients' clocks, as in :mod:`turnstile.lease`. A skewed clock can pass over
+a live waiter early or take a lease early; that costs fairness, never safety: the holder's fence
+still strictly increases, and fenced writes refuse the older holder. Deadlines are measured on the
+local monotonic clock and never depend on other clients.
 
 **Metrics** (pattern ``lease``): ``LeaseQueued`` per ticket, ``LeaseWait`` (ms) per queued wait,
-``LeaseWaitGaveUp`` when a deadline passed, ``LeaseWaiterSkipped`` per dead waiter passed over,
-``LeasePassedOver`` when this waiter was passed over itself (a lost claim), ``LeaseTakeover`` per
-acquisition from a holder that had not released, ``LeaseLost`` when a heartbeat was refused.
+``LeaseWaitGaveUp`` when a deadline passed, ``LeaseWaiterSkipped`` per ticket passed over (silent
+or left), ``LeasePassedOver`` when this waiter was passed over itself or its ticket taken back,
+``LeaseTakeover`` per acquisition from a holder that had not released, ``LeaseAttempt`` and
+``LeaseBusy`` per claim and refused claim.
 """
 
 from __future__ import annotations
@@ -136,23 +137,15 @@ __all__ = [
 
 PATTERN = lease.PATTERN
 SEPARATOR = "#q#"
-MAX_SKIP = 50  # rows passed over per transaction (TransactWriteItems takes 100 items)
-
-_NAMES = {
-    "#resource": "resource",
-    "#owner": "owner",
-    "#fence": "fence",
-    "#expiresAt": "expiresAt",
-    "#acquiredAt": "acquiredAt",
-    "#releasedAt": "releasedAt",
-    "#purgeAt": "purgeAt",
-    "#tickets": "tickets",
-    "#head": "head",
-}
-
-
-def _names(*placeholders: str) -> dict[str, str]:
-    return {name: _NAMES[name] for name in placeholders}
+MAX_SKIP = 50
+# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
+# been the head for I (``:idle`` = now - I): no claim or pass-over since.
+SILENT_HEAD = (
+    "((#beatTicket = :head AND #beatAt < :stale) OR "
+    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
+    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
+    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
+)  # rows passed over per transaction (TransactWriteItems takes 100 items)
 
 
 def waiter_key(resource: str, ticket: int) -> str:
@@ -162,33 +155,39 @@ def waiter_key(resource: str, ticket: int) -> str:
 
 @dataclass(frozen=True)
 class QueueSettings:
-    """``heartbeat_ms`` (H): how often holders and waiters renew; ``expiry_ms`` (L): how long
-    after its last renewal a silent holder or waiter is passed over; ``poll_ms``: how soon the
-    head looks at a live holder again (then every 2, then 4 polls: an early release is noticed
-    within four polls, an expiry at once); ``margin_ms``:
-    how long before a Lambda invocation ends waits and heartbeats stop.
+    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
+    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
+    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
+    that never said it was next may leave its turn unclaimed (waiters further back write nothing
+    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
+    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
+    before a Lambda invocation ends waits and heartbeats stop.
 
     Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
-    late or lost heartbeats, and a dead holder is taken over within L + H + one poll (1.5 s p99
-    measured). On DynamoDB Local shared at load average 40-50 on two cores a write's p99 reached
-    H itself (0.54 s), and 2 holders in 1000 lost their lease to a late heartbeat (the fence
-    refused nothing they had written): where writes are that slow, raise H and L together.
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
+    writes are slow (a loaded machine), raise H and L together.
     """
 
     heartbeat_ms: int = 500
-    expiry_ms: int = 1500
+    expiry_ms: int = lease.QUEUE_EXPIRY_MS
     poll_ms: int = 50
     margin_ms: int = 1000
+    idle_ms: int = 0  # 0: four times expiry_ms
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_ms < self.expiry_ms:
             raise ValueError("need 0 < heartbeat_ms < expiry_ms")
         if self.poll_ms <= 0 or self.margin_ms < 0:
             raise ValueError("poll_ms must be positive and margin_ms not negative")
+        if self.idle_ms == 0:
+            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
+        if self.idle_ms < self.expiry_ms:
+            raise ValueError("need idle_ms >= expiry_ms")
 
 
 class PassedOver(errors.Retryable):
-    """This waiter's heartbeat was found expired and the queue moved past its ticket."""
+    """The queue moved past this waiter's ticket (it did not come for its turn in time), or a
+    restore took the ticket back."""
 
     def __init__(self, resource: str, ticket: int) -> None:
         super().__init__(f"ticket {ticket} of {resource!r} was passed over")
@@ -216,28 +215,43 @@ class WaitTimedOut(lease.Held):
 
 @dataclass
 class _Wait:
-    """One waiter's state while it waits (one ticket)."""
+    """One waiter's state while it waits on one ticket."""
 
     resource: str
     owner: str
     ticket: int
-    beat_at: float  # monotonic: when the next heartbeat is due (inf: no row written yet)
-    head: int
-    started: float
-    head_at_start: int
-    item: dict[str, Any] = field(default_factory=dict)  # the lease item as last seen
+    ticketed: float  # monotonic: when the ticket was taken
+    item: dict[str, Any]  # the lease item as last seen
     calls: int = 0
-    row: bool = False  # its waiter row is written
-    fence_at_start: int = 0  # the lease's fence when the ticket was taken (for the pace)
-    polls: int = 0  # claim attempts as the head
+    polls: int = 0  # looks as the head at a live holder past its expected release
+    first_head: int = 0  # the head when the ticket was taken (for the serving rate)
+    beat_due: float = 0.0  # monotonic: when it next says it is next (only while it is)
 
     @property
     def key(self) -> str:
         return waiter_key(self.resource, self.ticket)
 
     @property
+    def head(self) -> int:
+        return int(self.item.get("head", 1))
+
+    @property
+    def left(self) -> set[int]:
+        return {int(ticket) for ticket in self.item.get("left", ())}
+
+    @property
+    def front(self) -> int:
+        """The first ticket from the head on that has not left (this ticket at most)."""
+        front, left = self.head, self.left
+        while front < self.ticket and front in left:
+            front += 1
+        return front
+
+    @property
     def position(self) -> int:
-        return max(0, self.ticket - self.head)
+        """Tickets still ahead of this one that have not left (0: next in line)."""
+        left = self.left
+        return sum(1 for k in range(self.head, self.ticket) if k not in left)
 
 
 @dataclass
@@ -281,8 +295,9 @@ class LeaseQueue:
 
         Waits at most ``wait_ms`` (and never past ``remaining_ms() - margin_ms``); then leaves the
         queue and raises :class:`WaitTimedOut`. The lease lasts ``ttl_ms`` (default ``L``): renew
-        it every ``H`` (:class:`Heartbeat`). A waiter passed over (its heartbeat came too late)
-        takes a new ticket while time is left. ``Lease.attempts`` counts the DynamoDB calls spent.
+        it every ``H`` (:class:`Heartbeat`). A waiter passed over (it did not come for its turn
+        within L) takes a new ticket while time is left. ``Lease.attempts`` counts the DynamoDB
+        calls spent.
         """
         deadline = self.deadline(wait_ms, remaining_ms)
         duration = ttl_ms if ttl_ms is not None else self.settings.expiry_ms
@@ -291,10 +306,10 @@ class LeaseQueue:
         try:
             while True:
                 try:
-                    wait = self._enqueue(resource, owner, started)
+                    wait = self._enqueue(resource, owner)
                 except errors.OutcomeUnknown:
-                    # The ticket may have been taken with no row: its successor gives it a
-                    # placeholder and passes it over after L. Take another while time is left.
+                    # The ticket may have been taken: nobody comes for it, so it is passed over
+                    # after L like a dead waiter's. Take another while time is left.
                     if self.monotonic() >= deadline:
                         raise
                     continue
@@ -303,7 +318,6 @@ class LeaseQueue:
                 except PassedOver:
                     calls += wait.calls
                     metrics.count("LeasePassedOver", pattern=PATTERN)
-                    self._discard(wait)
                     if self.monotonic() >= deadline:
                         raise self._timed_out(wait, calls) from None
                     continue
@@ -317,7 +331,7 @@ class LeaseQueue:
             metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
             raise
 
-    def _enqueue(self, resource: str, owner: str, started: float) -> _Wait:
+    def _enqueue(self, resource: str, owner: str, started: float | None = None) -> _Wait:
         response = retry.call(
             lambda: self._client.update_item(
                 TableName=self._table,
@@ -325,49 +339,26 @@ class LeaseQueue:
                 UpdateExpression=(
                     "ADD #tickets :one SET #head = if_not_exists(#head, :one), "
                     "#fence = if_not_exists(#fence, :zero), "
-                    "#expiresAt = if_not_exists(#expiresAt, :zero)"
+                    "#expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now"
                 ),
-                ExpressionAttributeNames=_names("#tickets", "#head", "#fence", "#expiresAt"),
-                ExpressionAttributeValues=codec.values(one=1, zero=0),
+                ExpressionAttributeNames=lease.attribute_names(
+                    "#tickets", "#head", "#fence", "#expiresAt", "#queuedAt"
+                ),
+                ExpressionAttributeValues=codec.values(one=1, zero=0, now=self.leases.now_ms()),
                 ReturnValues="ALL_NEW",
             ),
             backoff=self.leases.backoff,
             idempotent=False,  # a resend takes a second ticket
             pattern=PATTERN,
         )
-        item = codec.decode_item(response["Attributes"]) or {}
+        item = codec.new_item(response)
         ticket = int(item["tickets"])
         metrics.count("LeaseQueued", pattern=PATTERN)
         if self.on_ticket is not None:
             self.on_ticket(resource, owner, ticket)
-        head = int(item.get("head", 1))
-        wait = _Wait(resource, owner, ticket, float("inf"), head, started, head, item, calls=1)
-        wait.fence_at_start = int(item.get("fence", 0))
-        if not (head == ticket and int(item.get("expiresAt", 0)) < self.leases.now_ms()):
-            self._write_row(wait)  # else it claims at once, and writes its row only if that fails
+        wait = _Wait(resource, owner, ticket, self.monotonic(), item, calls=1)
+        wait.first_head = wait.head
         return wait
-
-    def _write_row(self, wait: _Wait) -> None:
-        wait.calls += 1
-        retry.call(
-            lambda: self._client.put_item(
-                TableName=self._table,
-                Item=codec.encode_item(
-                    {
-                        "resource": wait.key,
-                        "queueOf": wait.resource,
-                        "ticket": wait.ticket,
-                        "owner": wait.owner,
-                        "expiresAt": self.leases.now_ms() + self.settings.expiry_ms,
-                    }
-                ),
-            ),
-            backoff=self.leases.backoff,
-            idempotent=True,
-            pattern=PATTERN,
-        )
-        wait.beat_at = self.monotonic() + self.settings.heartbeat_ms / 1000
-        wait.row = True
 
     def _wait(
         self,
@@ -376,149 +367,283 @@ class LeaseQueue:
         duration: int,
         remaining_ms: Callable[[], int] | None,
     ) -> lease.Lease:
-        watching: int | None = wait.ticket - 1 if wait.position > 0 else None
-        fresh = True  # wait.item was just read (the ticket's answer)
         first = True  # even a spent deadline (wait_ms 0, a slow ticket call) gets one look
         while True:
-            now = self.monotonic()
-            if now >= deadline and not first:
+            if self.monotonic() >= deadline and not first:
                 self._leave(wait)
                 raise self._timed_out(wait, wait.calls)
             first = False
-            if now >= wait.beat_at:
-                self._heartbeat(wait)
-            if watching is not None:
-                row = self._get(wait, waiter_key(wait.resource, watching))
-                if self._live(row):
-                    self._nap(wait, deadline, self._expected_turn(wait))
-                    continue
-                # The predecessor is gone (served, left, or dead): where is the queue now?
-                fresh = False
-            if not fresh:
-                wait.item = self._get(wait, wait.resource) or {}
-                wait.head = int(wait.item.get("head", 1))
-            fresh = False
-            if wait.head > wait.ticket:
+            if wait.head > wait.ticket or int(wait.item.get("tickets", 0)) < wait.ticket:
+                # Passed over; or the counter is behind this ticket (a restored table), so the
+                # ticket may be handed out again: queue again either way.
                 raise PassedOver(wait.resource, wait.ticket)
-            if wait.head < wait.ticket:
-                watching = self._nearest_live(wait)
+            now = self.leases.now_ms()
+            free = int(wait.item.get("expiresAt", 0)) < now
+            front = wait.front
+            if front > wait.head:
+                self._pass_left(wait, front)  # tombstones ahead: passed over at once
                 continue
-            watching = None
-            holder_until = int(wait.item.get("expiresAt", 0))
-            if holder_until >= self.leases.now_ms():
-                # Next in line and the holder is live: try again at its expiry, or after one poll.
-                until_expiry = (holder_until - self.leases.now_ms() + 1) / 1000
-                self._nap(wait, deadline, min(self._head_poll(wait), until_expiry))
-            # The claim is the look: refused, it hands back the lease item as it is now.
+            if front == wait.ticket:
+                # Next in line (after any who left). Free: claim now. Held: nap until the
+                # holder's expected release (or its expiry), then claim: the claim is the look.
+                if not free and self.monotonic() >= wait.beat_due:
+                    self._beat(wait)  # it says it is next: from now on passed over after L
+                    continue
+                if not free:
+                    self._nap(wait, deadline, self._until_release(wait, now))
+                held = self._claim(wait, duration, remaining_ms)
+                if held is not None:
+                    return held
+                continue
+            if free and self._stale(wait, now):
+                held = self._skip(wait, duration, remaining_ms)
+                if held is not None:
+                    return held
+                continue
+            self._nap(wait, deadline, self._until_turn(wait, now, free))
             held = self._claim(wait, duration, remaining_ms)
             if held is not None:
                 return held
-            fresh = True
 
-    def _expected_turn(self, wait: _Wait) -> float:
-        """Seconds to sleep before looking at the predecessor again: half the places ahead of it
-        times the observed time per acquisition (fences handed out since this ticket), at least
-        two polls, at most one heartbeat period."""
-        poll = self.settings.poll_ms / 1000
-        elapsed = self.monotonic() - wait.started
-        served = int(wait.item.get("fence", 0)) - wait.fence_at_start
-        per_turn = elapsed / served if served > 0 else 4 * poll
-        ahead = max(1, wait.position - 1)
-        return min(self.settings.heartbeat_ms / 1000, max(2 * poll, ahead * per_turn * 0.5))
+    # -- timing ----------------------------------------------------------------------------------
 
-    def _head_poll(self, wait: _Wait) -> float:
-        """The head's pause between claim attempts: one poll, doubling to four (each refused
-        attempt costs the database a write, and a long hold needs no fast polling)."""
-        wait.polls += 1
-        return self.settings.poll_ms / 1000 * min(4, 2 ** (wait.polls - 1))
+    def _turn_s(self, wait: _Wait) -> float:
+        """Seconds per acquisition: the serving rate since this ticket was taken, else the one
+        the last claims recorded on the item (``turnMs``), else four polls."""
+        served = wait.head - wait.first_head
+        if served >= 2:
+            return (self.monotonic() - wait.ticketed) / served
+        if "turnMs" in wait.item:
+            return int(wait.item["turnMs"]) / 1000
+        return 4 * self.settings.poll_ms / 1000
+
+    def _until_release(self, wait: _Wait, now: int) -> float:
+        """The head's pause at a live holder: until its expected release (acquiredAt plus one
+        turn), then one poll, doubling to four; never past the holder's expiry."""
+        expected = int(wait.item.get("acquiredAt", now)) + self._turn_s(wait) * 1000 - now
+        if expected <= 0:
+            wait.polls += 1
+            expected = self.settings.poll_ms * min(4, 2 ** (wait.polls - 1))
+        until_expiry = int(wait.item.get("expiresAt", 0)) - now + 1
+        return max(0.0, min(expected, until_expiry)) / 1000
+
+    def _until_turn(self, wait: _Wait, now: int, free: bool) -> float:
+        """A waiter further back sleeps its place in line times the time per acquisition (plus
+        one poll, so it comes rather just after its turn than just before)."""
+        turn = self._turn_s(wait)
+        holder = 0.0
+        if not free:
+            holder = max(0.0, (int(wait.item.get("acquiredAt", now)) - now) / 1000 + turn)
+        return holder + wait.position * turn + self.settings.poll_ms / 1000
 
     def _nap(self, wait: _Wait, deadline: float, seconds: float) -> None:
-        if not wait.row:
-            self._write_row(wait)  # about to wait: successors must see it alive
+        """Sleep, but never past the deadline, nor (next in line) for L - H, nor (further back)
+        for I - H: a live waiter is never taken for dead (see *Liveness*)."""
+        grace = self.settings.expiry_ms if wait.front == wait.ticket else self.settings.idle_ms
+        cap = (grace - self.settings.heartbeat_ms) / 1000
         now = self.monotonic()
-        self.sleep(max(0.0, min(seconds, deadline - now, wait.beat_at - now)))
+        self.sleep(max(0.0, min(seconds, cap, deadline - now)))
 
-    def _live(self, row: dict[str, Any] | None) -> bool:
-        return row is not None and int(row.get("expiresAt", 0)) >= self.leases.now_ms()
+    def _stale(self, wait: _Wait, now: int) -> bool:
+        """The head has not come for the free lease for L; and if it said it was next, its last
+        beat is L old, else it has been the head for I (the last claim or pass-over moved it
+        there, or it queued before this waiter, which queued I ago)."""
+        settings = self.settings
+        item = wait.item
+        free = max(int(item.get(name, 0)) for name in ("expiresAt", "releasedAt", "skippedAt"))
+        if free >= now - settings.expiry_ms:
+            return False
+        if int(item.get("beatTicket", 0)) == wait.head:
+            return int(item.get("beatAt", 0)) < now - settings.expiry_ms
+        if (self.monotonic() - wait.ticketed) * 1000 <= settings.idle_ms:
+            return False
+        head = max(int(item.get(name, 0)) for name in ("acquiredAt", "skippedAt"))
+        return head < now - settings.idle_ms
 
-    def _nearest_live(self, wait: _Wait) -> int | None:
-        """The nearest live row below ``wait.ticket`` (then watch it); if none, pass the dead
-        ones over (or give missing ones a placeholder) and return None (look at the item again)."""
-        low = wait.head
-        rows: dict[int, dict[str, Any] | None] = {}
-        for ticket in range(wait.ticket - 1, low - 1, -1):
-            row = self._get(wait, waiter_key(wait.resource, ticket))
-            if self._live(row):
-                return ticket
-            rows[ticket] = row
-        missing = [ticket for ticket, row in rows.items() if row is None]
-        if missing:
-            for ticket in missing:
-                self._placeholder(wait, ticket)
-            return max(missing)
-        self._skip(wait, sorted(rows)[:MAX_SKIP])
+    # -- writes ----------------------------------------------------------------------------------
+
+    def _claim(
+        self, wait: _Wait, duration: int, remaining_ms: Callable[[], int] | None
+    ) -> lease.Lease | None:
+        """Take the lease as the head if it is free; None (``wait.item`` refreshed) if not."""
+        condition = "#head = :ticket AND #expiresAt < :now"
+        return self._take(wait, duration, remaining_ms, condition, codec.values(ticket=wait.ticket))
+
+    def _skip(
+        self, wait: _Wait, duration: int, remaining_ms: Callable[[], int] | None
+    ) -> lease.Lease | None:
+        """Pass over a head that did not come for its turn in L: right behind it, take the lease
+        in the same write; further back, only move the head on (and restart its clock)."""
+        head = wait.head
+        now = self.leases.now_ms()
+        stale = codec.values(
+            head=head, stale=now - self.settings.expiry_ms, idle=now - self.settings.idle_ms
+        )
+        condition = f"#head = :head AND #expiresAt < :now AND {lease.STALE_HEAD} AND {SILENT_HEAD}"
+        if head + 1 == wait.ticket:
+            held = self._take(wait, duration, remaining_ms, condition, stale)
+            if held is not None:
+                metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
+            return held
+        wait.calls += 1
+        try:
+            response = retry.call(
+                lambda: self._client.update_item(
+                    TableName=self._table,
+                    Key=codec.encode_item({"resource": wait.resource}),
+                    UpdateExpression="SET #head = :next, #skippedAt = :now",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=lease.attribute_names(
+                        "#head",
+                        "#expiresAt",
+                        "#releasedAt",
+                        "#skippedAt",
+                        "#acquiredAt",
+                        "#beatTicket",
+                        "#beatAt",
+                    ),
+                    ExpressionAttributeValues={
+                        **stale,
+                        **codec.values(next=head + 1, now=self.leases.now_ms()),
+                    },
+                    ReturnValues="ALL_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.leases.backoff,
+                idempotent=True,  # the head condition: a resend changes nothing more
+                pattern=PATTERN,
+            )
+        except ClientError as exc:
+            if not retry.condition_failed(exc):
+                raise
+            wait.item = codec.old_item(exc) or {}
+            return None
+        wait.item = codec.new_item(response)
+        metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
         return None
 
-    def _placeholder(self, wait: _Wait, ticket: int) -> None:
-        wait.calls += 1
-        items = [
-            {
-                "ConditionCheck": {
-                    "TableName": self._table,
-                    "Key": codec.encode_item({"resource": wait.resource}),
-                    "ConditionExpression": "#head <= :ticket",
-                    "ExpressionAttributeNames": _names("#head"),
-                    "ExpressionAttributeValues": codec.values(ticket=ticket),
-                }
-            },
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": codec.encode_item(
-                        {
-                            "resource": waiter_key(wait.resource, ticket),
-                            "queueOf": wait.resource,
-                            "ticket": ticket,
-                            "owner": "",
-                            "expiresAt": self.leases.now_ms() + self.settings.expiry_ms,
-                        }
-                    ),
-                    "ConditionExpression": "attribute_not_exists(#resource)",
-                    "ExpressionAttributeNames": _names("#resource"),
-                }
-            },
-        ]
-        # Refused: its waiter wrote it meanwhile, or the ticket was served: fine either way.
-        with contextlib.suppress(transact.Cancelled):
-            transact.transact_write(
-                self._client, items, backoff=self.leases.backoff, pattern=PATTERN
-            )
-
-    def _skip(self, wait: _Wait, tickets: list[int]) -> None:
+    def _take(
+        self,
+        wait: _Wait,
+        duration: int,
+        remaining_ms: Callable[[], int] | None,
+        condition: str,
+        values: dict[str, Any] | None = None,
+    ) -> lease.Lease | None:
+        """:meth:`Leases.take` with this ticket's head move (head = ticket + 1) and turn record;
+        None (``wait.item`` refreshed from the refusal's ALL_OLD) if refused."""
         now = self.leases.now_ms()
+        expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
+        turn = self._recorded_turn(wait, now)
+        wait.calls += 1
+        metrics.count("LeaseAttempt", pattern=PATTERN)
+        try:
+            seen = self.leases.take(
+                wait.resource,
+                wait.owner,
+                expires_at,
+                now,
+                condition,
+                also_set=", #head = :next, #turnMs = :turn",
+                extra_values={
+                    **codec.values(next=wait.ticket + 1, turn=turn),
+                    **(values or {}),
+                },
+            )
+        except ClientError as exc:
+            if not retry.condition_failed(exc):
+                raise
+            metrics.count("LeaseBusy", pattern=PATTERN)
+            wait.item = codec.old_item(exc) or {}
+            return None
+        except errors.OutcomeUnknown:
+            # Settled by a read: this owner holds it, on this ticket's head move: ours. Still
+            # before this ticket: not applied, look again. Otherwise queue again.
+            wait.item = self._get(wait)
+            if str(wait.item.get("owner", "")) == wait.owner and wait.head == wait.ticket + 1:
+                return self._held(wait, {}, int(wait.item.get("fence", 0)), expires_at, now)
+            if wait.head <= wait.ticket:
+                return None
+            raise PassedOver(wait.resource, wait.ticket) from None
+        seen = seen or {}
+        return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)
+
+    def _recorded_turn(self, wait: _Wait, now: int) -> int:
+        """The turn length to record (``turnMs``): this waiter's own measure, the time it waited
+        over the acquisitions it waited for (the holder it found, and each ticket ahead),
+        averaged 1:3 with the recorded one, so the next waiters' first nap has a good guess."""
+        waited = (self.monotonic() - wait.ticketed) * 1000
+        sample = int(waited / max(1, wait.ticket - wait.first_head + 1))
+        recorded = int(wait.item.get("turnMs", sample))
+        return max(1, (sample + 3 * recorded) // 4)
+
+    def _beat(self, wait: _Wait) -> None:
+        """Next in line at a live holder: say so (from now on it is passed over L after its
+        last beat, not I), and look at the item in the same call::
+
+            UpdateItem <resource>  SET #beatTicket = :ticket, #beatAt = :now
+              ConditionExpression: #head = :ticket
+              ReturnValues: ALL_NEW (ALL_OLD on a refusal: the head moved on)
+        """
+        wait.calls += 1
+        try:
+            response = retry.call(
+                lambda: self._client.update_item(
+                    TableName=self._table,
+                    Key=codec.encode_item({"resource": wait.resource}),
+                    UpdateExpression="SET #beatTicket = :ticket, #beatAt = :now",
+                    ConditionExpression="#head = :ticket",
+                    ExpressionAttributeNames=lease.attribute_names(
+                        "#beatTicket", "#beatAt", "#head"
+                    ),
+                    ExpressionAttributeValues=codec.values(
+                        ticket=wait.ticket, now=self.leases.now_ms()
+                    ),
+                    ReturnValues="ALL_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ),
+                backoff=self.leases.backoff,
+                idempotent=True,
+                pattern=PATTERN,
+            )
+        except ClientError as exc:
+            if not retry.condition_failed(exc):
+                raise
+            wait.item = codec.old_item(exc) or {}
+            return
+        wait.item = codec.new_item(response)
+        wait.beat_due = self.monotonic() + self.settings.heartbeat_ms / 1000
+
+    def _pass_left(self, wait: _Wait, front: int) -> None:
+        """Move the head past tickets whose waiters left (their tombstone rows go with it)."""
+        passed = list(range(wait.head, front))
         items: list[dict[str, Any]] = [
             {
                 "Delete": {
                     "TableName": self._table,
                     "Key": codec.encode_item({"resource": waiter_key(wait.resource, ticket)}),
-                    "ConditionExpression": "#expiresAt < :now",
-                    "ExpressionAttributeNames": _names("#expiresAt"),
-                    "ExpressionAttributeValues": codec.values(now=now),
                 }
             }
-            for ticket in tickets
+            for ticket in passed[:MAX_SKIP]
         ]
+        passed = passed[:MAX_SKIP]
         items.append(
             {
                 "Update": {
                     "TableName": self._table,
                     "Key": codec.encode_item({"resource": wait.resource}),
-                    "UpdateExpression": "SET #head = :next",
+                    "UpdateExpression": "SET #head = :next, #skippedAt = :now DELETE #left :passed",
                     "ConditionExpression": "#head = :head",
-                    "ExpressionAttributeNames": _names("#head"),
-                    "ExpressionAttributeValues": codec.values(
-                        next=tickets[-1] + 1, head=tickets[0]
+                    "ExpressionAttributeNames": lease.attribute_names(
+                        "#head", "#skippedAt", "#left"
                     ),
+                    "ExpressionAttributeValues": codec.values(
+                        next=passed[-1] + 1,
+                        head=passed[0],
+                        now=self.leases.now_ms(),
+                        passed=set(passed),
+                    ),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             }
         )
@@ -527,88 +652,16 @@ class LeaseQueue:
             transact.transact_write(
                 self._client, items, backoff=self.leases.backoff, pattern=PATTERN
             )
-        except transact.Cancelled:
-            return  # a row came back to life, or someone else moved the head: look again
-        metrics.count("LeaseWaiterSkipped", pattern=PATTERN, value=len(tickets))
-
-    def _claim(
-        self, wait: _Wait, duration: int, remaining_ms: Callable[[], int] | None
-    ) -> lease.Lease | None:
-        """Take the lease as the head if it is free; None (``wait.item`` refreshed) if not."""
-        now = self.leases.now_ms()
-        expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
-        wait.calls += 1
-        metrics.count("LeaseAttempt", pattern=PATTERN)
-        try:
-            response = retry.call(
-                lambda: self._client.update_item(
-                    TableName=self._table,
-                    Key=codec.encode_item({"resource": wait.resource}),
-                    UpdateExpression=(
-                        "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
-                        "#head = :next REMOVE #releasedAt, #purgeAt ADD #fence :one"
-                    ),
-                    ConditionExpression="#head = :ticket AND #expiresAt < :now",
-                    ExpressionAttributeNames=_names(
-                        "#owner",
-                        "#expiresAt",
-                        "#acquiredAt",
-                        "#fence",
-                        "#head",
-                        "#releasedAt",
-                        "#purgeAt",
-                    ),
-                    ExpressionAttributeValues=codec.values(
-                        owner=wait.owner,
-                        expiresAt=expires_at,
-                        now=now,
-                        next=wait.ticket + 1,
-                        ticket=wait.ticket,
-                        one=1,
-                    ),
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
-                backoff=self.leases.backoff,
-                idempotent=False,  # ADD: a resend could take a second fence
-                pattern=PATTERN,
-            )
-        except ClientError as exc:
-            if not retry.condition_failed(exc):
-                raise
-            metrics.count("LeaseBusy", pattern=PATTERN)
-            wait.item = codec.old_item(exc) or {}
-            wait.head = int(wait.item.get("head", 1))
-            return None
-        except errors.OutcomeUnknown:
-            # Settled by a read: still the head, it was not applied (look again); this owner
-            # past the head, it was (ours); past the head but someone else's, it was applied and
-            # then lost, or this waiter was passed over: queue again.
-            wait.item = self._get(wait, wait.resource) or {}
-            wait.head = int(wait.item.get("head", 1))
-            if wait.head == wait.ticket:
-                return None
-            if str(wait.item.get("owner", "")) != wait.owner or wait.head < wait.ticket:
-                raise PassedOver(wait.resource, wait.ticket) from None
-            self._remove_row(wait)
-            fence = int(wait.item.get("fence", 0))
-            return self._held(wait, {}, fence, expires_at, now)
-        seen = codec.decode_item(response.get("Attributes")) or {}
-        self._remove_row(wait)
-        return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)
-
-    def _remove_row(self, wait: _Wait) -> None:
-        """The served waiter's row goes (its successor, watching it, then looks at the head)."""
-        wait.calls += 1
-        with contextlib.suppress(ClientError, BotoCoreError, errors.TurnstileError):
-            retry.call(
-                lambda: self._client.delete_item(
-                    TableName=self._table, Key=codec.encode_item({"resource": wait.key})
-                ),
-                backoff=self.leases.backoff,
-                idempotent=True,
-                pattern=PATTERN,
-            )
+        except transact.Cancelled as exc:
+            wait.item = exc.reasons[-1].item or self._get(wait)  # someone moved the head: look
+            return
+        metrics.count("LeaseWaiterSkipped", pattern=PATTERN, value=len(passed))
+        wait.item = {
+            **wait.item,
+            "head": passed[-1] + 1,
+            "left": wait.left - set(passed),
+            "skippedAt": self.leases.now_ms(),
+        }
 
     def _held(
         self, wait: _Wait, seen: dict[str, Any], fence: int, expires_at: int, now: int
@@ -619,67 +672,42 @@ class LeaseQueue:
             wait.resource, wait.owner, fence, expires_at, now, previous=seen, ticket=wait.ticket
         )
 
-    def _heartbeat(self, wait: _Wait) -> None:
-        wait.calls += 1
-        try:
-            retry.call(
-                lambda: self._client.update_item(
-                    TableName=self._table,
-                    Key=codec.encode_item({"resource": wait.key}),
-                    UpdateExpression="SET #expiresAt = :expiresAt",
-                    ConditionExpression="#owner = :owner",
-                    ExpressionAttributeNames=_names("#expiresAt", "#owner"),
-                    ExpressionAttributeValues=codec.values(
-                        expiresAt=self.leases.now_ms() + self.settings.expiry_ms,
-                        owner=wait.owner,
-                    ),
-                ),
-                backoff=self.leases.backoff,
-                idempotent=True,
-                pattern=PATTERN,
-            )
-        except ClientError as exc:
-            if retry.condition_failed(exc):
-                metrics.count("LeaseLost", pattern=PATTERN)
-                raise PassedOver(wait.resource, wait.ticket) from exc
-            raise
-        wait.beat_at = self.monotonic() + self.settings.heartbeat_ms / 1000
-
     def _leave(self, wait: _Wait) -> None:
-        """Turn the row into a tombstone: the next waiter passes it over without waiting."""
+        """The deadline passed: write a tombstone row and note the ticket in the item's ``left``
+        set, in one transaction, so whoever looks next passes it over at once."""
         wait.calls += 1
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": codec.encode_item(
+                        {
+                            "resource": wait.key,
+                            "queueOf": wait.resource,
+                            "ticket": wait.ticket,
+                            "owner": wait.owner,
+                            "expiresAt": 0,
+                        }
+                    ),
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": codec.encode_item({"resource": wait.resource}),
+                    "UpdateExpression": "ADD #left :mine",
+                    "ConditionExpression": "#head <= :ticket",
+                    "ExpressionAttributeNames": lease.attribute_names("#left", "#head"),
+                    "ExpressionAttributeValues": codec.values(
+                        mine={wait.ticket}, ticket=wait.ticket
+                    ),
+                }
+            },
+        ]
+        # Refused: the head is past this ticket already (it was passed over): nothing to leave.
         with contextlib.suppress(ClientError, BotoCoreError, errors.TurnstileError):
-            retry.call(
-                lambda: self._client.update_item(
-                    TableName=self._table,
-                    Key=codec.encode_item({"resource": wait.key}),
-                    UpdateExpression="SET #expiresAt = :zero",
-                    ConditionExpression="#owner = :owner",
-                    ExpressionAttributeNames=_names("#expiresAt", "#owner"),
-                    ExpressionAttributeValues=codec.values(zero=0, owner=wait.owner),
-                ),
-                backoff=self.leases.backoff,
-                idempotent=True,
-                pattern=PATTERN,
-            )
-
-    def _discard(self, wait: _Wait) -> None:
-        """A passed-over waiter removes its own row if it is still there (written late)::
-
-        DeleteItem <resource>#q#<t>  ConditionExpression: #owner = :owner
-        """
-        with contextlib.suppress(ClientError, BotoCoreError, errors.TurnstileError):
-            retry.call(
-                lambda: self._client.delete_item(
-                    TableName=self._table,
-                    Key=codec.encode_item({"resource": wait.key}),
-                    ConditionExpression="#owner = :owner",
-                    ExpressionAttributeNames=_names("#owner"),
-                    ExpressionAttributeValues=codec.values(owner=wait.owner),
-                ),
-                backoff=self.leases.backoff,
-                idempotent=True,
-                pattern=PATTERN,
+            transact.transact_write(
+                self._client, items, backoff=self.leases.backoff, pattern=PATTERN
             )
 
     def _timed_out(self, wait: _Wait, attempts: int) -> WaitTimedOut:
@@ -693,19 +721,19 @@ class LeaseQueue:
             attempts=attempts,
         )
 
-    def _get(self, wait: _Wait, key: str) -> dict[str, Any] | None:
+    def _get(self, wait: _Wait) -> dict[str, Any]:
         wait.calls += 1
         response = retry.call(
             lambda: self._client.get_item(
                 TableName=self._table,
-                Key=codec.encode_item({"resource": key}),
+                Key=codec.encode_item({"resource": wait.resource}),
                 ConsistentRead=True,
             ),
             backoff=self.leases.backoff,
             idempotent=True,
             pattern=PATTERN,
         )
-        return codec.decode_item(response.get("Item"))
+        return codec.decode_item(response.get("Item")) or {}
 
     # -- holding -----------------------------------------------------------------------------
 

@@ -366,3 +366,94 @@ def test_a_ticket_whose_answer_was_lost_is_passed_over_and_the_wait_goes_on(
 
 def client_free(dynamodb_local: Any) -> Any:
     return dynamodb_local.client(config=retry.client_config())
+
+
+def test_a_plain_acquisition_does_not_jump_a_queue_and_fences_rise_across_both(ddb, tables, unique):
+    # Given a holder and a waiter queued behind it
+    queue = make(ddb, tables, STEADY)
+    resource = f"nojump-{unique}"
+    holder = queue.leases.acquire(resource, "holder", 60_000)
+    served: list[lease.Lease] = []
+    waiter = threading.Thread(
+        target=lambda: served.append(queue.acquire(resource, "waiter", wait_ms=30_000))
+    )
+    waiter.start()
+    while (get(ddb, tables["leases"], resource) or {}).get("tickets") != 1:
+        time.sleep(0.01)
+    # When the holder releases and a plain acquisition races the waiter for the free lease
+    queue.leases.release(holder)
+    jumped = None
+    try:
+        jumped = queue.leases.acquire(resource, "jumper", 60_000)
+    except lease.Held as held:
+        # Then it is refused although the lease is free: someone is queued
+        assert held.waiting == 1
+    waiter.join()
+    # (the waiter may have been served before the plain attempt: then the holder refused it)
+    assert jumped is None
+    assert served[0].fence == holder.fence + 1 and served[0].owner == "waiter"
+    # And once the queue is empty, plain acquisitions go on from the queue's fence
+    queue.leases.release(served[0])
+    after = queue.leases.acquire(resource, "plain", 5_000)
+    assert after.fence == served[0].fence + 1
+
+
+def test_a_restored_queue_whose_waiters_vanished_recovers(ddb, tables, unique, counted):
+    # Given lease items as a restore left them: three tickets handed out, the head at the first,
+    # the lease free, and none of those waiters alive any more (their processes are gone)
+    queue = make(ddb, tables)
+    long_ago = queue.leases.now_ms() - 60_000
+    stuck = {
+        "owner": "old",
+        "fence": 7,
+        "expiresAt": 0,
+        "releasedAt": long_ago,
+        "acquiredAt": long_ago,
+        "tickets": 3,
+        "head": 1,
+    }
+    plain, queued = f"restored-plain-{unique}", f"restored-queued-{unique}"
+    for resource in (plain, queued):
+        ddb.put_item(
+            TableName=tables["leases"], Item=codec.encode_item({"resource": resource, **stuck})
+        )
+    # When a plain acquisition comes: the queue is stale (nobody came for the lease or queued for
+    # L), so it is cleared and the lease taken, continuing the restored fence
+    taken = queue.leases.acquire(plain, "plain", 5_000)
+    assert taken.fence == 8
+    item = get(ddb, tables["leases"], plain)
+    assert item is not None and item["head"] == item["tickets"] + 1
+    assert counted.get("lease", "LeaseQueueCleared") == 1
+    # When a waiter queues behind the vanished tickets instead
+    held = queue.acquire(queued, "live", wait_ms=30_000)
+    # Then it passes each dead ticket over (I after it became the head) and is served
+    assert held.ticket == 4 and held.fence == 8
+    assert counted.get("lease", "LeaseWaiterSkipped") == 3
+
+
+def test_a_waiter_whose_ticket_a_restore_took_back_queues_again(ddb, tables, unique, counted):
+    # Given a holder, and a waiter queued behind it on ticket 1
+    recorder = Recorder()
+    queue = make(ddb, tables, STEADY, on_ticket=recorder.on_ticket)
+    resource = f"rewound-{unique}"
+    holder = queue.leases.acquire(resource, "holder", 60_000)
+    snapshot = ddb.get_item(
+        TableName=tables["leases"],
+        Key=codec.encode_item({"resource": resource}),
+        ConsistentRead=True,
+    )["Item"]
+    served: list[lease.Lease] = []
+    waiter = threading.Thread(
+        target=lambda: served.append(queue.acquire(resource, "waiter", wait_ms=30_000))
+    )
+    waiter.start()
+    while not recorder.tickets:
+        time.sleep(0.01)
+    # When the table is restored to before that ticket (the counter goes back to none)
+    ddb.put_item(TableName=tables["leases"], Item=snapshot)
+    queue.leases.release(holder)
+    waiter.join()
+    # Then the waiter noticed its ticket was beyond the counter, queued again, and was served
+    assert recorder.tickets["waiter"] == [1, 1]
+    assert served[0].fence == holder.fence + 1
+    assert counted.get("lease", "LeasePassedOver") == 1

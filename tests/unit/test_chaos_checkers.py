@@ -596,3 +596,13 @@ def test_a_500_is_a_violation_and_a_503_is_not() -> None:
     )
     report = checkers.no_bugs(history)
     assert [(v.check, v.ops[0].index) for v in report.violations] == [("no 500", 1)]
+
+
+def test_queue_excuses_a_waiter_killed_up_to_i_before_a_holder_dies() -> None:
+    # a waiter ahead was killed 4 s before the holder of fence 1 died: with L = 1.5 s alone that
+    # is no excuse, but a waiter that never said it was next may hold the queue up for I = 6 s
+    history = numbered([served(0, 1, 1, 1, "a"), killed(5.0, 1), served(5.2, 10.0, 2, 2, "d")])
+    early = [checkers.Disturbance(1.0, "kill", "w")]
+    assert names(checkers.queue(history, {}, early, BOUNDS)) == {"takeover bound"}
+    idle = checkers.QueueBounds(heartbeat_s=0.5, expiry_s=1.5, poll_s=0.05, idle_s=6.0)
+    assert checkers.queue(history, {}, early, idle).violations == []
