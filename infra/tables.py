@@ -32,8 +32,8 @@ class Tables(Construct):
         self.idempotency = tcdk.IdempotencyTable(
             self, construct_id(config.IDEMPOTENCY), time_to_live_attribute=config.TTL_ATTRIBUTE
         )
-        # TTL on purgeAt, which lease items never carry (their fences must never restart); only
-        # abandoned queue waiter rows may (turnstile.cdk.LeaseTable).
+        # TTL on reapAt, which lease items never carry (their fences must never restart); only
+        # the queue's tombstone rows do (turnstile.cdk.LeaseTable).
         self.leases = tcdk.LeaseTable(self, construct_id(config.LEASES))
         self.wallets = tcdk.AppTable(self, construct_id(config.WALLETS), partition_key="walletId")
         # Units and their sparse keys-only index of claimable units (turnstile.claims), the sku

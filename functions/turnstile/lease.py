@@ -10,17 +10,19 @@ One item per resource in a lease table whose partition key is ``resource``:
 ``releasedAt`` set by a release, removed by the next acquisition
 =============  ====================================================================================
 
-Lease items are kept, never deleted (no TTL): the item is what carries the fence, and fences must
+Lease items are kept, never deleted: the item is what carries the fence, and fences must
 strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
-one small item per resource is the price. Expiry is decided by the conditions below, never by
-whether an item is still there (seed 003 found an expired-but-present item still fails
-``attribute_not_exists``).
+one small item per resource is the price. The table's TTL attribute (:data:`REAP_ATTRIBUTE`,
+``reapAt``) is one no lease item has ever been written with: only the queue's tombstone rows carry
+it, and every acquisition removes it besides, so TTL can never take a lease item and its fence.
+Expiry is decided by the conditions below, never by whether an item is still there (seed 003
+found an expired-but-present item still fails ``attribute_not_exists``).
 
 **acquire** (one call, no read first)::
 
     UpdateItem
       UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now
-                           REMOVE #releasedAt, #purgeAt
+                           REMOVE #releasedAt, #purgeAt, #reapAt
                            ADD #fence :one
       ConditionExpression: (attribute_not_exists(#resource) OR #expiresAt < :now)
                            AND (attribute_not_exists(#tickets) OR #head > #tickets)
@@ -89,7 +91,8 @@ write refused for its stale fence (either form).
 
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
 items guarded by :func:`fenced_update` never meet a restarted fence. (``REMOVE #purgeAt`` clears
-the TTL attribute that earlier versions wrote, so no old item is purged either.)
+the TTL attribute that versions before issue 13 wrote; the table's TTL is on another attribute,
+``reapAt``, so no item of theirs can be purged before an acquisition clears it either.)
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FREE_AND_NO_QUEUE",
     "QUEUE_EXPIRY_MS",
+    "REAP_ATTRIBUTE",
     "SAFETY_MARGIN_MS",
     "STALE_HEAD",
     "STALE_QUEUE",
@@ -125,6 +129,9 @@ __all__ = [
 ]
 
 PATTERN = "lease"
+# The lease table's TTL attribute (epoch seconds): carried only by rows that are not lease items
+# (the queue's tombstones); never written on a lease item, and removed by every acquisition.
+REAP_ATTRIBUTE = "reapAt"
 # The assumed bound on clock skew between clients (see "Clocks" above); the one default.
 SAFETY_MARGIN_MS = 500
 
@@ -136,6 +143,7 @@ _NAMES = {
     "#acquiredAt": "acquiredAt",
     "#releasedAt": "releasedAt",
     "#purgeAt": "purgeAt",
+    "#reapAt": "reapAt",
     # the FIFO queue in front of the item (turnstile.lease_queue)
     "#tickets": "tickets",
     "#head": "head",
@@ -348,7 +356,7 @@ class Leases:
 
             UpdateItem <resource>
               SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now <also_set>
-              REMOVE #releasedAt, #purgeAt <also_remove>
+              REMOVE #releasedAt, #purgeAt, #reapAt <also_remove>
               ADD #fence :one
               ConditionExpression: <condition>
               ReturnValues: ALL_OLD, ReturnValuesOnConditionCheckFailure: ALL_OLD
@@ -357,7 +365,7 @@ class Leases:
         """
         update = (
             f"SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now{also_set} "
-            f"REMOVE #releasedAt, #purgeAt{also_remove} ADD #fence :one"
+            f"REMOVE #releasedAt, #purgeAt, #reapAt{also_remove} ADD #fence :one"
         )
         used = [name for name in _NAMES if name in update or name in condition]
         response = retry.call(

@@ -28,8 +28,9 @@ a look on time is the acquisition itself.
 ==============  =================================================================================
 
 A waiter that leaves also writes a tombstone row ``<resource>#q#<ticket>`` (``owner``,
-``ticket``, ``queueOf``, ``expiresAt = 0``); the ticket's pass-over deletes it. Resource names
-containing ``#q#`` are reserved (the service's names cannot contain ``#``).
+``ticket``, ``queueOf``, ``expiresAt = 0``, and ``reapAt``, the table's TTL attribute, a day
+ahead); the ticket's pass-over deletes it, and TTL cleans up one nobody came to pass over.
+Resource names containing ``#q#`` are reserved (the service's names cannot contain ``#``).
 
 **Take a ticket** (one atomic ADD; the answer shows head, holder, fence and pace: no read)::
 
@@ -137,6 +138,7 @@ __all__ = [
 
 PATTERN = lease.PATTERN
 SEPARATOR = "#q#"
+TOMBSTONE_REAP_S = 86_400  # a tombstone's TTL: a day, far past any wait
 MAX_SKIP = 50
 # ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
 # been the head for I (``:idle`` = now - I): no claim or pass-over since.
@@ -687,6 +689,8 @@ class LeaseQueue:
                             "ticket": wait.ticket,
                             "owner": wait.owner,
                             "expiresAt": 0,
+                            # TTL's cleanup for a tombstone nobody passes over (epoch seconds)
+                            lease.REAP_ATTRIBUTE: int(time.time()) + TOMBSTONE_REAP_S,
                         }
                     ),
                 }

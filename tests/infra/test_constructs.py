@@ -128,12 +128,12 @@ def test_tables_are_on_demand_with_recovery_and_the_primitives_keys(synthesized)
     assert keys["Lease"] == ["resource"] and keys["Units"] == ["sku", "sk"]
     assert keys["Capac"] == ["id", "sk"] and keys["Shard"] == ["id"]
     # Idempotency records expire by TTL; lease items never do: the lease table's TTL attribute is
-    # purgeAt, which every acquisition removes (tests/integration/test_lease_table_ttl.py), so
-    # only abandoned queue waiter rows can carry it (their fences must keep counting)
+    # reapAt, never written on a lease item and removed by every acquisition
+    # (tests/integration/test_lease_table_ttl.py): only the queue's tombstones carry it
     idem = tables[_logical(synthesized, "Idempotency", "AWS::DynamoDB::Table")]
     assert idem["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     leases = tables[_logical(synthesized, "Leases", "AWS::DynamoDB::Table")]
-    assert leases["TimeToLiveSpecification"] == {"AttributeName": "purgeAt", "Enabled": True}
+    assert leases["TimeToLiveSpecification"] == {"AttributeName": "reapAt", "Enabled": True}
     units = tables[_logical(synthesized, "Units", "AWS::DynamoDB::Table")]
     (index,) = units["GlobalSecondaryIndexes"]
     assert index["IndexName"] == "claimable" and index["Projection"] == {

@@ -1,6 +1,7 @@
 """The lease table's TTL attribute (``turnstile.cdk.LeaseTable``, as synthesized) is one a lease
 item never carries once acquired, by a plain acquisition or by the queue, so TTL can only ever
-purge abandoned waiter rows, never a lease item and its fence (issue 13.7, issue 19).
+purge the queue's tombstone rows (which carry it), never a lease item and its fence (issue 13.7,
+issue 19).
 
 Against DynamoDB Local, on the lease table created from the template (TTL enabled as deployed).
 """
@@ -10,9 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from local import template as cfn
 from turnstile import codec, lease, retry
-from turnstile.lease_queue import LeaseQueue, QueueSettings
+from turnstile.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
 
 QUICK = QueueSettings(heartbeat_ms=100, expiry_ms=2_000, poll_ms=20, margin_ms=100)
 
@@ -57,8 +60,11 @@ def test_the_ttl_is_on_and_is_not_an_attribute_the_lease_items_keep(ddb, tables,
     described = ddb.describe_time_to_live(TableName=tables["leases"])["TimeToLiveDescription"]
     assert described["AttributeName"] == ttl
     assert described["TimeToLiveStatus"] == "ENABLED"
-    # expiresAt (epoch ms) and fence are what every lease item keeps: never the TTL attribute
+    # expiresAt (epoch ms) and fence are what every lease item keeps: never the TTL attribute;
+    # nor purgeAt, which lease code before issue 13 wrote on lease items
+    assert ttl == lease.REAP_ATTRIBUTE
     assert ttl not in {"resource", "owner", "fence", "expiresAt", "acquiredAt", "releasedAt"}
+    assert ttl != "purgeAt"
 
 
 def test_a_plain_acquisition_removes_the_ttl_attribute_and_renew_and_release_never_write_it(
@@ -89,3 +95,26 @@ def test_a_queued_acquisition_removes_the_ttl_attribute_too(ddb, tables, templat
     assert ttl not in item(ddb, table, f"queued-{unique}")
     leases.release(held)
     assert ttl not in item(ddb, table, f"queued-{unique}")
+
+
+def test_a_waiter_that_leaves_writes_a_tombstone_ttl_cleans_up(ddb, tables, template, unique):
+    # Given a held lease and a waiter whose deadline is short
+    ttl, table = ttl_attribute(template), tables["leases"]
+    leases = lease.Leases(client=ddb, table=table, backoff=retry.Backoff(attempts=4))
+    held = leases.acquire(f"left-{unique}", "holder", 10_000)
+    queue = LeaseQueue(leases, QUICK)
+    # When the waiter's deadline passes in the queue
+    with pytest.raises(WaitTimedOut):
+        queue.acquire(f"left-{unique}", "w", wait_ms=300)
+    # Then its tombstone row carries the TTL attribute, a day ahead (TTL's cleanup if nobody
+    # passes it over), and the lease item does not
+    rows = ddb.scan(
+        TableName=table,
+        FilterExpression="queueOf = :r",
+        ExpressionAttributeValues={":r": {"S": f"left-{unique}"}},
+        ConsistentRead=True,
+    )["Items"]
+    (tombstone,) = [codec.decode_item(row) for row in rows]
+    assert tombstone is not None and tombstone[ttl] > time.time() + 3_600
+    assert ttl not in item(ddb, table, f"left-{unique}")
+    leases.release(held)

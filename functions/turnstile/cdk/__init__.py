@@ -236,15 +236,16 @@ class LeaseTable(PrimitiveTable):
     """Lease items of ``turnstile.lease`` (key ``resource``), and the waiter rows of
     ``turnstile.lease_queue`` in the same table.
 
-    TTL on ``purgeAt`` (``TTL_ATTRIBUTE``), an attribute no lease item carries: every
-    acquisition removes it (``REMOVE #purgeAt``, ``turnstile.lease``), because a lease item carries
-    its fence, which must increase forever, and a purge would restart it at 1. Waiter rows a
-    crashed waiter left behind may carry it (epoch seconds) and are then cleaned up; correctness
-    never depends on it (the queue passes a dead waiter over by its ``expiresAt``, a condition)."""
+    TTL on ``reapAt`` (``TTL_ATTRIBUTE``, ``turnstile.lease.REAP_ATTRIBUTE``), an attribute no
+    lease item has ever been written with, and which every acquisition removes besides, because a
+    lease item carries its fence, which must increase forever, and a purge would restart it at 1.
+    (Not ``purgeAt``: lease code before issue 13 wrote that on lease items, and an old item idle
+    since would be purged.) The queue's tombstone rows carry it (a day ahead) and are cleaned up
+    when nobody passed them over; correctness never depends on it (conditions decide)."""
 
     PRIMITIVE = "lease with fencing"
     PARTITION_KEY = "resource"
-    TTL_ATTRIBUTE = "purgeAt"
+    TTL_ATTRIBUTE = "reapAt"
     ACTIONS = (UPDATE, CHECK)
     QUEUE_ACTIONS = (GET, PUT, UPDATE, DELETE, CHECK)
 
