@@ -258,6 +258,18 @@ class Leases:
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     clock: Callable[[], float] = time.time
     safety_margin_ms: int = SAFETY_MARGIN_MS
+    key_attr: str = "resource"  # the table's partition key (turnstile.cdk.LeaseTable's default)
+
+    def key(self, resource: str) -> dict[str, Any]:
+        """The lease item's key for ``resource``, in the table's own key attribute."""
+        return codec.encode_item({self.key_attr: resource})
+
+    def names(self, *placeholders: str) -> dict[str, str]:
+        """:func:`attribute_names`, with ``#resource`` naming this table's key attribute."""
+        names = attribute_names(*placeholders)
+        if "#resource" in names:
+            names["#resource"] = self.key_attr
+        return names
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -371,10 +383,10 @@ class Leases:
         response = retry.call(
             lambda: self.client.update_item(
                 TableName=self.table,
-                Key=codec.encode_item({"resource": resource}),
+                Key=self.key(resource),
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames=attribute_names(*used),
+                ExpressionAttributeNames=self.names(*used),
                 ExpressionAttributeValues={
                     **codec.values(owner=owner, expiresAt=expires_at, now=now, one=1),
                     **(extra_values or {}),
@@ -472,7 +484,7 @@ class Leases:
             retry.call(
                 lambda: self.client.update_item(
                     TableName=self.table,
-                    Key=codec.encode_item({"resource": lease.resource}),
+                    Key=self.key(lease.resource),
                     UpdateExpression=update,
                     ConditionExpression=condition,
                     ExpressionAttributeNames=names,
@@ -500,7 +512,7 @@ class Leases:
         return {
             "ConditionCheck": {
                 "TableName": self.table,
-                "Key": codec.encode_item({"resource": lease.resource}),
+                "Key": self.key(lease.resource),
                 "ConditionExpression": (
                     "#owner = :owner AND #fence = :fence "
                     "AND attribute_not_exists(#releasedAt) AND #expiresAt > :now"

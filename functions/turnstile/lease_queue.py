@@ -337,7 +337,7 @@ class LeaseQueue:
         response = retry.call(
             lambda: self._client.update_item(
                 TableName=self._table,
-                Key=codec.encode_item({"resource": resource}),
+                Key=self.leases.key(resource),
                 UpdateExpression=(
                     "ADD #tickets :one SET #head = if_not_exists(#head, :one), "
                     "#fence = if_not_exists(#fence, :zero), "
@@ -492,7 +492,7 @@ class LeaseQueue:
             response = retry.call(
                 lambda: self._client.update_item(
                     TableName=self._table,
-                    Key=codec.encode_item({"resource": wait.resource}),
+                    Key=self.leases.key(wait.resource),
                     UpdateExpression="SET #head = :next, #skippedAt = :now",
                     ConditionExpression=condition,
                     ExpressionAttributeNames=lease.attribute_names(
@@ -592,7 +592,7 @@ class LeaseQueue:
             response = retry.call(
                 lambda: self._client.update_item(
                     TableName=self._table,
-                    Key=codec.encode_item({"resource": wait.resource}),
+                    Key=self.leases.key(wait.resource),
                     UpdateExpression="SET #beatTicket = :ticket, #beatAt = :now",
                     ConditionExpression="#head = :ticket",
                     ExpressionAttributeNames=lease.attribute_names(
@@ -623,7 +623,7 @@ class LeaseQueue:
             {
                 "Delete": {
                     "TableName": self._table,
-                    "Key": codec.encode_item({"resource": waiter_key(wait.resource, ticket)}),
+                    "Key": self.leases.key(waiter_key(wait.resource, ticket)),
                 }
             }
             for ticket in passed[:MAX_SKIP]
@@ -633,7 +633,7 @@ class LeaseQueue:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": codec.encode_item({"resource": wait.resource}),
+                    "Key": self.leases.key(wait.resource),
                     "UpdateExpression": "SET #head = :next, #skippedAt = :now DELETE #left :passed",
                     "ConditionExpression": "#head = :head",
                     "ExpressionAttributeNames": lease.attribute_names(
@@ -684,7 +684,7 @@ class LeaseQueue:
                     "TableName": self._table,
                     "Item": codec.encode_item(
                         {
-                            "resource": wait.key,
+                            self.leases.key_attr: wait.key,
                             "queueOf": wait.resource,
                             "ticket": wait.ticket,
                             "owner": wait.owner,
@@ -698,7 +698,7 @@ class LeaseQueue:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": codec.encode_item({"resource": wait.resource}),
+                    "Key": self.leases.key(wait.resource),
                     "UpdateExpression": "ADD #left :mine",
                     "ConditionExpression": "#head <= :ticket",
                     "ExpressionAttributeNames": lease.attribute_names("#left", "#head"),
@@ -730,7 +730,7 @@ class LeaseQueue:
         response = retry.call(
             lambda: self._client.get_item(
                 TableName=self._table,
-                Key=codec.encode_item({"resource": wait.resource}),
+                Key=self.leases.key(wait.resource),
                 ConsistentRead=True,
             ),
             backoff=self.leases.backoff,
