@@ -681,18 +681,30 @@ def _claim_one(
     nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
     applied, the resend fails its condition on a unit that names ``holder``, which is a success.
     Someone else's unit raises :class:`transact.Cancelled` shaped like the transaction's; a
-    throttle raises :class:`_Throttled` at once (the caller fails over to another pool)."""
+    throttle raises :class:`_Throttled` at once (the caller fails over to another pool), unless
+    an earlier send's outcome is unknown: that send may have taken the unit, so a consistent read
+    decides first (failing over then would leave the unit held by a reservation nobody knows)."""
+    sends = 0
+
+    def send() -> Any:
+        nonlocal sends
+        sends += 1
+        return client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+
     try:
         retry.call(
-            _failover_on_throttle(
-                lambda: client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
-            ),
+            _failover_on_throttle(send),
             backoff=backoff,
             idempotent=True,  # see above: a resend cannot take the unit twice
             # a 500 may or may not have been applied: resending is safe for the same reason
             retry_on=lambda exc: retry.error_code(exc) == "InternalServerError",
             pattern=PATTERN,
         )
+    except _Throttled:
+        if sends > 1 and _holds(client, update, holder, holder_attr, backoff=backoff):
+            metrics.count("ClaimReplayed", pattern=PATTERN)
+            return
+        raise
     except ClientError as exc:
         if retry.condition_failed(exc):
             current = codec.old_item(exc) or {}
@@ -705,6 +717,28 @@ def _claim_one(
         else:
             raise
         raise transact.Cancelled([transact.Reason(code, str(exc), codec.old_item(exc))]) from exc
+
+
+def _holds(
+    client: DynamoDBClient,
+    update: Mapping[str, Any],
+    holder: str,
+    holder_attr: str,
+    *,
+    backoff: retry.Backoff,
+) -> bool:
+    """Whether the unit ``update`` claims names ``holder`` now (a strongly consistent read,
+    retried through throttles: its answer decides whether a claim whose reply was lost took it)."""
+    response = retry.call(
+        lambda: client.get_item(
+            TableName=update["TableName"], Key=update["Key"], ConsistentRead=True
+        ),
+        backoff=backoff,
+        idempotent=True,
+        pattern=PATTERN,
+    )
+    item = codec.decode_item(response.get("Item")) or {}
+    return bool(item.get(holder_attr) == holder)
 
 
 def holders_units(

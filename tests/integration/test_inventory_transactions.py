@@ -174,6 +174,27 @@ def test_a_lost_reply_is_resent_and_applied_once(dynamodb_local, tables, unique,
     assert list(holders) == [reservation["reservationId"]]
 
 
+@pytest.mark.parametrize("quantity", [1, 3])
+def test_a_throttled_resend_after_a_lost_reply_keeps_the_units_it_took(
+    dynamodb_local, tables, unique, quantity
+):
+    # Given a reservation whose write is applied but its reply lost, and whose resend is throttled
+    # (the chaos run found this: the claim failed over to another pool and took other units,
+    # leaving the first ones held by a reservation nobody knew)
+    client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
+    inventory = service(client, tables)
+    create_all(inventory, unique, 10)
+    faults = Faults(client)
+    write = "UpdateItem" if quantity == 1 else "TransactWriteItems"
+    faults.lose_reply(write, 1)
+    faults.throttle(write, 1)
+    # When the reservation is made
+    reservation = inventory.reserve(unique, quantity)
+    # Then it is the units the first send took: one reservation holds units, exactly q of them
+    holders = check_table(client, tables, unique, quantity)
+    assert list(holders) == [reservation["reservationId"]]
+
+
 def test_units_taken_meanwhile_are_replaced_from_a_fresh_read(dynamodb_local, tables, unique):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     rival = dynamodb_local.client(config=retry.client_config(read_timeout=60))
