@@ -57,8 +57,17 @@ lapsed hold changes ``holder``, so a confirm by the old holder fails afterwards;
 whichever write comes second sees the first one's result. The clock (``:now``) only decides *who*
 wins a race between a confirm and a reclaim near the expiry, never whether both do.
 
+Remembered units (:class:`UnitCache`, optional): a read shows a few more units than the run it
+takes; the rest are remembered per pool by the process, and its next reservation tries
+``quantity`` of them directly with the same conditional write, without a Query (a q=1
+reservation is then one ``UpdateItem``). The condition makes a stale memory safe: a remembered
+unit someone took meanwhile is replaced from a fresh read as above, and a refusal still comes
+only from a read of every pool, never from what is (or is not) remembered.
+
 Metrics (pattern ``claims``): ``ClaimLost`` for every candidate another request took first,
-``ConfirmLost`` for a sale refused because a unit was no longer validly held.
+``ConfirmLost`` for a sale refused because a unit was no longer validly held; ``ClaimCacheHit``
+(a reservation started from remembered units), ``ClaimCacheMiss`` (it had to read) and
+``ClaimCacheStale`` (remembered units that had been taken meanwhile).
 
 ``seq`` increases by one with every change of a unit, which lets a stream consumer recognise a
 record it has already applied (see ``service.domain.inventory``).
