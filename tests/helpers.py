@@ -8,6 +8,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from service.domain.events import REGISTRATION_PREFIX
 from service.domain.inventory import SUMMARY, UNIT, Inventory, pool_names, unit_id
 from service.domain.products import Products
 from service.handlers import wallets
-from turnstile import claims, codec, retry
+from turnstile import claims, codec, metrics, retry
 
 _PATIENT: dict[str, Any] = {}
 
@@ -457,3 +458,14 @@ def hold_as_rival(client: Any, table: str, key: dict[str, Any]) -> str:
         ExpressionAttributeValues=codec.values(held="held", h="rival", u=2**52),
     )
     return unit_id(key["sk"])
+
+
+@contextmanager
+def metric_totals() -> Iterator[metrics.Tally]:
+    """The metrics counted inside the ``with`` block, and only those."""
+    tally = metrics.Tally()
+    metrics.add_sink(tally)
+    try:
+        yield tally
+    finally:
+        metrics.remove_sink(tally)

@@ -103,6 +103,9 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ConfirmLost",
         "ReleaseLost",
         "PoolFailover",  # a pool's key throttled: the claim moved to another pool
+        "ClaimCacheHit",  # a reservation tried units remembered from an earlier read (no Query)
+        "ClaimCacheMiss",  # no remembered units for the sku: it read the pools
+        "ClaimCacheStale",  # a remembered unit had been taken meanwhile (replaced from a read)
         *RETRY_METRICS,
     ),
     "sharded": (

@@ -57,8 +57,17 @@ lapsed hold changes ``holder``, so a confirm by the old holder fails afterwards;
 whichever write comes second sees the first one's result. The clock (``:now``) only decides *who*
 wins a race between a confirm and a reclaim near the expiry, never whether both do.
 
+Remembered units (:class:`UnitCache`, optional): a read shows a few more units than the run it
+takes; the rest are remembered per pool by the process, and its next reservation tries
+``quantity`` of them directly with the same conditional write, without a Query (a q=1
+reservation is then one ``UpdateItem``). The condition makes a stale memory safe: a remembered
+unit someone took meanwhile is replaced from a fresh read as above, and a refusal still comes
+only from a read of every pool, never from what is (or is not) remembered.
+
 Metrics (pattern ``claims``): ``ClaimLost`` for every candidate another request took first,
-``ConfirmLost`` for a sale refused because a unit was no longer validly held.
+``ConfirmLost`` for a sale refused because a unit was no longer validly held; ``ClaimCacheHit``
+(a reservation started from remembered units), ``ClaimCacheMiss`` (it had to read) and
+``ClaimCacheStale`` (remembered units that had been taken meanwhile).
 
 ``seq`` increases by one with every change of a unit, which lets a stream consumer recognise a
 record it has already applied (see ``service.domain.inventory``).
@@ -91,6 +100,7 @@ __all__ = [
     "Key",
     "NotEnough",
     "PoolHints",
+    "UnitCache",
     "UnitTable",
     "free",
     "free_unit",
@@ -177,6 +187,7 @@ class Claimed:
     queries: int = 0
     transactions: int = 0
     failovers: int = 0  # pools left for later because their key throttled
+    cached: int = 0  # units first tried straight from the :class:`UnitCache` (no Query)
 
 
 class HoldLost(errors.Refused):
@@ -308,6 +319,87 @@ class PoolHints:
 hints = PoolHints()
 
 
+class UnitCache:
+    """Claimable units this process saw in earlier reads and did not take (a hint, never a lock).
+
+    A read for a reservation shows a few more units than it claims (see :meth:`_Reader.pick`); the
+    rest are remembered here, per pool, and the next reservation of this process tries them
+    directly with the same conditional write, without a Query. A Lambda worker serves its
+    requests one after another, so a warm worker's next reservation usually costs one call.
+
+    Safe when stale: the write's condition (``status = free`` or a lapsed hold) decides; a unit
+    someone took meanwhile fails it and is replaced from a fresh read (``ClaimCacheStale``).
+    Never a refusal: :class:`NotEnough` only ever comes from a read of every pool. A unit is
+    handed out once (taken off the cache under a lock), so two threads of one process never try
+    the same cached unit. Bounded: at most ``per_pool`` units per pool, ``pools`` pools (the
+    least recently learned forgotten first), each unit for ``max_age_seconds``."""
+
+    def __init__(
+        self,
+        *,
+        per_pool: int = 16,
+        pools: int = 256,
+        max_age_seconds: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_pool = per_pool
+        self.pools = pools
+        self.max_age_seconds = max_age_seconds
+        self.clock = clock
+        self._units: dict[tuple[str, str, str], list[tuple[float, Key]]] = {}
+        self._lock = threading.Lock()
+
+    def learn(self, units: UnitTable, pool: str, keys: Sequence[Key]) -> None:
+        """Remember ``keys``, seen claimable in ``pool`` just now (the newest kept)."""
+        if not keys or self.per_pool <= 0:
+            return
+        slot = (units.table, units.index, pool)
+        now = self.clock()
+        with self._lock:
+            known = self._units.pop(slot, [])
+            fresh = {_identity(units, key) for key in keys}
+            kept = [(at, key) for at, key in known if _identity(units, key) not in fresh]
+            self._units[slot] = ([*kept, *((now, dict(key)) for key in keys)])[-self.per_pool :]
+            while len(self._units) > self.pools:
+                del self._units[next(iter(self._units))]
+
+    def take(
+        self,
+        units: UnitTable,
+        pools: Sequence[str],
+        n: int,
+        eligible: Callable[[Key], bool] | None,
+        rand: Callable[[], float],
+    ) -> tuple[str, list[Key]] | None:
+        """``n`` remembered units of one of ``pools`` (a random one that has ``n``), taken off the
+        cache; None when no pool has ``n`` units younger than the age limit."""
+        now = self.clock()
+        start = int(rand() * len(pools)) if pools else 0
+        with self._lock:
+            for pool in [*pools[start:], *pools[:start]]:
+                slot = (units.table, units.index, pool)
+                known = [
+                    (at, key)
+                    for at, key in self._units.get(slot, ())
+                    if now - at <= self.max_age_seconds and (eligible is None or eligible(key))
+                ]
+                if len(known) >= n:
+                    self._units[slot] = known[:-n]
+                    return pool, [key for _, key in known[-n:]]
+                if known:
+                    self._units[slot] = known
+                else:
+                    self._units.pop(slot, None)
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._units.clear()
+
+
+cache = UnitCache()
+
+
 class _Throttled(errors.Retryable):
     """A pool's key answered with a throttle: fail over to another pool instead of waiting."""
 
@@ -351,7 +443,23 @@ class _Reader:
     pool_hints: PoolHints
     eligible: Callable[[Key], bool] | None
     page_size: int | None
+    unit_cache: UnitCache | None = None
     pool_of: dict[tuple[Any, ...], str] = field(default_factory=dict)
+
+    def cached(self, n: int) -> list[Key] | None:
+        """``n`` units of one pool from the :class:`UnitCache`, or None (then a read)."""
+        if self.unit_cache is None:
+            return None
+        found = self.unit_cache.take(self.units, self.pools, n, self.eligible, self.rand)
+        if found is None:
+            metrics.count("ClaimCacheMiss", pattern=PATTERN)
+            return None
+        pool, keys = found
+        metrics.count("ClaimCacheHit", pattern=PATTERN)
+        self.claimed.cached += len(keys)
+        for key in keys:
+            self.pool_of[_identity(self.units, key)] = pool
+        return keys
 
     def _query(
         self,
@@ -471,6 +579,8 @@ class _Reader:
             if len(got) <= n:
                 return got
             start = int(self.rand() * (len(got) - n + 1))
+            if self.unit_cache is not None:
+                self.unit_cache.learn(self.units, pool, got[:start] + got[start + n :])
             return got[start : start + n]
 
         for pool in self.pool_hints.order(self.pools, self.rand):
@@ -554,6 +664,7 @@ def reserve(
     owner: str | None = None,
     pool_hints: PoolHints | None = None,
     eligible: Callable[[Key], bool] | None = None,
+    unit_cache: UnitCache | None = None,
 ) -> Claimed:
     """Claim ``quantity`` units until ``until_ms`` in ONE write, skipping units others hold;
     ``holder(lead)`` names the reservation after its lead unit (the first), which records
@@ -584,6 +695,11 @@ def reserve(
     ``eligible``: when given, only the units it accepts are claimed (the others are skipped as
     if held): units that exist but are not yet offered, say. ``page_size``: a fixed Limit for
     every Query (by default a few more than the units wanted; 100 for a sparse pool).
+
+    ``unit_cache``: when given, the units a read showed beyond the run it took are remembered
+    there, and a reservation first tries ``quantity`` remembered units of one pool (no Query: one
+    call in all for ``quantity`` 1); a remembered unit taken meanwhile is replaced from a fresh
+    read as above (``ClaimCacheStale``), and a refusal still comes only from a read of every pool.
     """
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
@@ -599,6 +715,7 @@ def reserve(
         pool_hints=pool_hints or hints,
         eligible=eligible,
         page_size=page_size,
+        unit_cache=unit_cache,
     )
 
     def fresh() -> list[Key]:
@@ -609,7 +726,8 @@ def reserve(
             raise NotEnough(quantity, len(chosen))
         return chosen
 
-    chosen = fresh()
+    chosen = reader.cached(quantity) or fresh()
+    from_cache = {_identity(units, key) for key in chosen} if claimed.cached else set()
     throttled = False
     for _ in range(rounds):
         name = holder(chosen[0])
@@ -648,6 +766,9 @@ def reserve(
                 raise  # a failure that is not "someone else has the unit"
             claimed.lost += len(taken)
             metrics.count("ClaimLost", pattern=PATTERN, value=len(taken))
+            stale = sum(_identity(units, chosen[i]) in from_cache for i in taken)
+            if stale:
+                metrics.count("ClaimCacheStale", pattern=PATTERN, value=stale)
             metrics.count("ClaimRetry", pattern=PATTERN)
             # The read before is stale by now (the units around the lost ones were most likely
             # taken too): replacements come from a fresh read at another pivot.
