@@ -151,6 +151,8 @@ _NAMES = {
     "#queuedAt": "queuedAt",
     "#left": "left",
     "#turnMs": "turnMs",
+    "#holdMs": "holdMs",
+    "#lastHoldMs": "lastHoldMs",
     "#beatTicket": "beatTicket",
     "#beatAt": "beatAt",
 }

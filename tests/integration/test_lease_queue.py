@@ -488,3 +488,51 @@ def test_a_waiter_whose_ticket_a_restore_took_back_queues_again(ddb, tables, uni
     assert recorder.tickets["waiter"] == [1, 1]
     assert served[0].fence == holder.fence + 1
     assert counted.get("lease", "LeasePassedOver") == 1
+
+
+def test_a_claim_records_the_hold_it_ends_and_the_next_in_line_naps_by_it_not_by_the_turn(
+    ddb, tables, unique
+):
+    # Given a stopped clock (epoch seconds) the test moves by hand, and a recorded turn far longer
+    # than any hold (as an oversleeping queue records it)
+    now = [1_800_000_000.0]
+    naps: list[float] = []
+    holders: list[lease.Lease] = []
+
+    def sleep(seconds: float) -> None:  # the head's nap at a live holder: record it, then release
+        naps.append(seconds)
+        if holders:
+            queue.leases.release(holders.pop())
+
+    queue = make(ddb, tables, STEADY, sleep=sleep)
+    queue.leases.clock = lambda: now[0]
+    resource = f"hold-{unique}"
+    first = queue.acquire(resource, "a", wait_ms=5_000)
+    now[0] += 0.080  # held 80 ms
+    queue.leases.release(first)
+
+    # When the next waiter claims the released lease
+    second = queue.acquire(resource, "b", wait_ms=5_000)
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None
+    # Then its claim recorded the hold it ended (the first holder's release minus acquisition)
+    assert int(item["lastHoldMs"]) == 80
+    assert int(item["acquiredAt"]) == int(now[0] * 1000)
+
+    # Given that holder still holding, and a recorded turn of 1.5 s (longer than L - H)
+    ddb.update_item(
+        TableName=tables["leases"],
+        Key=codec.encode_item({"resource": resource}),
+        UpdateExpression="SET turnMs = :turn",
+        ExpressionAttributeValues=codec.values(turn=1_500),
+    )
+    holders.append(second)
+    # When the next waiter finds it next in line at that live holder
+    third = queue.acquire(resource, "c", wait_ms=5_000)
+    # Then it napped until the holder's acquisition plus the recorded hold (80 ms), not a turn,
+    # and was served once the holder released
+    assert naps[0] == pytest.approx(0.080)
+    assert third.fence == second.fence + 1 and third.previous.get("owner") == "b"
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and int(item["holdMs"]) == 80
+    queue.leases.release(third)
