@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from turnstile.errors import NotFound, OutcomeUnknown, Refused, Retryable, TurnstileError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "NotFound",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,9 @@ def test_no_private_name_is_exported(name: str) -> None:
 def test_the_version_is_a_semver_string() -> None:
     major, minor, patch = turnstile.__version__.split(".")
     assert all(part.isdigit() for part in (major, minor, patch))
+
+
+def test_the_changelog_has_a_section_for_this_version() -> None:
+    """A released version is one the changelog describes (Keep a Changelog's ``## [x.y.z]``)."""
+    changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()
+    assert f"\n## [{turnstile.__version__}]" in changelog
