@@ -850,31 +850,29 @@ def _holds(
 ) -> bool:
     """Whether the unit ``update`` claims names ``holder`` now (a strongly consistent read,
     retried through throttles: its answer decides whether a claim whose reply was lost took it)."""
+    item = _read_now(client, update["TableName"], update["Key"], backoff=backoff) or {}
+    return bool(item.get(holder_attr) == holder)
+
+
+def _read_now(
+    client: DynamoDBClient, table: str, key: Mapping[str, Any], *, backoff: retry.Backoff
+) -> dict[str, Any] | None:
+    """The item at ``key`` (encoded) as it is now: strongly consistent, retried through
+    throttles and lost replies (a read is safe to resend). None if there is no such item."""
     response = retry.call(
-        lambda: client.get_item(
-            TableName=update["TableName"], Key=update["Key"], ConsistentRead=True
-        ),
+        lambda: client.get_item(TableName=table, Key=dict(key), ConsistentRead=True),
         backoff=backoff,
         idempotent=True,
         pattern=PATTERN,
     )
-    item = codec.decode_item(response.get("Item")) or {}
-    return bool(item.get(holder_attr) == holder)
+    return codec.decode_item(response.get("Item"))
 
 
 def holders_units(
     client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
     """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
-    response = retry.call(
-        lambda: client.get_item(
-            TableName=units.table, Key=codec.encode_item(lead), ConsistentRead=True
-        ),
-        backoff=backoff,
-        idempotent=True,
-        pattern=PATTERN,
-    )
-    return codec.decode_item(response.get("Item"))
+    return _read_now(client, units.table, codec.encode_item(lead), backoff=backoff)
 
 
 def free(

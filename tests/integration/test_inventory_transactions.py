@@ -158,13 +158,27 @@ def test_a_crash_anywhere_leaves_no_unit_held_by_an_unknown_reservation(
         assert len(inventory.reserve(unique, quantity)["units"]) == quantity
 
 
-@pytest.mark.parametrize("quantity", [1, 3])
-def test_a_lost_reply_is_resent_and_applied_once(dynamodb_local, tables, unique, quantity):
+def ten_units_and_faults(
+    dynamodb_local: Any, tables: Any, unique: str, quantity: int
+) -> tuple[Any, Any, Faults, str]:
+    """A client with fault hooks, its inventory service, ten units of ``unique``, and the write
+    a reservation of ``quantity`` sends."""
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     inventory = service(client, tables)
     create_all(inventory, unique, 10)
-    faults = Faults(client)
-    write = "UpdateItem" if quantity == 1 else "TransactWriteItems"
+    return (
+        client,
+        inventory,
+        Faults(client),
+        "UpdateItem" if quantity == 1 else "TransactWriteItems",
+    )
+
+
+@pytest.mark.parametrize("quantity", [1, 3])
+def test_a_lost_reply_is_resent_and_applied_once(dynamodb_local, tables, unique, quantity):
+    client, inventory, faults, write = ten_units_and_faults(
+        dynamodb_local, tables, unique, quantity
+    )
     faults.lose_reply(write, 1)
     # When the reply of the reservation's write is lost (the write itself was applied)
     reservation = inventory.reserve(unique, quantity)
@@ -181,11 +195,9 @@ def test_a_throttled_resend_after_a_lost_reply_keeps_the_units_it_took(
     # Given a reservation whose write is applied but its reply lost, and whose resend is throttled
     # (the chaos run found this: the claim failed over to another pool and took other units,
     # leaving the first ones held by a reservation nobody knew)
-    client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
-    inventory = service(client, tables)
-    create_all(inventory, unique, 10)
-    faults = Faults(client)
-    write = "UpdateItem" if quantity == 1 else "TransactWriteItems"
+    client, inventory, faults, write = ten_units_and_faults(
+        dynamodb_local, tables, unique, quantity
+    )
     faults.lose_reply(write, 1)
     faults.throttle(write, 1)
     # When the reservation is made
