@@ -739,7 +739,7 @@ class LeaseQueue:
                             "owner": wait.owner,
                             "expiresAt": 0,
                             # TTL's cleanup for a tombstone nobody passes over (epoch seconds)
-                            lease.REAP_ATTRIBUTE: int(time.time()) + TOMBSTONE_REAP_S,
+                            lease.REAP_ATTRIBUTE: int(self.leases.clock()) + TOMBSTONE_REAP_S,
                         }
                     ),
                 }
