@@ -97,6 +97,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
     "claims": (
         "ClaimLost",
         "ClaimRetry",
+        "ClaimBackoff",  # a lost round waited (part of the lost write's time) before reading
         "ClaimRefused",
         "ClaimReplayed",
         "ClaimRoundsExhausted",

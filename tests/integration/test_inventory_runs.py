@@ -19,6 +19,7 @@ from tests.helpers import (
     Faults,
     check_table,
     hold_as_rival,
+    metric_totals,
     units_in_table,
 )
 from tests.helpers import patient_client as client_of
@@ -209,3 +210,86 @@ def test_threads_reserving_and_cancelling_over_pools_hold_no_unit_twice(
         if u["status"] == "held"
     )
     assert table == Counter(holding.values())
+
+
+def _rival_before_first_write(client: Any, rival: Any, table: str, sku: str, extra: int) -> list:
+    """Before the reservation's first write is sent, a rival holds every unit it names and
+    ``extra`` more of pool 0 (as other requests would, having read the same units earlier)."""
+    stolen: list[str] = []
+
+    def steal(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name not in {"UpdateItem", "TransactWriteItems"} or stolen:
+            return
+        items = params.get("TransactItems") or [{"Update": params}]
+        keys = [codec.decode_item(item["Update"]["Key"]) or {} for item in items]
+        named = {key["sk"] for key in keys}
+        others = [
+            {"sku": u["sku"], "sk": u["sk"]}
+            for u in units_in_table(rival, table, sku)
+            if u["sk"] not in named and u["status"] == "free"
+        ]
+        for key in keys + others[:extra]:
+            stolen.append(hold_as_rival(rival, table, key))
+
+    client.meta.events.register("provide-client-params.dynamodb", steal)
+    return stolen
+
+
+@pytest.mark.parametrize("quantity", [1, 3])
+def test_a_lost_round_whose_read_shows_too_few_is_refused_by_that_read(
+    dynamodb_local, tables, unique, quantity
+):
+    client = client_of(dynamodb_local)
+    rival = client_of(dynamodb_local)
+    inventory = service(client, tables)
+    # Given one pool of 6 units, known small (each read of it is one Query)
+    create_to_ready(inventory, unique, 6, pools=1)
+    inventory.pool_hints.seen(f"{unique}#0", False, 6)
+    # and a rival that, just before the first write, holds the units it names and enough others
+    # to leave quantity - 1 free
+    stolen = _rival_before_first_write(
+        client, rival, tables["inventory"], unique, extra=6 - quantity - (quantity - 1)
+    )
+    calls = Faults(client)
+    # When the reservation is made
+    with pytest.raises(OutOfStock):
+        inventory.reserve(unique, quantity)
+    # Then the read for the replacements, which went through the pool and showed fewer than
+    # quantity units, was the refusal itself: two reads in all (before, one Query each), one
+    # write, and the refusal was exact (quantity - 1 units are free)
+    write = "UpdateItem" if quantity == 1 else "TransactWriteItems"
+    assert calls.sent == {"Query": 2, write: 1}
+    assert len(stolen) == 6 - (quantity - 1)
+    assert inventory.exact(unique)["available"] == quantity - 1
+
+
+def test_a_lost_round_waits_part_of_the_lost_writes_time_before_reading_again(
+    dynamodb_local, tables, unique
+):
+    client = client_of(dynamodb_local)
+    rival = client_of(dynamodb_local)
+    events: list[Any] = []
+    backoff = retry.Backoff(sleep=lambda seconds: events.append(("sleep", seconds)))
+    inventory = service(client, tables, backoff=backoff, rand=random.Random(7).random)
+    create_to_ready(inventory, unique, 10, pools=1)
+    stolen = _rival_before_first_write(client, rival, tables["inventory"], unique, extra=0)
+
+    def record(model: Any, **_: Any) -> None:
+        events.append(model.name)
+
+    client.meta.events.register("before-call.dynamodb", record)
+    with metric_totals() as tally:
+        # When a reservation of one unit loses its first write to the rival
+        reservation = inventory.reserve(unique, 1)
+    # Then it waited (a part, at most all, of the lost write's time, and at most a second)
+    # after the lost write and before the read for the replacement, and then took another unit
+    writes = [i for i, event in enumerate(events) if event == "UpdateItem"]
+    assert len(writes) == 2
+    naps = [(i, e[1]) for i, e in enumerate(events) if isinstance(e, tuple)]
+    assert len(naps) == 1
+    (at, seconds), lost = naps[0], writes[0]
+    assert lost < at < writes[1]
+    assert "Query" in events[at + 1 : writes[1]]
+    assert 0 < seconds <= 1.0
+    assert tally.get("claims", "ClaimBackoff") == 1
+    assert reservation["units"] != stolen
