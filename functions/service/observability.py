@@ -107,6 +107,8 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ClaimCacheHit",  # a reservation tried units remembered from an earlier read (no Query)
         "ClaimCacheMiss",  # no remembered units for the sku: it read the pools
         "ClaimCacheStale",  # a remembered unit had been taken meanwhile (replaced from a read)
+        "ClaimGuess",  # a one-unit reservation tried a unit named without reading (no Query)
+        "ClaimGuessMiss",  # the guessed unit was not free: the pool is read first for a while
         *RETRY_METRICS,
     ),
     "sharded": (

@@ -188,6 +188,7 @@ class Claimed:
     transactions: int = 0
     failovers: int = 0  # pools left for later because their key throttled
     cached: int = 0  # units first tried straight from the :class:`UnitCache` (no Query)
+    guessed: int = 0  # units first tried as the caller guessed them (no Query)
 
 
 class HoldLost(errors.Refused):
@@ -265,13 +266,19 @@ class PoolHints:
     of the reads, never the answer."""
 
     def __init__(
-        self, *, throttle_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        throttle_seconds: float = 1.0,
+        miss_seconds: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.throttle_seconds = throttle_seconds
+        self.miss_seconds = miss_seconds
         self.clock = clock
         self._throttled: dict[str, float] = {}
         self._empty: dict[str, float] = {}
         self._sparse: set[str] = set()
+        self._missed: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def throttled(self, pool: str) -> None:
@@ -295,6 +302,23 @@ class PoolHints:
     def is_throttled(self, pool: str) -> bool:
         at = self._throttled.get(pool)
         return at is not None and self.clock() - at < self.throttle_seconds
+
+    def missed(self, pool: str) -> None:
+        """A guessed unit of ``pool`` (see :func:`reserve`'s ``guess``) was not claimable."""
+        with self._lock:
+            self._missed[pool] = self.clock()
+
+    def may_guess(self, pool: str) -> bool:
+        """Whether a unit of ``pool`` may be claimed without reading first: nothing says it is
+        short. Not when it throttled lately, nor when its last complete read showed it empty or
+        small (:meth:`is_sparse`), nor within ``miss_seconds`` of a guess in it that missed."""
+        missed = self._missed.get(pool)
+        return not (
+            self.is_throttled(pool)
+            or pool in self._empty
+            or pool in self._sparse
+            or (missed is not None and self.clock() - missed < self.miss_seconds)
+        )
 
     def is_sparse(self, pool: str) -> bool:
         """Last seen whole with fewer than :data:`SPARSE` claimable units."""
@@ -461,6 +485,25 @@ class _Reader:
         pool, keys = found
         metrics.count("ClaimCacheHit", pattern=PATTERN)
         self.claimed.cached += len(keys)
+        for key in keys:
+            self.pool_of[_identity(self.units, key)] = pool
+        return keys
+
+    def guessed(
+        self, n: int, guess: Callable[[str, int], Sequence[Key]] | None
+    ) -> list[Key] | None:
+        """``n`` units the caller names without a read (``guess``) in the first pool of
+        :meth:`PoolHints.order` if :meth:`PoolHints.may_guess` allows it, or None (then a read)."""
+        if guess is None or not self.pools:
+            return None
+        pool = self.pool_hints.order(self.pools, self.rand)[0]
+        if not self.pool_hints.may_guess(pool):
+            return None
+        keys = [dict(key) for key in guess(pool, n)]
+        if len(keys) != n:
+            return None
+        metrics.count("ClaimGuess", pattern=PATTERN)
+        self.claimed.guessed += n
         for key in keys:
             self.pool_of[_identity(self.units, key)] = pool
         return keys
@@ -674,6 +717,7 @@ def reserve(
     pool_hints: PoolHints | None = None,
     eligible: Callable[[Key], bool] | None = None,
     unit_cache: UnitCache | None = None,
+    guess: Callable[[str, int], Sequence[Key]] | None = None,
 ) -> Claimed:
     """Claim ``quantity`` units until ``until_ms`` in ONE write, skipping units others hold;
     ``holder(lead)`` names the reservation after its lead unit (the first), which records
@@ -735,8 +779,9 @@ def reserve(
             raise NotEnough(quantity, len(chosen))
         return chosen
 
-    chosen = reader.cached(quantity) or fresh()
+    chosen = reader.cached(quantity) or reader.guessed(quantity, guess) or fresh()
     from_cache = {_identity(units, key) for key in chosen} if claimed.cached else set()
+    guessed = {_identity(units, key) for key in chosen} if claimed.guessed else set()
     throttled = False
     for _ in range(rounds):
         name = holder(chosen[0])
@@ -780,7 +825,16 @@ def reserve(
             if stale:
                 metrics.count("ClaimCacheStale", pattern=PATTERN, value=stale)
             metrics.count("ClaimRetry", pattern=PATTERN)
-            _back_off(backoff, rand, backoff.clock() - sent)
+            missed = [chosen[i] for i in taken if _identity(units, chosen[i]) in guessed]
+            if missed:
+                # the pool is not as free as guessed: this process reads it first for a while
+                metrics.count("ClaimGuessMiss", pattern=PATTERN, value=len(missed))
+                pool = reader.pool_of.get(_identity(units, missed[0]))
+                if pool is not None:
+                    reader.pool_hints.missed(pool)
+            if len(missed) + stale < len(taken):
+                # units a read showed were lost: their takers' writes may still be landing
+                _back_off(backoff, rand, backoff.clock() - sent)
             # The read before is stale by now (the units around the lost ones were most likely
             # taken too): replacements come from a fresh read at another pivot.
             spares = reader.pick(len(taken), skip=chosen)

@@ -1,7 +1,8 @@
 """Reservations from remembered units (:class:`turnstile.claims.UnitCache`) on DynamoDB Local: a
 unit a process saw in an earlier read is taken in one call (no Query); a remembered unit someone
 else took meanwhile fails its condition and is replaced from a read; a refusal never comes from
-what is remembered; threads sharing one cache hold no unit twice (history and table)."""
+what is remembered; threads sharing one cache hold no unit twice (history and table). Guessed
+units are off here (``guess=False``): these tests are of what a read leaves to remember."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def tally() -> Iterator[metrics.Tally]:
 
 def test_a_remembered_unit_is_reserved_in_one_call(dynamodb_local, tables, unique, tally):
     client = client_of(dynamodb_local)
-    inventory = service(client, tables, unit_cache=claims.UnitCache())
+    inventory = service(client, tables, unit_cache=claims.UnitCache(), guess=False)
     create_to_ready(inventory, unique, 40, pools=1)
     # Given one reservation that read the pool (and saw more units than it took)
     calls = Faults(client)
@@ -60,7 +61,7 @@ def test_a_remembered_unit_taken_by_another_falls_back_and_still_reserves(
 ):
     client = client_of(dynamodb_local)
     cache = claims.UnitCache()
-    inventory = service(client, tables, unit_cache=cache)
+    inventory = service(client, tables, unit_cache=cache, guess=False)
     create_to_ready(inventory, unique, 10, pools=1)
     (pool,) = pool_names(unique, 1)
     units = units_in_table(client, tables["inventory"], unique)
@@ -88,7 +89,7 @@ def test_a_remembered_unit_taken_by_another_falls_back_and_still_reserves(
 def test_a_refusal_never_comes_from_the_cache(dynamodb_local, tables, unique, tally):
     client = client_of(dynamodb_local)
     cache = claims.UnitCache()
-    inventory = service(client, tables, unit_cache=cache)
+    inventory = service(client, tables, unit_cache=cache, guess=False)
     create_to_ready(inventory, unique, 3, pools=1)
     (pool,) = pool_names(unique, 1)
     keys = [
@@ -141,7 +142,7 @@ def test_remembered_units_are_bounded_and_age_out() -> None:
 
 def test_threads_sharing_a_cache_hold_no_unit_twice(dynamodb_local, tables, unique, tally):
     client = client_of(dynamodb_local)
-    inventory = service(client, tables, unit_cache=claims.UnitCache())
+    inventory = service(client, tables, unit_cache=claims.UnitCache(), guess=False)
     create_to_ready(inventory, unique, 90, pools=3)
     # When 12 threads reserve 3 units 15 times each (180 asked for, 90 there)
     history = storm(inventory, unique, quantity=3, attempts=180, workers=12)

@@ -270,7 +270,8 @@ def test_a_lost_round_waits_part_of_the_lost_writes_time_before_reading_again(
     rival = client_of(dynamodb_local)
     events: list[Any] = []
     backoff = retry.Backoff(sleep=lambda seconds: events.append(("sleep", seconds)))
-    inventory = service(client, tables, backoff=backoff, rand=random.Random(7).random)
+    # (guess=False: the unit it loses is one a read showed, whose taker may still be writing)
+    inventory = service(client, tables, backoff=backoff, rand=random.Random(7).random, guess=False)
     create_to_ready(inventory, unique, 10, pools=1)
     stolen = _rival_before_first_write(client, rival, tables["inventory"], unique, extra=0)
 
@@ -293,3 +294,49 @@ def test_a_lost_round_waits_part_of_the_lost_writes_time_before_reading_again(
     assert 0 < seconds <= 1.0
     assert tally.get("claims", "ClaimBackoff") == 1
     assert reservation["units"] != stolen
+
+
+def test_one_unit_of_a_pool_with_no_bad_news_is_claimed_without_a_read(
+    dynamodb_local, tables, unique
+):
+    client = client_of(dynamodb_local)
+    inventory = service(client, tables)
+    # Given 40 units over 4 pools, of which this process knows nothing bad
+    create_to_ready(inventory, unique, 40, pools=4)
+    inventory.header(unique)  # cached, as in a warm Lambda
+    calls = Faults(client)
+    with metric_totals() as tally:
+        # When one unit is reserved, five times
+        got = [inventory.reserve(unique, 1) for _ in range(5)]
+    # Then each was one conditional UpdateItem of a unit it named (no Query), five units
+    assert calls.sent == {"UpdateItem": 5}
+    assert len({u for r in got for u in r["units"]}) == 5
+    assert tally.get("claims", "ClaimGuess") == 5
+    check_table(client, tables, unique, 1)
+
+
+def test_a_guess_that_misses_reads_the_pool_and_stops_guessing_there(
+    dynamodb_local, tables, unique
+):
+    client = client_of(dynamodb_local)
+    rival = client_of(dynamodb_local)
+    # Given 2 units in one pool, unit 0 held by a rival, and a guess that names unit 0
+    inventory = service(client, tables, rand=lambda: 0.0)
+    create_to_ready(inventory, unique, 2, pools=1)
+    inventory.header(unique)
+    hold_as_rival(rival, tables["inventory"], {"sku": f"{unique}#0", "sk": "unit#000000"})
+    calls = Faults(client)
+    with metric_totals() as tally:
+        # When one unit is reserved
+        reservation = inventory.reserve(unique, 1)
+        # Then the guess missed (a failed write), the pool was read and the free unit taken
+        assert reservation["units"] == ["000001"]
+        assert calls.sent.get("UpdateItem") == 2
+        assert calls.sent.get("Query", 0) >= 1
+        assert tally.get("claims", "ClaimGuessMiss") == 1
+        # And the next reservation reads first (no guess), and its refusal is exact
+        calls.sent.clear()
+        with pytest.raises(OutOfStock):
+            inventory.reserve(unique, 1)
+        assert calls.sent == {"Query": 1}
+        assert tally.get("claims", "ClaimGuess") == 1

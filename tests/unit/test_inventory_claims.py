@@ -52,3 +52,28 @@ def test_a_pool_is_read_whole_only_once_seen_small_and_from_a_pivot_once_seen_la
     hints.seen("q", True, 0)
     assert hints.is_sparse("q")
     assert hints.order(["q", "p"], lambda: 0.0)[-1] == "q"
+
+
+def test_a_pool_is_guessed_into_only_while_nothing_says_it_is_short():
+    now = [0.0]
+    hints = claims.PoolHints(clock=lambda: now[0], throttle_seconds=1.0, miss_seconds=10.0)
+    # Nothing known: a guess may be tried
+    assert hints.may_guess("p")
+    # A guess that missed: not for miss_seconds
+    hints.missed("p")
+    now[0] = 9.9
+    assert not hints.may_guess("p")
+    now[0] = 10.0
+    assert hints.may_guess("p")
+    # Throttled lately: not (its key is hot: the claim would throttle too)
+    hints.throttled("p")
+    assert not hints.may_guess("p")
+    now[0] = 11.0
+    assert hints.may_guess("p")
+    # Seen small, or empty, by a complete read: not, until a read shows it large again
+    hints.seen("p", False, claims.SPARSE - 1)
+    assert not hints.may_guess("p")
+    hints.seen("p", False, claims.SPARSE)
+    assert hints.may_guess("p")
+    hints.seen("p", True, 0)
+    assert not hints.may_guess("p")

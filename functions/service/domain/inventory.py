@@ -165,6 +165,9 @@ class Inventory:
     # Off by default: under seed 002's contention (100 users on 100 units) most remembered units
     # were taken meanwhile and reservations got slower (docs/patterns/inventory.md, issue 23).
     unit_cache: claims.UnitCache | None = None
+    # One-unit reservations first try a random unit of a pool this process has no bad news of,
+    # without reading (issue 23): one call when it is free, as a purchase is.
+    guess: bool = True
     chunk_units: int = config.INVENTORY_CHUNK_UNITS
     inline_units: int = config.INVENTORY_INLINE_UNITS
     _headers: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
@@ -493,6 +496,7 @@ class Inventory:
                 pool_hints=self.pool_hints,
                 eligible=self._offered(header),
                 unit_cache=self.unit_cache,
+                guess=self._guess(sku, header) if self.guess and quantity == 1 else None,
             )
         except claims.NotEnough as exc:
             raise OutOfStock(
@@ -504,6 +508,29 @@ class Inventory:
             "units": [unit_id(key["sk"]) for key in taken.keys],
             "expiresAt": until_ms,
         }
+
+    def _guess(
+        self, sku: str, header: Mapping[str, Any]
+    ) -> Callable[[str, int], list[dict[str, Any]]]:
+        """A unit of a pool named without reading: unit numbers are known (``k``, ``k + N``,
+        ``k + 2N``... below the units created are pool ``k``'s), so a random one of them.
+
+        Only for one unit: the claim is then one conditional ``UpdateItem``, and a unit that is
+        not free fails it (1 WCU) and the reservation reads the pool as it would have. The pool
+        hints stop guessing in a pool that was seen short or whose guess missed lately
+        (:meth:`turnstile.claims.PoolHints.may_guess`). Several guessed units in one
+        transaction would all have to be free: under contention that is rarely so."""
+        created = int(self.progress(header)["unitsCreated"])
+        pools = int(header["pools"])
+
+        def guess(pool: str, n: int) -> list[dict[str, Any]]:
+            first = int(pool.rsplit("#", 1)[1])
+            count = max(0, (created - first + pools - 1) // pools)
+            if n != 1 or count < 1:
+                return []
+            return [unit_key(sku, first + pools * int(self.rand() * count), pools)]
+
+        return guess
 
     def _offered(self, header: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
         """While a sku is CREATING, only the units of recorded chunks are offered: a chunk's
