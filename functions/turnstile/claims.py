@@ -19,7 +19,9 @@ takes the next ``quantity`` units: a *run* of one pool (:class:`_Reader`). A poo
 only a hint (it is eventually consistent on AWS): the conditional write on the unit itself decides.
 
 When no pool shows ``quantity`` units (every pool read to its end), the answer is
-:class:`NotEnough` without a single write (once a sku has sold out: one keys-only Query per pool).
+:class:`NotEnough` without a single write (once a sku has sold out: one keys-only Query per pool;
+with ``guess``, a process's first look at a pool it knows nothing of may first try one guessed
+unit, see below).
 
 Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``UpdateItem`` when
 ``quantity`` is 1, which is all or nothing by itself)::
@@ -36,6 +38,28 @@ cancelled transaction's ``CancellationReasons`` (``ConditionalCheckFailed`` or
 by a run from a fresh read and the transaction is sent again (new token), a bounded number of
 times (then :class:`turnstile.retry.RetriesExhausted`, never :class:`NotEnough`). A lost reply
 is resent under the same ``ClientRequestToken`` and applied once.
+
+After a lost round (issue 23, measured under seed 002's workload, 100 threads on 100 units: the
+slow requests were losers that read again at once, saw units whose claims were still on their
+way, and lost two or three rounds in a row, a read and a write each):
+
+* the request first waits a random part (full jitter) of the time its lost write took, at most
+  1 s (``ClaimBackoff``): the writes that raced it take about as long to land, so the next read
+  shows them; on DynamoDB, where a write takes milliseconds, the wait is as short;
+* the read for the replacements is also the refusal: when it went through every pool to its end
+  and showed fewer than ``quantity`` claimable units, counting the ones it was told to skip (the
+  units kept from the cancelled attempt), that is a read skipping nothing, and the answer is
+  :class:`NotEnough` from it (it used to read every pool a second time to say the same).
+
+Guessed units (``guess``, the service uses it for one unit): the caller can name units without
+reading (the service's unit numbers are known: pool ``k`` holds ``k``, ``k + N``, ...). A
+reservation in a pool this process has no bad news of (:meth:`PoolHints.may_guess`: not
+throttled lately, not seen empty or small by its last complete read, no guess missed there in
+the last 10 s) first claims a guessed unit with the same conditional write, without a Query: one
+``UpdateItem`` in all when it is free, the price of a purchase. A unit that is not free fails the
+condition (1 WCU, ``ClaimGuessMiss``), the pool is marked, and the reservation reads as above;
+no wait follows a miss (no read showed the unit, so nobody's write need land first). A refusal
+still comes only from a read.
 
 Free (cancel a reservation), one ``TransactWriteItems`` over its units (:func:`free`)::
 
@@ -67,7 +91,9 @@ only from a read of every pool, never from what is (or is not) remembered.
 Metrics (pattern ``claims``): ``ClaimLost`` for every candidate another request took first,
 ``ConfirmLost`` for a sale refused because a unit was no longer validly held; ``ClaimCacheHit``
 (a reservation started from remembered units), ``ClaimCacheMiss`` (it had to read) and
-``ClaimCacheStale`` (remembered units that had been taken meanwhile).
+``ClaimCacheStale`` (remembered units that had been taken meanwhile); ``ClaimBackoff`` (a lost
+round waited before reading again); ``ClaimGuess`` (a reservation started from a guessed unit)
+and ``ClaimGuessMiss`` (the guessed unit was not free).
 
 ``seq`` increases by one with every change of a unit, which lets a stream consumer recognise a
 record it has already applied (see ``service.domain.inventory``).
@@ -256,8 +282,9 @@ def sell(
 
 class PoolHints:
     """What this process has seen of each pool lately (a hint, never a lock): when a pool last
-    throttled, when it last read empty, and how many claimable units its last complete read
-    showed. :func:`reserve` starts with the better of two random pools (power of two choices: not
+    throttled, when it last read empty, how many claimable units its last complete read
+    showed, and when a guessed unit of it last missed (:meth:`may_guess`). :func:`reserve`
+    starts with the better of two random pools (power of two choices: not
     throttled lately beats throttled, not seen empty beats seen empty) and leaves the pools with
     bad news for last; a pool is read from a random pivot only once it was seen with at least
     :data:`SPARSE` claimable units, else in one whole-range Query (a refusal then costs one read
@@ -753,6 +780,17 @@ def reserve(
     there, and a reservation first tries ``quantity`` remembered units of one pool (no Query: one
     call in all for ``quantity`` 1); a remembered unit taken meanwhile is replaced from a fresh
     read as above (``ClaimCacheStale``), and a refusal still comes only from a read of every pool.
+
+    ``guess(pool, n)``: when given, ``n`` keys of ``pool`` the caller names without reading (or
+    fewer: no guess). Tried after the cache and before any read, in the first pool of
+    :meth:`PoolHints.order` when :meth:`PoolHints.may_guess` allows it; a guessed unit that is
+    not free is replaced from a read as above (``ClaimGuessMiss``) and stops guesses in its pool
+    for ``PoolHints.miss_seconds``.
+
+    After a lost round the request waits a jittered part of the lost write's time (at most 1 s,
+    ``ClaimBackoff``; not when only cached or guessed units were lost) before it reads again;
+    a replacement read that went through every pool and showed fewer than ``quantity`` units,
+    the ones kept included, is the refusal.
     """
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
