@@ -34,12 +34,14 @@ hold is claimable by anyone, so units of abandoned reservations come back withou
 
 Creation is asynchronous above ``INVENTORY_INLINE_UNITS``: POST writes the header (CREATING) and
 answers; the creation worker (a filtered stream consumer, ``handlers.inventory_creator``) writes
-up to ``INVENTORY_CREATE_CHUNKS`` chunks per header change with :meth:`Inventory.advance`, as
-100-unit transactions sent in parallel by ``INVENTORY_CREATE_WRITERS`` threads and paced to
-``INVENTORY_CREATE_UNITS_PER_SECOND``. Units are reservable as soon as they are recorded (a
-reservation's header read tells which chunks are; the summary counts a chunk's units in the
-transaction that records it, so no count shown is ever negative). Creation never writes over a
-unit (``attribute_not_exists``), so a unit rewritten after a crash is never reset to free.
+``INVENTORY_CREATE_CHUNKS`` chunks per step with :meth:`Inventory.advance`, as 100-unit
+transactions sent in parallel by ``INVENTORY_CREATE_WRITERS`` threads, paced by the table's
+capacity (:func:`table_pace`, or the environment's setting: unpaced on DynamoDB Local), and chains
+steps while its invocation has time left (:meth:`Inventory.advance_while`). Units are
+reservable as soon as they are recorded (a reservation's header read tells which chunks are; the
+summary counts a chunk's units in the transaction that records it, so no count shown is ever
+negative). Creation never writes over a unit (``attribute_not_exists``), so a unit rewritten
+after a crash is never reset to free.
 
 Seq 0 is a unit's creation: each chunk adds its units to the summary's counts in the transaction
 that records the chunk (one write instead of one per unit), and the consumer skips seq-0 records.
@@ -294,11 +296,11 @@ class Inventory:
         """Create the next chunks of the sku's units and record them; True while chunks remain.
 
         One step writes up to ``parallel_chunks`` chunks at once, as 100-unit transactions sent by
-        at most ``writers`` threads, started at most ``create_units_per_second`` units a second:
-        the bounds on what one worker asks of the table (2 write units per unit, as transactional
-        puts are billed: 4,000 WCU/s at the default, what a new on-demand table serves) and on a
-        step's time (2 chunks of 10,000 units: 10 s at that pace, ~10-20 s at the rates measured
-        locally, inside the worker's 120 s).
+        at most ``writers`` threads, started at most :meth:`create_pace` units a second: the
+        bounds on what one worker asks of the table (2 write units per unit, as transactional
+        puts are billed: half of what the table serves, :func:`table_pace`) and on a step's time
+        (2 chunks of 10,000 units: 10 s at a new on-demand table's pace, 10-45 s unpaced on
+        DynamoDB Local on a shared 2-core machine, inside the worker's 120 s).
 
         Idempotent and resumable: the units have deterministic ids and are written with
         ``attribute_not_exists`` (never over a unit that exists, which may already be held), and
@@ -376,7 +378,8 @@ class Inventory:
 
     def create_pace(self) -> float:
         """Units a second the creation starts at most (0: no limit): the setting when there is
-        one, else ``INVENTORY_CREATE_UNITS_PER_SECOND``."""
+        one (the worker's is its table's :func:`table_pace` unless the environment names one),
+        else ``INVENTORY_CREATE_UNITS_PER_SECOND``, a new on-demand table's."""
         if self.create_units_per_second is not None:
             return self.create_units_per_second
         return config.INVENTORY_CREATE_UNITS_PER_SECOND
