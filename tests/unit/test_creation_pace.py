@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from local.capacity_model import CapacityModel
+from local.dynamo_proxy import DynamoProxy
 from local.dynamodb_local import DynamoDBLocal
 from local.pump import _Context
 from service import config
@@ -42,6 +44,15 @@ def test_dynamodb_local_tells_what_runs_against_it_that_it_has_no_capacity_limit
     # The local stack, the chaos runner and the bench give their functions this environment
     environment = DynamoDBLocal(port=1).environment()
     assert config.inventory_create_pace(environment) == 0
+
+
+def test_behind_the_capacity_model_creation_is_paced_again(monkeypatch):
+    monkeypatch.setattr(DynamoProxy, "endpoint", "http://127.0.0.1:2")  # not started: no server
+    environment = DynamoDBLocal(port=1).environment()
+    faults_only = DynamoProxy("http://127.0.0.1:1")
+    assert config.inventory_create_pace(faults_only.environment(environment)) == 0
+    modelled = DynamoProxy("http://127.0.0.1:1", capacity=CapacityModel(1.0))
+    assert config.inventory_create_pace(modelled.environment(environment)) is None
 
 
 def test_an_unpaced_step_never_sleeps(monkeypatch):
