@@ -299,7 +299,7 @@ class Inventory:
         at most ``writers`` threads, started at most :meth:`create_pace` units a second: the
         bounds on what one worker asks of the table (2 write units per unit, as transactional
         puts are billed: half of what the table serves, :func:`table_pace`) and on a step's time
-        (2 chunks of 10,000 units: 10 s at a new on-demand table's pace, 10-45 s unpaced on
+        (one chunk of 10,000 units: 5 s at a new on-demand table's pace, 5-25 s unpaced on
         DynamoDB Local on a shared 2-core machine, inside the worker's 120 s).
 
         Idempotent and resumable: the units have deterministic ids and are written with
