@@ -135,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 "(1 each) and every item of a cancelled transaction (1 each: the prepare phase).",
             )
         if not only or only & {"inventory", "creation"}:  # ``creation``: this row alone
-            creation = inventory.creation_row(client, db.streams_client(), names)
+            creation = inventory.creation_row(
+                client, db.streams_client(), names, environment=db.environment()
+            )
             RESULTS.mkdir(parents=True, exist_ok=True)
             (RESULTS / "inventory_creation.json").write_text(json.dumps(creation, indent=2))
             print("\n## inventory creation\n")

@@ -13,12 +13,14 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.harness import Meter, measure, row
 from service import config
 from service.domain.errors import OutOfStock
-from service.domain.inventory import Inventory
+from service.domain.inventory import Inventory, pools_for, unit_key
+from turnstile import claims
 
 
 def claims_row(
@@ -61,12 +63,18 @@ def claims_row(
 
 
 def creation_row(
-    client: Any, streams: Any, tables: Mapping[str, str], units: int = 100_000
+    client: Any,
+    streams: Any,
+    tables: Mapping[str, str],
+    units: int = 100_000,
+    environment: Mapping[str, str] | None = None,
 ) -> dict:
     """``POST /inventory`` of a large sku: how long until the answer, and until every unit exists
     (reservable), with the creation worker fed by the stream through the local pump (filtered as
-    the deployed mapping is)."""
+    the deployed mapping is, its invocations told the deployed timeout). ``environment``: what
+    the local stack gives its functions (``DynamoDBLocal.environment``: unpaced creation)."""
     from local.pump import StreamPump
+    from service import catalog
     from service.domain.inventory import CREATION_FILTER
     from service.handlers import inventory_creator
 
@@ -74,6 +82,7 @@ def creation_row(
         client=client,
         table=tables[config.INVENTORY],
         summary_table=tables[config.INVENTORY_SUMMARY],
+        create_units_per_second=config.inventory_create_pace(environment),
     )
     inventory_creator.inventory.set(service)
     pump = StreamPump(
@@ -83,6 +92,7 @@ def creation_row(
         handler=inventory_creator.handler,
         batch_size=1,
         filters=(CREATION_FILTER,),
+        timeout_seconds=catalog.spec("inventorycreator").timeout_seconds,
     )
     pump.drain(timeout=600)  # skip what earlier sections left in the stream
     sku = f"bench-large-{uuid.uuid4().hex[:8]}"
@@ -102,14 +112,36 @@ def creation_row(
         stop.set()
         pumping.join()
     exact = service.exact(sku)
+    floor = write_floor(service, units)
     return {
         "strategy": f"POST /inventory {units} units",
         "answer_s": round(answered, 3),
         "answer_status": answer["status"],
         "all_units_reservable_s": round(ready, 1),
+        "units_per_second_paced": service.create_pace() or "unpaced",
+        "writes_alone_s": round(floor, 1),
+        "over_writes_alone": round(ready / floor, 2),
         "units_counted": exact["available"] + exact["reserved"] + exact["sold"],
         "status": progress[-1]["status"],
     }
+
+
+def write_floor(service: Inventory, units: int) -> float:
+    """Seconds DynamoDB Local takes for the writes alone that a creation of ``units`` needs: the
+    same units, as the worker's 100-put conditional transactions from as many threads, unpaced,
+    without steps, progress records or a stream to wait on. Run after the creation (on a JVM it
+    warmed), so it is a floor under the creation's time, not a fair race with it."""
+    sku = f"bench-floor-{uuid.uuid4().hex[:8]}"
+    pools = pools_for(units)
+    items = []
+    for number in range(units):
+        key = unit_key(sku, number, pools)
+        items.append(claims.free_unit(service.units, key, key["sku"], claims.new_ticket()))
+    batches = [items[i : i + 100] for i in range(0, len(items), 100)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=service.writers) as pool:
+        list(pool.map(service._put_new, batches))  # the worker's own write
+    return time.perf_counter() - started
 
 
 def main() -> int:

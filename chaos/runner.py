@@ -258,6 +258,7 @@ def _run(
             retry_attempts=spec.retry_attempts,
             function_name=spec.function_name,
             filters=spec.filters,  # as the deployed event source mapping filters
+            timeout_seconds=spec.timeout_seconds,
         )
         pumps.append((spec, stream_pump))
         thread = threading.Thread(target=stream_pump.run, args=(stop_pumps, 0.1), daemon=True)

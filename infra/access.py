@@ -26,6 +26,7 @@ UPDATE = "dynamodb:UpdateItem"
 DELETE = "dynamodb:DeleteItem"
 QUERY = "dynamodb:Query"
 BATCH_GET = "dynamodb:BatchGetItem"
+DESCRIBE = "dynamodb:DescribeTable"
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ ACCESS: dict[str, dict[str, Access]] = {
         config.IDEMPOTENCY: IDEMPOTENT,
     },
     "inventorycreator": {
-        config.INVENTORY: Access(actions=(GET, PUT, UPDATE)),  # header read, units, progress
+        # header read, units, progress; the table's capacity, which paces the writes
+        config.INVENTORY: Access(actions=(GET, PUT, UPDATE, DESCRIBE)),
         config.INVENTORY_SUMMARY: Access(actions=(UPDATE,)),  # a chunk's units added to counts
     },
     "inventorysummary": {

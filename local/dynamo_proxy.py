@@ -39,6 +39,7 @@ import urllib3
 
 from local.sandbox.bootstrap import Handler, Server
 from local.sandbox.chaos_agent import TARGET_HEADER
+from service.config import INVENTORY_CREATE_PACE_ENV
 
 if TYPE_CHECKING:
     from local.capacity_model import CapacityModel
@@ -113,8 +114,13 @@ class DynamoProxy:
         return f"http://{self.host}:{self._server.server_address[1]}"
 
     def environment(self, dynamodb_environment: dict[str, str]) -> dict[str, str]:
-        """``DynamoDBLocal.environment()`` with the DynamoDB endpoint pointing here."""
-        return {**dynamodb_environment, "AWS_ENDPOINT_URL_DYNAMODB": self.endpoint}
+        """``DynamoDBLocal.environment()`` with the DynamoDB endpoint pointing here. Behind the
+        capacity model DynamoDB has limits again: the creation worker is no longer told it has
+        none, and paces itself as on a new on-demand table."""
+        environment = {**dynamodb_environment, "AWS_ENDPOINT_URL_DYNAMODB": self.endpoint}
+        if self.capacity is not None:
+            environment.pop(INVENTORY_CREATE_PACE_ENV, None)
+        return environment
 
     def judge(self, target: str | None, operation: str, body: dict[str, Any]) -> Decision:
         """What becomes of one request (None: forward it)."""

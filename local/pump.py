@@ -50,6 +50,7 @@ class MappingSpec:
     batch_size: int
     retry_attempts: int
     filters: tuple[dict[str, Any], ...] = ()
+    timeout_seconds: float = 3.0  # the function's Timeout (Lambda's default when unset)
 
     def load_handler(self) -> Handler:
         handler, _ = init_report.load(self.handler, self.function_name)
@@ -78,6 +79,7 @@ def mapping_specs(template: dict[str, Any], table_names: dict[str, str]) -> list
                     json.loads(each["Pattern"])
                     for each in (properties.get("FilterCriteria") or {}).get("Filters", [])
                 ),
+                timeout_seconds=float(function["Properties"].get("Timeout", 3)),
             )
         )
     return specs
@@ -107,11 +109,17 @@ class _Shard:
 
 @dataclass
 class _Context:
+    """Lambda's context for one invocation: its remaining time counts down from the function's
+    timeout (nothing stops a local invocation that overruns it; the handler is told, as on AWS)."""
+
     function_name: str
+    timeout_seconds: float = 60.0
     aws_request_id: str = "local-stream"
+    started: float = field(default_factory=time.monotonic)
 
     def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+        left = self.timeout_seconds - (time.monotonic() - self.started)
+        return max(0, int(left * 1000))
 
 
 def lambda_record(raw: dict[str, Any], stream_arn: str, region: str) -> dict[str, Any]:
@@ -146,13 +154,15 @@ class StreamPump:
         retry_attempts: int = 5,
         function_name: str = "consumer",
         filters: tuple[dict[str, Any], ...] = (),
+        timeout_seconds: float = 60.0,
     ) -> None:
         self.streams = streams
         self.filters = filters
         self.handler = handler
         self.batch_size = batch_size
         self.retry_attempts = retry_attempts
-        self.context = _Context(function_name)
+        self.function_name = function_name
+        self.timeout_seconds = timeout_seconds
         description = dynamodb.describe_table(TableName=table)["Table"]
         self.stream_arn: str = description["LatestStreamArn"]
         self.region = streams.meta.region_name
@@ -290,9 +300,9 @@ class StreamPump:
             return None, False
         event = {"Records": shaped}
         try:
-            result = self.handler(event, self.context) or {}
+            result = self.handler(event, _Context(self.function_name, self.timeout_seconds)) or {}
         except Exception:  # a crashed invocation fails the whole batch
-            log.exception("stream consumer %s raised", self.context.function_name)
+            log.exception("stream consumer %s raised", self.function_name)
             return 0, True
         failures = {item["itemIdentifier"] for item in result.get("batchItemFailures") or []}
         for index, record in enumerate(records):

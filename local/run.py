@@ -131,6 +131,7 @@ def start_pumps(
             retry_attempts=spec.retry_attempts,
             function_name=spec.function_name,
             filters=spec.filters,
+            timeout_seconds=spec.timeout_seconds,
         )
         thread = threading.Thread(
             target=stream_pump.run, args=(stop,), name=f"pump-{spec.table}", daemon=True

@@ -116,6 +116,21 @@ def test_the_narrowest_functions_as_written_out(template):
     }
 
 
+def test_only_the_creation_worker_may_describe_the_inventory_table_to_pace_itself(template):
+    inventory = table(template, "TablesInventoryTable")
+    assert allowed(template, "inventorycreator", "DescribeTable", arn(inventory))
+    assert grants(template, "inventorycreator") == {
+        "Inventory": {"GetItem", "PutItem", "UpdateItem"},
+        "InventorySummary": {"UpdateItem"},
+    }
+    for function in FUNCTIONS:
+        if function != "inventorycreator":
+            assert not allowed(template, function, "DescribeTable", arn(inventory)), function
+    for logical in resources(template, "AWS::DynamoDB::Table"):
+        if logical != inventory:
+            assert not allowed(template, "inventorycreator", "DescribeTable", arn(logical))
+
+
 def test_index_queries_are_allowed_on_the_functions_own_tables_indexes_only(template):
     events = table(template, "TablesEvents")
     assert allowed(template, "events", "Query", arn(events, "byUser"))

@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 from infra.tables import construct_id
+from local import pump
 from local import template as cfn
-from service import config
+from service import catalog, config
 
 
 def table(template: dict[str, Any], name: str) -> dict[str, Any]:
@@ -117,6 +118,18 @@ def test_creation_worker_is_a_filtered_stream_consumer_one_chunk_per_invocation(
         "INVENTORY_TABLE",
         "INVENTORY_SUMMARY_TABLE",
     }
+
+
+def test_the_local_pump_tells_the_creation_worker_its_deployed_timeout(template):
+    # The worker chains steps while its remaining time covers another: locally as on AWS, that
+    # time counts down from the function's Timeout
+    names = {logical: logical for logical in cfn.resources(template, "AWS::DynamoDB::Table")}
+    (creator,) = [
+        spec
+        for spec in pump.mapping_specs(template, names)
+        if spec.handler == "service.handlers.inventory_creator.handler"
+    ]
+    assert creator.timeout_seconds == catalog.spec("inventorycreator").timeout_seconds == 120
 
 
 def handler_of(template: dict[str, Any], function_name: Any) -> str:

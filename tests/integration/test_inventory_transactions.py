@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from local.creator import create_to_ready
+from local.creator import create_to_ready, header_record
 from local.pump import StreamPump
 from service.domain.errors import AlreadyExists, OutOfStock
 from service.domain.inventory import CREATION_FILTER, Inventory, unit_id
@@ -287,9 +287,27 @@ def header_write(params: dict[str, Any]) -> bool:
     )
 
 
+def plenty() -> float:
+    """A worker's remaining time that always covers another step."""
+    return 3_600_000.0
+
+
+def one_step_a_record(builder: Inventory, sku: str) -> None:
+    while builder.advance(sku):
+        pass
+
+
+def steps_chained(builder: Inventory, sku: str) -> None:
+    """As the worker runs with time to spare: one invocation chains the steps (the loop is the
+    records of the steps it did, redelivered after a crash)."""
+    while builder.advance_while(sku, plenty):
+        pass
+
+
+@pytest.mark.parametrize("run", [one_step_a_record, steps_chained])
 @pytest.mark.parametrize("crash_after_chunk", [1, 2, 3, 4])
 def test_a_creation_crashed_after_any_chunk_resumes_to_exactly_its_units(
-    dynamodb_local, tables, unique, crash_after_chunk
+    dynamodb_local, tables, unique, crash_after_chunk, run
 ):
     client = dynamodb_local.client(config=retry.client_config(read_timeout=60))
     builder = service(client, tables, chunk_units=10, inline_units=0, parallel_chunks=1)
@@ -306,20 +324,51 @@ def test_a_creation_crashed_after_any_chunk_resumes_to_exactly_its_units(
 
     client.meta.events.register("provide-client-params.dynamodb", crash)
     with pytest.raises(Crash):
-        while builder.advance(unique):
-            pass
+        run(builder, unique)
     client.meta.events.unregister("provide-client-params.dynamodb", crash)
     progress = builder.summary(unique)
     assert progress["status"] == "CREATING"
     assert progress["unitsCreated"] == 10 * (crash_after_chunk - 1)
     # When the worker runs again (a redelivered record)
-    while builder.advance(unique):
-        pass
+    run(builder, unique)
     # Then there are exactly 35 units, counted once each in the summary
     units = units_in_table(client, tables["inventory"], unique)
     assert sorted(unit_id(u["sk"]) for u in units) == [f"{n:06d}" for n in range(35)]
     assert summary_of(client, tables, unique)["available"] == 35
     assert builder.summary(unique)["status"] == "READY"
+
+
+def test_one_invocation_chains_steps_while_its_remaining_time_covers_another(
+    patient, tables, unique
+):
+    # Given a sku of 5 chunks of 10 units, one chunk a step
+    builder = service(patient, tables, chunk_units=10, inline_units=0, parallel_chunks=1)
+    builder.create(unique, 45)
+    header = builder.header(unique)
+    record = {"Records": [header_record(header)]}
+    # When an invocation without a context (no remaining time known) runs: one step only
+    inventory_creator.process(record, None, builder)
+    assert builder.summary(unique)["unitsCreated"] == 10
+    # And one whose remaining time covers another step twice only, then no more
+    left = iter([3_600_000, 3_600_000, 0])
+    assert builder.advance_while(unique, lambda: next(left)) is True
+    assert builder.summary(unique)["unitsCreated"] == 40  # three steps more
+    # When an invocation with time to spare gets the (now stale) first header record
+    inventory_creator.process(record, Context(), builder)
+    # Then it finishes the creation: exactly 45 units, counted once
+    assert builder.summary(unique)["status"] == "READY"
+    units = units_in_table(patient, tables["inventory"], unique)
+    assert sorted(unit_id(u["sk"]) for u in units) == [f"{n:06d}" for n in range(45)]
+    assert summary_of(patient, tables, unique)["available"] == 45
+    # and a record that arrives after READY does nothing
+    assert builder.advance_while(unique, plenty) is False
+
+
+class Context:
+    """Lambda's context, with plenty of time left."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 3_600_000
 
 
 def test_a_crash_inside_a_chunk_resumes_without_overwriting_a_unit(dynamodb_local, tables, unique):

@@ -34,12 +34,14 @@ hold is claimable by anyone, so units of abandoned reservations come back withou
 
 Creation is asynchronous above ``INVENTORY_INLINE_UNITS``: POST writes the header (CREATING) and
 answers; the creation worker (a filtered stream consumer, ``handlers.inventory_creator``) writes
-up to ``INVENTORY_CREATE_CHUNKS`` chunks per header change with :meth:`Inventory.advance`, as
-100-unit transactions sent in parallel by ``INVENTORY_CREATE_WRITERS`` threads and paced to
-``INVENTORY_CREATE_UNITS_PER_SECOND``. Units are reservable as soon as they are recorded (a
-reservation's header read tells which chunks are; the summary counts a chunk's units in the
-transaction that records it, so no count shown is ever negative). Creation never writes over a
-unit (``attribute_not_exists``), so a unit rewritten after a crash is never reset to free.
+``INVENTORY_CREATE_CHUNKS`` chunks per step with :meth:`Inventory.advance`, as 100-unit
+transactions sent in parallel by ``INVENTORY_CREATE_WRITERS`` threads, paced by the table's
+capacity (:func:`table_pace`, or the environment's setting: unpaced on DynamoDB Local), and chains
+steps while its invocation has time left (:meth:`Inventory.advance_while`). Units are
+reservable as soon as they are recorded (a reservation's header read tells which chunks are; the
+summary counts a chunk's units in the transaction that records it, so no count shown is ever
+negative). Creation never writes over a unit (``attribute_not_exists``), so a unit rewritten
+after a crash is never reset to free.
 
 Seq 0 is a unit's creation: each chunk adds its units to the summary's counts in the transaction
 that records the chunk (one write instead of one per unit), and the consumer skips seq-0 records.
@@ -133,8 +135,46 @@ def sku_of(partition: str) -> str:
     return partition.split("#", 1)[0]
 
 
+NEW_ON_DEMAND_WCU = 4_000  # write units a second a new on-demand table serves at once
+TRANSACTIONAL_PUT_WCU = 2  # a put inside a transaction is billed twice (a 1 KB unit: 1 WCU)
+
+
+def table_pace(description: Mapping[str, Any], index: str) -> float:
+    """Units a second a creation may start on the table ``DescribeTable`` describes: the write
+    units a second it serves, over the 2 a transactional put of a unit costs.
+
+    Provisioned: the table's WCU, or its index ``index``'s if fewer (each new unit also writes
+    that index). On-demand: what the table serves now (``WarmThroughput``: 4,000 for a new
+    table, more once it has served more), else 4,000, and never more than its
+    ``OnDemandThroughput`` maximum when one is set.
+    """
+    mode = (description.get("BillingModeSummary") or {}).get("BillingMode")
+    provisioned = int((description.get("ProvisionedThroughput") or {}).get("WriteCapacityUnits", 0))
+    if mode != "PAY_PER_REQUEST" and provisioned > 0:
+        wcu = provisioned
+        for each in description.get("GlobalSecondaryIndexes") or []:
+            if each.get("IndexName") == index:
+                own = int((each.get("ProvisionedThroughput") or {}).get("WriteCapacityUnits", 0))
+                wcu = min(wcu, own) if own > 0 else wcu
+    else:
+        warm = int((description.get("WarmThroughput") or {}).get("WriteUnitsPerSecond", 0))
+        wcu = warm if warm > 0 else NEW_ON_DEMAND_WCU
+        ceiling = int((description.get("OnDemandThroughput") or {}).get("MaxWriteRequestUnits", -1))
+        wcu = min(wcu, ceiling) if ceiling > 0 else wcu
+    return max(1.0, wcu / TRANSACTIONAL_PUT_WCU)
+
+
+def pace_of(client: Any, table: str, backoff: retry.Backoff) -> float:
+    """:func:`table_pace` of ``table`` as it is now (one ``DescribeTable``)."""
+    description = retry.call(
+        lambda: client.describe_table(TableName=table)["Table"], backoff=backoff, idempotent=True
+    )
+    return table_pace(description, config.INVENTORY_CLAIMABLE_INDEX)
+
+
 class _Pace:
-    """Start at most ``rate`` units a second, over every thread of one creation step."""
+    """Start at most ``rate`` units a second, over every thread of one creation step (no limit
+    when ``rate`` is 0)."""
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
@@ -142,6 +182,8 @@ class _Pace:
         self.lock = threading.Lock()
 
     def wait(self, units: int) -> None:
+        if not self.rate:
+            return
         with self.lock:
             now = time.monotonic()
             start = max(now, self.next_at)
@@ -160,7 +202,8 @@ class Inventory:
     rand: Callable[[], float] = random.random
     writers: int = config.INVENTORY_CREATE_WRITERS
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
-    create_units_per_second: float = config.INVENTORY_CREATE_UNITS_PER_SECOND
+    # The environment's setting (config.inventory_create_pace; 0: unpaced), else the table's pace.
+    create_units_per_second: float | None = field(default_factory=config.inventory_create_pace)
     pool_hints: claims.PoolHints = field(default_factory=lambda: claims.hints)
     # Off by default: under seed 002's contention (100 users on 100 units) most remembered units
     # were taken meanwhile and reservations got slower (docs/patterns/inventory.md, issue 23).
@@ -256,11 +299,11 @@ class Inventory:
         """Create the next chunks of the sku's units and record them; True while chunks remain.
 
         One step writes up to ``parallel_chunks`` chunks at once, as 100-unit transactions sent by
-        at most ``writers`` threads, started at most ``create_units_per_second`` units a second:
-        the bounds on what one worker asks of the table (2 write units per unit, as transactional
-        puts are billed: 4,000 WCU/s at the default, what a new on-demand table serves) and on a
-        step's time (2 chunks of 10,000 units: 10 s at that pace, ~10-20 s at the rates measured
-        locally, inside the worker's 120 s).
+        at most ``writers`` threads, started at most :meth:`create_pace` units a second: the
+        bounds on what one worker asks of the table (2 write units per unit, as transactional
+        puts are billed: half of what the table serves, :func:`table_pace`) and on a step's time
+        (one chunk of 10,000 units: 5 s at a new on-demand table's pace, 5-25 s unpaced on
+        DynamoDB Local on a shared 2-core machine, inside the worker's 120 s).
 
         Idempotent and resumable: the units have deterministic ids and are written with
         ``attribute_not_exists`` (never over a unit that exists, which may already be held), and
@@ -284,7 +327,7 @@ class Inventory:
                 claims.free_unit(self.units, key, key["sku"], claims.new_ticket(self.rand))
             )
         batches = [items[i : i + 100] for i in range(0, len(items), 100)]
-        pace = _Pace(self.create_units_per_second)
+        pace = _Pace(self.create_pace())
 
         def put(batch: list[dict[str, Any]]) -> None:
             pace.wait(len(batch))
@@ -335,6 +378,34 @@ class Inventory:
         with self._lock:
             self._headers.pop(sku, None)
         return not last
+
+    def create_pace(self) -> float:
+        """Units a second the creation starts at most (0: no limit): the setting when there is
+        one (the worker's is its table's :func:`table_pace` unless the environment names one),
+        else ``INVENTORY_CREATE_UNITS_PER_SECOND``, a new on-demand table's."""
+        if self.create_units_per_second is not None:
+            return self.create_units_per_second
+        return config.INVENTORY_CREATE_UNITS_PER_SECOND
+
+    def advance_while(self, sku: str, remaining_ms: Callable[[], float]) -> bool:
+        """Steps of :meth:`advance`, one after another, while the worker's remaining time
+        (``remaining_ms``: Lambda's ``get_remaining_time_in_millis``) still covers another step
+        ``INVENTORY_CREATE_STEP_MARGIN`` times over, judged by the longest step this call has
+        taken; True while chunks remain.
+
+        Waiting for the stream to bring the header's next change costs a poll per step (seconds
+        locally, where the pump first reads every unit the step wrote), and each step's record
+        then finds the creation further on: it only continues it. The first step always runs, as
+        a step is bounded on its own (:meth:`advance`); a worker stopped by its timeout all the
+        same resumes from its record like any crash.
+        """
+        longest = 0.0
+        while True:
+            started = time.monotonic()
+            more = self.advance(sku)
+            longest = max(longest, time.monotonic() - started)
+            if not more or remaining_ms() < config.INVENTORY_CREATE_STEP_MARGIN * longest * 1000:
+                return more
 
     def _put_new(self, items: list[dict[str, Any]]) -> None:
         """Put the units of ``items`` that do not exist yet, in one transaction per attempt; the
