@@ -688,7 +688,8 @@ class LeaseQueue:
             fence, ticket = int(seen.get("fence", 0)) + 1, int(seen.get("head", 1))
         if self.on_ticket is not None:
             self.on_ticket(resource, owner, ticket)
-        return self._held(_Wait(resource, owner, ticket, now, seen), seen, fence, expires_at, now)
+        wait = _Wait(resource, owner, ticket, self.monotonic(), seen)
+        return self._held(wait, seen, fence, expires_at, now)
 
     def _recorded_turn(self, wait: _Wait, now: int) -> int:
         """The turn length to record (``turnMs``): this waiter's own measure, the time it waited
