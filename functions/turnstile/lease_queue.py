@@ -14,6 +14,26 @@ is a claim attempt whose refusal hands back the item as it is
 (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so a look costs one call and a look on time is
 the acquisition itself.
 
+**Fast path** (two calls: the grab and the release). A process that last saw a resource free with
+nobody queued (:attr:`LeaseQueue.quiet`: its ticket found the lease free and itself at the head,
+and no claim or grab of its own has met a queue since) first tries to take a ticket and be served
+in one write, under the plain acquisition's condition, so it never jumps a queue; refused
+(someone holds or queued since), it forgets the hint and queues as usual, one call dearer. A hint
+only: the condition decides, and a wrong hint costs one refused write, never order or a fence::
+
+    UpdateItem <resource>  (Leases.take, like a claim)
+      UpdateExpression: SET #owner, #expiresAt, #acquiredAt as a claim,
+                            #tickets = if_not_exists(#head, :one),        (ticket = old head)
+                            #head = if_not_exists(#head, :one) + :one,
+                            #lastHoldMs = <as a claim>
+                        REMOVE #releasedAt, #purgeAt, #reapAt   ADD #fence :one
+      ConditionExpression: (attribute_not_exists(#resource) OR #expiresAt < :now)
+                           AND (attribute_not_exists(#tickets) OR #head > #tickets)
+
+``head <= tickets + 1`` always holds (every write moves the head to at most one past a ticket
+handed out), so an empty queue has ``head = tickets + 1``, and the grab's ticket is the next one,
+above every ticket served before: FIFO order and the fence hold across both kinds.
+
 **Pace.** Waiters sleep by how long holders *hold* (``holdMs``, from releases the item recorded),
 never by how long waiters waited: a wait includes every oversleep before it, so pacing by it fed
 on itself (measured: the lease sat free about 0.7 s between a 20 ms hold and the next claim). The
@@ -85,11 +105,18 @@ old; otherwise it has been the head for I (``idle_ms``, default 4 L: no claim or
 
 (right behind ``k``, the claim itself carries this condition and takes the lease in the same
 write). A live waiter is never passed over: further back it sleeps at most I - H at a time, so it
-looks within I of becoming the head; once it sees it is next at a live holder it **beats** every
-H and sleeps at most L - H, so it claims within L of the lease coming free::
+looks within I of becoming the head; once it sees it is next at a live holder it sleeps at most
+L - H, so it claims within L of the lease coming free, and, from H after it first saw that on,
+it **beats** every H::
 
     UpdateItem <resource>  SET #beatTicket = :ticket, #beatAt = :now
       ConditionExpression: #head = :ticket       ReturnValues: ALL_NEW (also the look)
+
+The first beat waits H because most holds are shorter: beating at once cost a write per
+acquisition wherever the next in line looked while the holder held. Until it beats it is in the
+I regime, which is safe for a live waiter (it comes within L - H of the release, long before I),
+and costs only a dead one: a waiter that dies in its first H as next in line holds the queue up
+until it has been the head for I (and the lease free for L), not L after its last beat.
 
 A holder that stops heartbeating (:class:`Heartbeat` renews every H) is taken over L after its
 last renewal plus one poll: the next waiter, beating, sleeps until the holder's expiry at most.
@@ -121,7 +148,7 @@ local monotonic clock and never depend on other clients.
 ``LeaseWaitGaveUp`` when a deadline passed, ``LeaseWaiterSkipped`` per ticket passed over (silent
 or left), ``LeasePassedOver`` when this waiter was passed over itself or its ticket taken back,
 ``LeaseTakeover`` per acquisition from a holder that had not released, ``LeaseAttempt`` and
-``LeaseBusy`` per claim and refused claim.
+``LeaseBusy`` per claim or grab (the fast path) and per refused one.
 """
 
 from __future__ import annotations
@@ -150,6 +177,7 @@ PATTERN = lease.PATTERN
 SEPARATOR = "#q#"
 TOMBSTONE_REAP_S = 86_400  # a tombstone's TTL: a day, far past any wait
 MAX_SKIP = 50
+MAX_QUIET = 1024  # resources a process remembers as quiet (an arbitrary one is forgotten past it)
 # ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
 # been the head for I (``:idle`` = now - I): no claim or pass-over since.
 SILENT_HEAD = (
@@ -243,7 +271,7 @@ class _Wait:
     calls: int = 0
     polls: int = 0  # looks as the head at a live holder past its expected release
     first_head: int = 0  # the head when the ticket was taken (for the serving rate)
-    beat_due: float = 0.0  # monotonic: when it next says it is next (only while it is)
+    beat_due: float | None = None  # monotonic: when it next says it is next (None: not next yet)
     latency: float = 0.0  # seconds: how long its last ticket or claim call took
 
     @property
@@ -282,6 +310,9 @@ class LeaseQueue:
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
     on_ticket: Callable[[str, str, int], None] | None = None  # (resource, owner, ticket) hook
+    # Resources this process last saw free with nobody queued (see *Fast path*): a hint only,
+    # the condition decides.
+    quiet: set[str] = field(default_factory=set)
 
     @property
     def _client(self) -> Any:
@@ -322,6 +353,12 @@ class LeaseQueue:
         duration = ttl_ms if ttl_ms is not None else self.settings.expiry_ms
         started = self.monotonic()
         calls = 0
+        if resource in self.quiet:
+            calls += 1
+            held = self._grab(resource, owner, duration, remaining_ms)
+            if held is not None:
+                metrics.timing("LeaseWait", (self.monotonic() - started) * 1000, pattern=PATTERN)
+                return held
         try:
             while True:
                 try:
@@ -378,6 +415,10 @@ class LeaseQueue:
             self.on_ticket(resource, owner, ticket)
         wait = _Wait(resource, owner, ticket, self.monotonic(), item, calls=1)
         wait.latency = wait.ticketed - asked
+        if ticket == wait.head and int(item.get("expiresAt", 0)) < self.leases.now_ms():
+            if len(self.quiet) >= MAX_QUIET:
+                self.quiet.pop()
+            self.quiet.add(resource)  # free with nobody ahead: next time, grab it directly
         wait.first_head = wait.head
         return wait
 
@@ -407,7 +448,12 @@ class LeaseQueue:
             if front == wait.ticket:
                 # Next in line (after any who left). Free: claim now. Held: nap until the
                 # holder's expected release (or its expiry), then claim: the claim is the look.
-                if not free and self.monotonic() >= wait.beat_due:
+                if not free and wait.beat_due is None:
+                    # First seen next at a live holder: a hold shorter than H ends before any
+                    # beat is due, and without one it is passed over only after I (safe: it
+                    # naps at most L - H, so it comes for a free lease well within I).
+                    wait.beat_due = self.monotonic() + self.settings.heartbeat_ms / 1000
+                elif not free and self.monotonic() >= (wait.beat_due or 0.0):
                     self._beat(wait)  # it says it is next: from now on passed over after L
                     continue
                 if not free:
@@ -596,7 +642,54 @@ class LeaseQueue:
                 return None
             raise PassedOver(wait.resource, wait.ticket) from None
         seen = seen or {}
+        if int(seen.get("tickets", 0)) > wait.ticket:
+            self.quiet.discard(wait.resource)  # someone queued behind it
         return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)
+
+    def _grab(
+        self,
+        resource: str,
+        owner: str,
+        duration: int,
+        remaining_ms: Callable[[], int] | None,
+    ) -> lease.Lease | None:
+        """The fast path (see *Fast path*): a ticket served at once, in one write, if the lease
+        is free and nobody is queued; None (the resource no longer taken for quiet) if not."""
+        now = self.leases.now_ms()
+        expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
+        metrics.count("LeaseAttempt", pattern=PATTERN)
+        try:
+            seen = self.leases.take(
+                resource,
+                owner,
+                expires_at,
+                now,
+                lease.FREE_AND_NO_QUEUE,
+                also_set=(
+                    ", #tickets = if_not_exists(#head, :one), "
+                    f"#head = if_not_exists(#head, :one) + :one, #lastHoldMs = {LAST_HOLD}"
+                ),
+            )
+        except ClientError as exc:
+            if not retry.condition_failed(exc):
+                raise
+            metrics.count("LeaseBusy", pattern=PATTERN)
+            self.quiet.discard(resource)
+            return None
+        except errors.OutcomeUnknown:
+            # Settled by a read: this owner holds it until this expiry: ours; else queue.
+            self.quiet.discard(resource)
+            item = self._get(_Wait(resource, owner, 0, self.monotonic(), {}))
+            if item.get("owner") != owner or int(item.get("expiresAt", 0)) != expires_at:
+                return None
+            fence, ticket, seen = int(item["fence"]), int(item["tickets"]), {}
+        else:
+            seen = seen or {}
+            fence, ticket = int(seen.get("fence", 0)) + 1, int(seen.get("head", 1))
+        if self.on_ticket is not None:
+            self.on_ticket(resource, owner, ticket)
+        wait = _Wait(resource, owner, ticket, self.monotonic(), seen)
+        return self._held(wait, seen, fence, expires_at, now)
 
     def _recorded_turn(self, wait: _Wait, now: int) -> int:
         """The turn length to record (``turnMs``): this waiter's own measure, the time it waited

@@ -249,7 +249,8 @@ def test_a_heartbeating_holder_keeps_the_lease_and_a_lambda_heartbeat_stops_in_t
 def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(
     ddb, tables, unique, counted
 ):
-    # Given a holder, a waiter whose thread stalls (no heartbeats) for 3 L, and a waiter behind it
+    # Given a holder, a waiter next in line whose thread stalls for 3 L once it has said it was
+    # next (its first beat, after H), and a waiter behind it
     recorder = Recorder()
     resource = f"pause-{unique}"
     base = make(ddb, tables, on_ticket=recorder.on_ticket)
@@ -257,7 +258,7 @@ def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(
     stalled = threading.Event()
 
     def stalling_sleep(seconds: float) -> None:
-        if not stalled.is_set():
+        if not stalled.is_set() and "beatTicket" in (get(ddb, tables["leases"], resource) or {}):
             stalled.set()
             time.sleep(3 * FAST.expiry_ms / 1000)
         time.sleep(seconds)
@@ -536,3 +537,79 @@ def test_a_claim_records_the_hold_it_ends_and_the_next_in_line_naps_by_it_not_by
     item = get(ddb, tables["leases"], resource)
     assert item is not None and int(item["holdMs"]) == 80
     queue.leases.release(third)
+
+
+@pytest.mark.parametrize(("hold_s", "beats"), [(0.1, False), (0.5, True)])
+def test_the_next_in_line_beats_only_once_it_has_waited_a_heartbeat(
+    ddb, tables, unique, hold_s, beats
+):
+    # Given a stopped clock (monotonic and epoch alike) that only the waiter's naps move, and a
+    # holder that releases once the clock has moved ``hold_s`` past its acquisition
+    now = [1_800_000_000.0]
+    naps: list[float] = []
+    holder: list[lease.Lease] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        now[0] += seconds
+        if holder and now[0] >= holder[0].acquired_at / 1000 + hold_s:
+            queue.leases.release(holder.pop())
+
+    queue = make(ddb, tables, STEADY, sleep=sleep, monotonic=lambda: now[0])
+    queue.leases.clock = lambda: now[0]
+    resource = f"firstbeat-{unique}"
+    holder.append(queue.leases.acquire(resource, "holder", 60_000))
+
+    # When a waiter queues behind it (next in line at once) and waits for the release
+    held = queue.acquire(resource, "next", wait_ms=5_000)
+
+    # Then it was served after the release; it said it was next (a beat) only when the hold
+    # outlasted a heartbeat (H = 0.2 s): a short hold costs the ticket and the looks, no beat
+    assert held.previous is not None and held.previous.get("owner") == "holder"
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None
+    assert ("beatTicket" in item) is beats
+    if beats:
+        assert int(item["beatTicket"]) == held.ticket
+    assert sum(naps) >= hold_s
+
+
+def test_a_process_that_saw_the_lease_quiet_takes_it_in_one_call_but_never_past_a_queue(
+    ddb, tables, unique, counted
+):
+    # Given a process whose ticket found the lease free with nobody ahead (ticket and claim)
+    queue = make(ddb, tables, STEADY)
+    resource = f"quiet-{unique}"
+    first = queue.acquire(resource, "a", wait_ms=5_000)
+    assert first.attempts == 2 and resource in queue.quiet
+    queue.leases.release(first)
+
+    # When it acquires the released lease again
+    second = queue.acquire(resource, "b", wait_ms=5_000)
+
+    # Then one write took it, as the next ticket, with the next fence, and left the queue empty
+    assert second.attempts == 1
+    assert (second.ticket, second.fence) == (first.ticket + 1, first.fence + 1)
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and item["owner"] == "b"
+    assert int(item["head"]) == int(item["tickets"]) + 1 == second.ticket + 1
+    assert counted.get("lease", "LeaseQueued") == 1
+    queue.leases.release(second)
+
+    # Given a waiter from another process queued at the free lease since (not yet served)
+    ddb.update_item(
+        TableName=tables["leases"],
+        Key=codec.encode_item({"resource": resource}),
+        UpdateExpression="ADD tickets :one SET queuedAt = :now",
+        ExpressionAttributeValues=codec.values(one=1, now=queue.leases.now_ms()),
+    )
+    # When the process, still taking the lease for quiet, acquires with no time to wait
+    with pytest.raises(WaitTimedOut):
+        queue.acquire(resource, "c", wait_ms=0)
+
+    # Then its one-write attempt was refused (no fence taken, nobody jumped), it queued behind
+    # the waiter instead, and it no longer takes the lease for quiet
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and int(item["fence"]) == second.fence and item["owner"] == "b"
+    assert resource not in queue.quiet
+    assert counted.get("lease", "LeaseQueued") == 2
