@@ -8,9 +8,12 @@ handler without claims is refused (``Unauthorized``, 401), so a route added late
 authorizer does not become anonymous. A verified caller who may not do something gets
 ``Forbidden`` (403). Both are raised before anything is written.
 
-Rules (API.md v2):
+Rules (API.md v2). ``ACCESS`` names, for every declared route, who may call it; the table of
+``docs/identity.md`` says the same and ``tests/unit/test_policy.py`` walks both, so a route added
+without a rule fails a test (and is refused at run time: ``admit`` fails closed).
 
-* catalogue writes (``CATALOGUE_WRITES``) are for administrators (``require_admin``);
+* catalogue writes (``CATALOGUE_WRITES``: every ``Access.ADMINISTRATORS`` route) are for
+  administrators (``require_admin``);
 * a body ``userId`` / ``owner`` defaults to the caller; naming someone else needs an
   administrator, acting on their behalf (``acting_for``, ``lease_owner``);
 * a path naming a user is the caller's own or an administrator's (``require_self_or_admin``);
@@ -30,6 +33,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from service.api import routes
@@ -37,9 +41,57 @@ from service.domain.errors import Forbidden, Unauthorized
 
 ADMINS_GROUP = "admins"
 
-# (method, resource path) of the routes that change the catalogue: declared with the route
-# (``Route(admin=True)`` in ``service.api.routes``), so a new one is one line there.
-CATALOGUE_WRITES = frozenset((route.method, route.path) for route in routes.ROUTES if route.admin)
+
+class Access(StrEnum):
+    """Who may call a route. The value is the sentence the docs' table and the OpenAPI document
+    show; the rules that need the item (an owner, a path's user) run in the handler."""
+
+    ADMINISTRATORS = "administrators only"
+    ANY_CALLER = "any signed-in caller"
+    FOR_THEMSELVES = (
+        "any signed-in caller, for themselves; naming another user in the body is for "
+        "administrators"
+    )
+    LEASE_OWNER = "the lease's owner (anyone else gets 409 LOCK_LOST, as a stale holder does)"
+    SELF_OR_ADMIN = "the user the path names, or an administrator"
+    OWNER = "its owner: whoever made it (a wallet: whoever made its first top-up)"
+    OWNER_OR_ADMIN_READS = "its owner: whoever made it; administrators may read it"
+
+
+# Every route of ``service.api.routes``, by (method, resource path): one line a route.
+ACCESS: dict[tuple[str, str], Access] = {
+    ("POST", "/products"): Access.ADMINISTRATORS,
+    ("GET", "/products/{productId}"): Access.ANY_CALLER,
+    ("PATCH", "/products/{productId}"): Access.ADMINISTRATORS,
+    ("POST", "/products/{productId}/restocks"): Access.ADMINISTRATORS,
+    ("POST", "/products/{productId}/purchases"): Access.ANY_CALLER,
+    ("POST", "/locks/{resource}"): Access.FOR_THEMSELVES,
+    ("PUT", "/locks/{resource}"): Access.LEASE_OWNER,
+    ("DELETE", "/locks/{resource}"): Access.LEASE_OWNER,
+    ("POST", "/wallets/{walletId}/top-ups"): Access.OWNER,
+    ("GET", "/wallets/{walletId}"): Access.OWNER_OR_ADMIN_READS,
+    ("POST", "/inventory"): Access.ADMINISTRATORS,
+    ("GET", "/inventory/{sku}"): Access.ANY_CALLER,
+    ("GET", "/inventory/{sku}/exact"): Access.ANY_CALLER,
+    ("POST", "/inventory/{sku}/reservations"): Access.ANY_CALLER,
+    ("POST", "/inventory/{sku}/reservations/{reservationId}/confirm"): Access.OWNER,
+    ("DELETE", "/inventory/{sku}/reservations/{reservationId}"): Access.OWNER,
+    ("POST", "/events"): Access.ADMINISTRATORS,
+    ("GET", "/events/{eventId}"): Access.ANY_CALLER,
+    ("POST", "/events/{eventId}/registrations"): Access.FOR_THEMSELVES,
+    ("DELETE", "/events/{eventId}/registrations/{userId}"): Access.SELF_OR_ADMIN,
+    ("GET", "/users/{userId}/registrations"): Access.SELF_OR_ADMIN,
+    ("POST", "/events/{eventId}/registration-requests"): Access.FOR_THEMSELVES,
+    ("GET", "/events/{eventId}/registration-requests/{requestId}"): Access.OWNER_OR_ADMIN_READS,
+}
+
+# (method, resource path) of the routes that change the catalogue (stock included).
+CATALOGUE_WRITES = frozenset(key for key, who in ACCESS.items() if who is Access.ADMINISTRATORS)
+
+
+def access_of(route: routes.Route) -> Access | None:
+    """The rule of a declared route; None for a route nobody wrote a rule for."""
+    return ACCESS.get((route.method, route.path))
 
 
 @dataclass(frozen=True)
@@ -167,9 +219,14 @@ def require_admin(caller: Caller, what: str) -> None:
         raise Forbidden(f"only administrators may {what}")
 
 
-def require_catalogue_writer(caller: Caller, method: str, path: str) -> None:
-    """Administrators only, for the routes in ``CATALOGUE_WRITES``; anything else passes."""
-    if (method.upper(), path) in CATALOGUE_WRITES:
+def admit(caller: Caller, method: str, path: str) -> None:
+    """The route-level rule, before anything else runs: ``Forbidden`` for a route without a rule
+    in ``ACCESS`` (fail closed) and for a non-administrator on an administrators' route. The
+    rules that need the item or the body run later, in the handler."""
+    who = ACCESS.get((method.upper(), path))
+    if who is None:
+        raise Forbidden(f"{method.upper()} {path} has no access rule")
+    if who is Access.ADMINISTRATORS:
         require_admin(caller, f"{method.upper()} {path}")
 
 

@@ -117,7 +117,7 @@ def test_claims_without_a_subject_are_unauthorized(api):
 # --- catalogue writes: administrators only -----------------------------------------------------
 
 
-# The policy's catalogue writes are the routes declared admin=True (service.api.routes); which four
+# The policy's catalogue writes are its Access.ADMINISTRATORS routes (service.policy.ACCESS); which
 # they are is pinned, written out, in tests/unit/test_policy.py.
 
 
@@ -143,6 +143,17 @@ def test_only_administrators_change_a_product(api):
     assert (status, product["stock"]) == (200, 9)
     # everyone signed in may buy
     assert api("POST", "/products/p1/purchases", {"quantity": 1}, caller=BOB)[0] == 201
+
+
+def test_only_administrators_restock_a_product(api):
+    # A customer restocking a sold-out product and buying what they added: 403, nothing written.
+    assert api("POST", "/products", {"productId": "p1", "name": "n", "stock": 1}, ADMIN)[0] == 201
+    assert api("POST", "/products/p1/purchases", {"quantity": 1}, caller=ALICE)[0] == 201
+    for user in (ALICE, BOB):
+        api.refused(403, "POST", "/products/p1/restocks", {"units": 1_000_000_000}, caller=user)
+    api.refused(409, "POST", "/products/p1/purchases", {"quantity": 1}, caller=ALICE)
+    status, product = api("POST", "/products/p1/restocks", {"units": 2}, caller=ADMIN)
+    assert (status, product["stock"]) == (200, 2)
 
 
 # --- registrations: identity from the token, on behalf of others only for administrators ------

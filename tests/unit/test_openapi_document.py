@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from local import docs
+from service import policy
 from service.api import routes
 
 
@@ -67,3 +68,10 @@ def test_create_operations_link_to_the_operations_using_their_ids(document):
             target = operations[link["operationId"]]
             wanted = {p["name"] for p in target.get("parameters", []) if p["in"] == "path"}
             assert set(link["parameters"]) == wanted
+
+
+@pytest.mark.parametrize("route", routes.ROUTES, ids=lambda r: f"{r.method} {r.path}")
+def test_every_operation_says_who_may_call_it(document, route):
+    who = policy.access_of(route)
+    assert who is not None
+    assert operation(document, route)["description"] == f"Who may call: {who.value}."

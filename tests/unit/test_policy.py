@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from service import policy
+from service.api import routes
 from service.domain.errors import Forbidden, Unauthorized
 from service.policy import Caller
 
@@ -184,26 +187,58 @@ def test_a_body_cannot_make_a_caller():
 
 @pytest.mark.parametrize("method, path", sorted(policy.CATALOGUE_WRITES))
 def test_catalogue_writes_are_for_administrators(method, path):
-    policy.require_catalogue_writer(ADMIN, method, path)
+    policy.admit(ADMIN, method, path)
     for user in (ALICE, BOB):
         with pytest.raises(Forbidden) as raised:
-            policy.require_catalogue_writer(user, method, path)
+            policy.admit(user, method, path)
         assert raised.value.code == "FORBIDDEN"
 
 
-def test_catalogue_writes_are_exactly_the_contracts_four_routes():
+def test_catalogue_writes_are_the_contracts_routes_and_restocks():
     assert {
         ("POST", "/products"),
         ("PATCH", "/products/{productId}"),
+        ("POST", "/products/{productId}/restocks"),  # adds stock: a catalogue write
         ("POST", "/events"),
         ("POST", "/inventory"),
     } == policy.CATALOGUE_WRITES
     # reads and purchases stay open to every verified caller
-    for method, path in (("GET", "/products/{productId}"), ("POST", "/products/{id}/purchases")):
-        policy.require_catalogue_writer(ALICE, method, path)
-    policy.require_catalogue_writer(ALICE, "post", "/products/{productId}/purchases")
+    for method, path in (
+        ("GET", "/products/{productId}"),
+        ("POST", "/products/{productId}/purchases"),
+    ):
+        policy.admit(ALICE, method, path)
+    policy.admit(ALICE, "post", "/products/{productId}/purchases")
     with pytest.raises(Forbidden):
-        policy.require_catalogue_writer(BOB, "post", "/products")
+        policy.admit(BOB, "post", "/products")
+
+
+def test_a_route_without_a_rule_is_refused_to_everyone():
+    for caller in (ALICE, ADMIN):
+        with pytest.raises(Forbidden, match="no access rule"):
+            policy.admit(caller, "POST", "/products/{productId}/giveaways")
+
+
+def test_every_declared_route_has_exactly_one_rule():
+    declared = {(route.method, route.path) for route in routes.ROUTES}
+    assert set(policy.ACCESS) == declared
+    assert all(policy.access_of(route) is not None for route in routes.ROUTES)
+
+
+def access_table() -> dict[tuple[str, str], str]:
+    """The "Who may call each route" table of docs/identity.md, as (method, path) -> who."""
+    text = (Path(__file__).parents[2] / "docs" / "identity.md").read_text()
+    section = text.split("### Who may call each route", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]+)` \| (.+?) \|$", section, re.MULTILINE)
+    table = {(method, path): who for method, path, who in rows}
+    assert len(table) == len(rows), "a route is listed twice"
+    return table
+
+
+def test_the_docs_table_says_what_the_policy_says_for_every_route():
+    documented = access_table()
+    assert set(documented) == {(route.method, route.path) for route in routes.ROUTES}
+    assert documented == {key: who.value for key, who in policy.ACCESS.items()}
 
 
 # --- body userId / owner ------------------------------------------------------------------------

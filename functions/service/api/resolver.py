@@ -225,11 +225,11 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
 
     def _admit(self, event: Mapping[str, Any]) -> Response | None:
         """Who is calling, before anything else runs (validation included, as API Gateway's
-        authorizer runs before its validator): no verified claims is 401, a catalogue write by
-        a non-administrator 403 (``service.policy``). None when the request may go on."""
+        authorizer runs before its validator): no verified claims is 401; a route the policy
+        refuses the caller (``service.policy.admit``) 403. None when the request may go on."""
         try:
             caller = policy.caller_from_event(event)
-            policy.require_catalogue_writer(
+            policy.admit(
                 caller, str(event.get("httpMethod") or ""), str(event.get("resource") or "")
             )
         except DomainError as exc:
@@ -278,6 +278,7 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
             route.rule,
             route.method,
             summary=route.summary,
+            description=f"Who may call: {policy.access_of(route) or 'nobody (no rule)'}.",
             operation_id=route.operation,
             tags=[self.function],
             responses=responses(route),

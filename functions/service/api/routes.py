@@ -2,7 +2,8 @@
 
 A declaration names the function that serves the route, its method and path template, the model of
 its body, its success status, the error codes its domain can answer, whether it honours
-``Idempotency-Key``, the headers it reads, and whether only administrators may call it. From these:
+``Idempotency-Key`` and the headers it reads. Who may call it is ``service.policy.ACCESS``.
+From these:
 
 * each function's Powertools resolver registers its routes (``service.api.resolver.declared``)
   and documents them in its OpenAPI document;
@@ -35,7 +36,6 @@ class Route:
     errors: tuple[str, ...] = ()
     idempotent: bool = False
     headers: tuple[str, ...] = ()
-    admin: bool = False  # a catalogue write: administrators only (service.policy)
     returns: tuple[str, ...] = ()  # ids its success body carries that other routes take
 
     @property
@@ -70,7 +70,6 @@ ROUTES: tuple[Route, ...] = (
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
-        admin=True,
     ),
     Route(
         "products",
@@ -89,7 +88,6 @@ ROUTES: tuple[Route, ...] = (
         body_name="ProductChanges",
         errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
         headers=("If-Match",),
-        admin=True,
     ),
     Route(
         "products",
@@ -172,7 +170,6 @@ ROUTES: tuple[Route, ...] = (
         body_name="NewInventory",
         status=201,
         errors=("ALREADY_EXISTS",),
-        admin=True,
     ),
     Route(
         "inventory",
@@ -230,7 +227,6 @@ ROUTES: tuple[Route, ...] = (
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
-        admin=True,
     ),
     Route(
         "events",
