@@ -631,6 +631,23 @@ def _follows(first: Op, then: Op, cancels: Mapping[str, list[Op]]) -> bool:
     return released or _hold_start(then) >= int(first.value["expiresAt"])
 
 
+def _freed_between(first: Op, then: Op, others: list[Op], cancels: Mapping[str, list[Op]]) -> bool:
+    """``then`` may have taken the unit after a third reservation had taken it from ``first``
+    (after ``first`` lapsed or was cancelled) and had been cancelled in turn: ``then`` decided
+    earlier than that third one (its clock reading is older), but its write, retried, landed
+    after the cancel, while the unit was free."""
+    return any(
+        other is not first
+        and other is not then
+        and _follows(first, other, cancels)
+        and any(
+            c.type != FAIL and c.invoked < then.completed
+            for c in cancels.get(other.value["reservationId"], [])
+        )
+        for other in others
+    )
+
+
 def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
     """Per sku: no unit held by two reservations at once (a later reservation of a unit needs the
     earlier one cancelled or lapsed first, and never once it was confirmed); no unit in two
@@ -675,7 +692,7 @@ def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
                     a, b = b, a
                 rid = a.value["reservationId"]
                 report.expect(
-                    _follows(a, b, cancels),
+                    _follows(a, b, cancels) or _freed_between(a, b, held_by, cancels),
                     "inventory",
                     "no unit held twice",
                     f"{sku}: unit {unit} reserved by {b.value['reservationId']} while "

@@ -97,7 +97,8 @@ CATALOG: dict[str, tuple[str, ...]] = {
     "claims": (
         "ClaimLost",
         "ClaimRetry",
-        "ClaimBackoff",  # a lost round waited (part of the lost write's time) before reading
+        "ClaimBackoff",  # a lost round waited (the lost write's time and jitter) before reading
+        "ClaimHoldLapsed",  # a reservation took longer than its hold: answered 503, not written
         "ClaimRefused",
         "ClaimReplayed",
         "ClaimRoundsExhausted",

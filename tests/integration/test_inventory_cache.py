@@ -42,7 +42,10 @@ def test_a_remembered_unit_is_reserved_in_one_call(dynamodb_local, tables, uniqu
     # Given one reservation that read the pool (and saw more units than it took)
     calls = Faults(client)
     inventory.reserve(unique, 1)
-    assert calls.sent == {"Query": 1, "UpdateItem": 1}
+    # (one Query, or two when its random pivot fell so late in the ticket order that the read
+    # went on from the start: about one run in eight with 40 units; CI met it)
+    assert calls.sent["UpdateItem"] == 1 and calls.sent["Query"] in (1, 2)
+    assert set(calls.sent) == {"Query", "UpdateItem"}
     # When the next reservations come from the same process
     for quantity, write in ((1, "UpdateItem"), (3, "TransactWriteItems")):
         calls = Faults(client)

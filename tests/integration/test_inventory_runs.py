@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -263,27 +264,47 @@ def test_a_lost_round_whose_read_shows_too_few_is_refused_by_that_read(
     assert inventory.exact(unique)["available"] == quantity - 1
 
 
-def test_a_lost_round_waits_part_of_the_lost_writes_time_before_reading_again(
+def _losing_its_first_write(
+    dynamodb_local: Any, tables: Any, unique: str, **settings: Any
+) -> tuple[Any, Any, list]:
+    """A service of 10 units in one pool whose first write loses to a rival (guess=False: the
+    unit it loses is one a read showed, whose taker may still be writing)."""
+    client = client_of(dynamodb_local)
+    inventory = service(client, tables, guess=False, **settings)
+    create_to_ready(inventory, unique, 10, pools=1)
+    rival = client_of(dynamodb_local)
+    stolen = _rival_before_first_write(client, rival, tables["inventory"], unique, extra=0)
+    return client, inventory, stolen
+
+
+def test_a_lost_round_waits_its_lost_writes_time_and_some_before_reading_again(
     dynamodb_local, tables, unique
 ):
-    client = client_of(dynamodb_local)
-    rival = client_of(dynamodb_local)
     events: list[Any] = []
     backoff = retry.Backoff(sleep=lambda seconds: events.append(("sleep", seconds)))
-    # (guess=False: the unit it loses is one a read showed, whose taker may still be writing)
-    inventory = service(client, tables, backoff=backoff, rand=random.Random(7).random, guess=False)
-    create_to_ready(inventory, unique, 10, pools=1)
-    stolen = _rival_before_first_write(client, rival, tables["inventory"], unique, extra=0)
+    # (rand 0: no jitter, the shortest wait there is)
+    client, inventory, stolen = _losing_its_first_write(
+        dynamodb_local, tables, unique, backoff=backoff, rand=lambda: 0.0
+    )
+    writes_took: list[float] = []
 
     def record(model: Any, **_: Any) -> None:
         events.append(model.name)
+        if model.name == "UpdateItem":
+            writes_took.append(-backoff.clock())
+
+    def answered(model: Any, **_: Any) -> None:
+        if model.name == "UpdateItem":
+            writes_took[-1] += backoff.clock()
 
     client.meta.events.register("before-call.dynamodb", record)
+    client.meta.events.register("after-call.dynamodb", answered)
     with metric_totals() as tally:
         # When a reservation of one unit loses its first write to the rival
         reservation = inventory.reserve(unique, 1)
-    # Then it waited (a part, at most all, of the lost write's time, and at most a second)
-    # after the lost write and before the read for the replacement, and then took another unit
+    # Then, after the lost write and before the read for the replacement, it waited at least as
+    # long as that write took (the rival's write, sent at about the same time, has landed by
+    # then) and at most a second, and then took another unit
     writes = [i for i, event in enumerate(events) if event == "UpdateItem"]
     assert len(writes) == 2
     naps = [(i, e[1]) for i, e in enumerate(events) if isinstance(e, tuple)]
@@ -291,9 +312,40 @@ def test_a_lost_round_waits_part_of_the_lost_writes_time_before_reading_again(
     (at, seconds), lost = naps[0], writes[0]
     assert lost < at < writes[1]
     assert "Query" in events[at + 1 : writes[1]]
-    assert 0 < seconds <= 1.0
+    assert min(writes_took[0], 1.0) <= seconds <= 1.0
     assert tally.get("claims", "ClaimBackoff") == 1
     assert reservation["units"] != stolen
+
+
+def test_a_reservation_that_outlasts_its_hold_writes_no_more_and_answers_retry(
+    dynamodb_local, tables, unique
+):
+    # Given a clock that moves on 10 s once the first write is answered (a request slowed by
+    # throttles and lost rounds past its 1 s hold)
+    now = [time.time()]
+    client, inventory, stolen = _losing_its_first_write(
+        dynamodb_local,
+        tables,
+        unique,
+        backoff=retry.Backoff(sleep=lambda seconds: None),
+        clock=lambda: now[0],
+    )
+    sent: list[str] = []
+
+    def answered(model: Any, **_: Any) -> None:
+        sent.append(model.name)
+        if model.name == "UpdateItem":
+            now[0] += 10
+
+    client.meta.events.register("after-call.dynamodb", answered)
+    with metric_totals() as tally, pytest.raises(retry.RetriesExhausted):
+        # When its first write loses to the rival
+        inventory.reserve(unique, 1, hold_seconds=1)
+    # Then it wrote nothing more: a hold written now would have lapsed before the answer
+    assert sent.count("UpdateItem") == 1
+    assert tally.get("claims", "ClaimHoldLapsed") == 1
+    assert len(stolen) == 1
+    assert inventory.exact(unique)["reserved"] == 1  # the rival's
 
 
 def test_one_unit_of_a_pool_with_no_bad_news_is_claimed_without_a_read(

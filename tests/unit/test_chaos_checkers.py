@@ -449,6 +449,24 @@ def test_inventory_lets_a_slow_hold_decided_first_land_after_a_cancelled_one() -
     assert names(checkers.inventory(held_twice, sku({"u1": "held"}))) == {"no unit held twice"}
 
 
+def test_inventory_lets_a_slow_hold_land_after_a_third_reservation_freed_the_unit() -> None:
+    # Seed 832883: r2 decided while r1 still held the unit, but its write was retried for 1.7 s;
+    # meanwhile r1 lapsed, r3 took the unit and was cancelled, and r2's write landed on the
+    # free unit. Sorted by when they were decided, r2 comes between r1 and r3.
+    history = numbered(
+        [
+            reserve(0.0, 0.3, "r1", ["u1"], expires=1.0, held=0.0),
+            reserve(0.5, 2.3, "r2", ["u1"], expires=1.03, held=0.53),
+            reserve(1.1, 1.2, "r3", ["u1"], expires=3.1, held=1.1),
+            after("cancel", 1.3, 1.4, "r3"),
+        ]
+    )
+    assert checkers.inventory(history, sku({"u1": "held"})).violations == []
+    # Without r3's cancel the unit was never free for r2's write
+    held_twice = numbered(history[:3])
+    assert "no unit held twice" in names(checkers.inventory(held_twice, sku({"u1": "held"})))
+
+
 def test_inventory_catches_a_unit_held_twice() -> None:
     history = numbered(
         [reserve(0, 1, "r1", ["u1"], expires=30), reserve(2, 3, "r2", ["u1"], expires=30)]

@@ -114,6 +114,11 @@ def pool_names(sku: str, pools: int) -> list[str]:
     return [f"{sku}#{index}" for index in range(pools)]
 
 
+def pool_index(pool: str) -> int:
+    """``k`` of a pool named ``<sku>#<k>`` (:func:`pool_names`)."""
+    return int(pool.rsplit("#", 1)[1])
+
+
 def pools_for(units: int) -> int:
     """The rule when a creation names no N: one pool per ``INVENTORY_POOL_UNITS`` (1,000; the
     environment's ``TURNSTILE_INVENTORY_POOL_UNITS`` overrides it) units,
@@ -568,6 +573,7 @@ class Inventory:
                 eligible=self._offered(header),
                 unit_cache=self.unit_cache,
                 guess=self._guess(sku, header) if self.guess and quantity == 1 else None,
+                clock_ms=self._now_ms,
             )
         except claims.NotEnough as exc:
             raise OutOfStock(
@@ -595,7 +601,7 @@ class Inventory:
         pools = int(header["pools"])
 
         def guess(pool: str, n: int) -> list[dict[str, Any]]:
-            first = int(pool.rsplit("#", 1)[1])
+            first = pool_index(pool)
             count = max(0, (created - first + pools - 1) // pools)
             if n != 1 or count < 1:
                 return []
