@@ -89,6 +89,9 @@ ACCESS: dict[tuple[str, str], Access] = {
 CATALOGUE_WRITES = frozenset(key for key, who in ACCESS.items() if who is Access.ADMINISTRATORS)
 
 
+_DECLARED = frozenset((route.method, route.path) for route in routes.ROUTES)
+
+
 def access_of(route: routes.Route) -> Access | None:
     """The rule of a declared route; None for a route nobody wrote a rule for."""
     return ACCESS.get((route.method, route.path))
@@ -220,11 +223,13 @@ def require_admin(caller: Caller, what: str) -> None:
 
 
 def admit(caller: Caller, method: str, path: str) -> None:
-    """The route-level rule, before anything else runs: ``Forbidden`` for a route without a rule
-    in ``ACCESS`` (fail closed) and for a non-administrator on an administrators' route. The
-    rules that need the item or the body run later, in the handler."""
-    who = ACCESS.get((method.upper(), path))
-    if who is None:
+    """The route-level rule, before anything else runs: ``Forbidden`` for a declared route
+    without a rule in ``ACCESS`` (fail closed) and for a non-administrator on an administrators'
+    route; a path no route declares passes, to be answered 404 by the router. The rules that
+    need the item or the body run later, in the handler."""
+    key = (method.upper(), path)
+    who = ACCESS.get(key)
+    if who is None and key in _DECLARED:
         raise Forbidden(f"{method.upper()} {path} has no access rule")
     if who is Access.ADMINISTRATORS:
         require_admin(caller, f"{method.upper()} {path}")
