@@ -29,7 +29,7 @@ from bench import (  # noqa: E402
 from bench.harness import Meter, markdown, median_row, raw_ceiling, tally_delta  # noqa: E402
 from local import template  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
-from turnstile import metrics, retry  # noqa: E402
+from turnstile_ddb import metrics, retry  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 WARM_UP_WRITES = 3000
@@ -200,7 +200,8 @@ def run_hot(db: DynamoDBLocal, names: dict[str, str]) -> None:
 
 
 def report_metrics(rows: list[dict[str, Any]]) -> None:
-    """turnstile's metrics (``turnstile.metrics.tally``) next to the bench's own meter: a refused
+    """turnstile's metrics (``turnstile_ddb.metrics.tally``) next to the bench's own meter: a
+    refused
     version-checked write is one ``VersionConflict``; every UpdateItem sent is a conflict, a write
     that landed or (for ``atomic``) an out-of-stock refusal."""
     checked = [

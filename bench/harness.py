@@ -149,7 +149,7 @@ def raw_ceiling(client: Any, table: str, key: str, writes: int, workers: int) ->
 def tally_delta(
     before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
 ) -> dict[tuple[str, str], float]:
-    """What ``turnstile.metrics.tally`` counted between two snapshots."""
+    """What ``turnstile_ddb.metrics.tally`` counted between two snapshots."""
     return {key: value - before.get(key, 0.0) for key, value in after.items()}
 
 

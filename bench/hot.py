@@ -6,7 +6,8 @@ load: :data:`OFFERED_X` times what one key takes, paced for :data:`SECONDS` seco
 per strategy so it sells out about :data:`SELL_OUT_AT` of the way through; then refusals follow.
 
 Strategies: the single-item ``atomic`` purchase (the baseline), sharded stock with N = 4, 8, 16
-(:mod:`turnstile.sharded`), and pooled reservations (:mod:`turnstile.claims`, one reservation of
+(:mod:`turnstile_ddb.sharded`), and pooled reservations (:mod:`turnstile_ddb.claims`, one
+reservation of
 one unit per request) with the sku's units in 1, 8 and 16 pools (16: capacity twice the offered
 rate), created to the end by the creation worker before the load starts
 (:func:`local.creator.create_to_ready`); a reservation row that sells nothing raises
@@ -34,7 +35,7 @@ from service import config
 from service.domain.errors import DomainError
 from service.domain.inventory import Inventory
 from service.domain.products import Products
-from turnstile import metrics, retry
+from turnstile_ddb import metrics, retry
 
 DEFAULT_SCALE = 0.01  # 10 WCU/s and 30 RCU/s per key: a shared 2-core machine can offer 6x that
 OFFERED_X = 8.0

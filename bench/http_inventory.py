@@ -9,7 +9,7 @@ an ID token each) against a fresh product or sku of ``units`` units, created by 
 * ``HTTP purchases q=N``: ``POST /products/{id}/purchases`` ``{"quantity": N, "strategy":
   "atomic"}`` (one conditional write);
 * ``HTTP reservations q=N``: ``POST /inventory/{sku}/reservations`` ``{"quantity": N}``
-  (:func:`turnstile.claims.reserve`).
+  (:func:`turnstile_ddb.claims.reserve`).
 
 The variants alternate for ``rounds`` rounds (each round in another order) and the median round
 of each is reported; ``over_purchases`` is a reservation row's wall over the purchases row of the

@@ -1,10 +1,10 @@
-"""What ``import turnstile`` costs, as a ratio to ``import botocore`` measured in the same run.
+"""What ``import turnstile_ddb`` costs, as a ratio to ``import botocore`` measured in the same run.
 
     python -m bench.import_time [--runs N]
 
 Each import runs in a fresh interpreter with ``-X importtime``; the figure is the cumulative
 microseconds of the top-level module's line (median of N runs). The library's promise: importing
-``turnstile`` loads only its exception hierarchy, costs <= 30 ms, and loads neither boto3 nor
+``turnstile_ddb`` loads only its exception hierarchy, costs <= 30 ms, and loads neither boto3 nor
 botocore (tests/unit/test_errors.py asserts the latter structurally).
 """
 
@@ -45,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args(argv)
-    cumulative_us("turnstile"), cumulative_us("botocore")  # warm the bytecode caches
-    ours = statistics.median(cumulative_us("turnstile") for _ in range(args.runs))
+    cumulative_us("turnstile_ddb"), cumulative_us("botocore")  # warm the bytecode caches
+    ours = statistics.median(cumulative_us("turnstile_ddb") for _ in range(args.runs))
     sdk = statistics.median(cumulative_us("botocore") for _ in range(args.runs))
     print(f"\n## library: import time (median of {args.runs} fresh interpreters)\n")
     print("| import | cumulative ms | ratio to `import botocore` |")
     print("|---|---|---|")
-    print(f"| `import turnstile` | {ours / 1000:.2f} | {ours / sdk:.3f} |")
+    print(f"| `import turnstile_ddb` | {ours / 1000:.2f} | {ours / sdk:.3f} |")
     print(f"| `import botocore` | {sdk / 1000:.2f} | 1.000 |")
     verdict = "within" if ours / 1000 <= LIMIT_MS else "OVER"
     print(f"\nimport turnstile: {ours / 1000:.2f} ms ({verdict} the {LIMIT_MS:.0f} ms budget)")

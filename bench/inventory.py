@@ -20,7 +20,7 @@ from bench.harness import Meter, measure, row
 from service import config
 from service.domain.errors import OutOfStock
 from service.domain.inventory import Inventory, pools_for, unit_key
-from turnstile import claims, codec
+from turnstile_ddb import claims, codec
 
 
 def claims_row(
@@ -164,7 +164,7 @@ def main() -> int:
     from bench.harness import markdown, raw_ceiling
     from local import template
     from local.dynamodb_local import DynamoDBLocal
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     loaded = template.load(
         template.TEMPLATE if template.TEMPLATE.exists() else template.synthesize()

@@ -9,8 +9,9 @@ first when ``cdk.out/`` is missing) and prints the numbers. :func:`rows` is the 
 benchmark harness (one row per strategy); :func:`lease_workload` also returns every round's
 record, which the integration tests check for invariants.
 
-Strategies: ``retry`` is :meth:`turnstile.lease.Leases.acquire_wait` (poll with jittered backoff);
-``queue`` is :class:`turnstile.lease_queue.LeaseQueue` (FIFO tickets, heartbeats), with its
+Strategies: ``retry`` is :meth:`turnstile_ddb.lease.Leases.acquire_wait` (poll with jittered
+backoff);
+``queue`` is :class:`turnstile_ddb.lease_queue.LeaseQueue` (FIFO tickets, heartbeats), with its
 defaults or with other settings (the DynamoDB lock client's: lease 20 s, heartbeat 5 s).
 
 Protected items live in the same table as the leases, under their own keys
@@ -23,7 +24,7 @@ lock made, divided by the acquisitions: counted by a botocore ``before-call`` ho
 client every thread shares, so each attempt of a retried call counts, a ``TransactWriteItems``
 counts once, and nothing is left out: tickets, claims and refused claims (the queue's looks),
 beats, pass-overs, tombstones, reads that settle a lost answer, the retry loop's acquire
-attempts, every holder heartbeat (the renewals of the :class:`turnstile.lease_queue.Heartbeat`
+attempts, every holder heartbeat (the renewals of the :class:`turnstile_ddb.lease_queue.Heartbeat`
 thread) and the release. The only calls not in it are the protected read and fenced write each
 round makes (the workload's own, the same for every strategy, counted on the same hook while the
 worker thread marks them); ``total_calls_per_acquisition`` adds them.
@@ -49,8 +50,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.harness import percentile
-from turnstile import codec, lease, retry, versioned
-from turnstile.lease_queue import LeaseQueue, QueueSettings
+from turnstile_ddb import codec, lease, retry, versioned
+from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings
 
 RETRY = "retry"
 QUEUE = "queue"

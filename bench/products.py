@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from bench.harness import Meter, Outcome, measure, row, tally_delta
 from service.domain.errors import DomainError
 from service.domain.products import Products
-from turnstile import codec, metrics
+from turnstile_ddb import codec, metrics
 
 ATTEMPTS = 1000
 WORKERS = 100

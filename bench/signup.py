@@ -163,7 +163,7 @@ def main() -> int:
     from local import template
     from local.dynamodb_local import DynamoDBLocal
     from service.handlers import registration_consumer
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     registration_consumer.logger.setLevel("WARNING")  # one line per decision drowns the figures
     loaded = template.load(

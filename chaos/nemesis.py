@@ -50,7 +50,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from local import dynamo_proxy
 from local.sandbox.chaos_agent import CRASH_HEADER
-from turnstile import codec
+from turnstile_ddb import codec
 
 
 class Crash(BaseException):

@@ -40,8 +40,8 @@ from local.dynamodb_local import DynamoDBLocal
 from service import catalog, config
 from service.domain import locks as lock_domain
 from service.domain.inventory import pool_names
-from turnstile import codec, lease
-from turnstile.lease_queue import LeaseQueue, QueueSettings
+from turnstile_ddb import codec, lease
+from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings
 
 CLIENTS = {
     "purchases": 4,
@@ -183,7 +183,7 @@ def run(
 
 
 def _retry_config(read_timeout: float = 5) -> Any:
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     return retry.client_config(read_timeout=read_timeout)
 

@@ -25,8 +25,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from chaos.history import FAIL, OK, UNKNOWN, History, Op
 from chaos.nemesis import Crash, Nemesis
 from local.bridge import Bridge, LocalContext
-from turnstile import lease, retry
-from turnstile.lease_queue import Heartbeat, LeaseQueue, WaitTimedOut
+from turnstile_ddb import lease, retry
+from turnstile_ddb.lease_queue import Heartbeat, LeaseQueue, WaitTimedOut
 
 log = logging.getLogger("chaos")
 
@@ -359,7 +359,7 @@ QUEUE_ROLES = (
 
 
 def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) -> Callable[[], None]:
-    """FIFO waiting through the library (:mod:`turnstile.lease_queue`) on the faulty client with
+    """FIFO waiting through the library (:mod:`turnstile_ddb.lease_queue`) on the faulty client with
     a skewed clock: waiters that die mid-wait or stall past L, holders that die without release
     or whose heartbeat pauses past L before their fenced write. The history records every ticket
     each acquisition took (more than one: it was passed over and queued again)."""

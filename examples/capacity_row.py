@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _local import client, create_table
 
-from turnstile import capacity, codec, retry
+from turnstile_ddb import capacity, codec, retry
 
 ddb = client()
 table = create_table(ddb, "events", "eventId", sort_key="sk")

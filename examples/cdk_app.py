@@ -1,7 +1,8 @@
-"""A small CDK app on ``turnstile.cdk``: a lease table and an idempotency table, a function granted
+"""A small CDK app on ``turnstile_ddb.cdk``: a lease table and an idempotency table, a function
+granted
 exactly what each primitive issues, an ordered consumer of a stream, and a refused replication.
 
-Synthesizes offline (``cdk synth`` would run the same code); needs ``turnstile[cdk]``.
+Synthesizes offline (``cdk synth`` would run the same code); needs ``turnstile-ddb[cdk]``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 
-from turnstile import cdk as turnstile_cdk
+from turnstile_ddb import cdk as turnstile_cdk
 
 app = cdk.App(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
 stack = cdk.Stack(app, "TurnstileExample", env=cdk.Environment(region="eu-west-1"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from _local import client, create_table
 
-from turnstile import idempotency
+from turnstile_ddb import idempotency
 
 ddb = client()
 store = idempotency.IdempotencyStore(ddb, create_table(ddb, "idempotency", "id"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from _local import client, create_table
 
-from turnstile import lease, retry
+from turnstile_ddb import lease, retry
 
 ddb = client()
 leases_table = create_table(ddb, "leases", "resource")

@@ -41,11 +41,11 @@ def _run(command: list[str]) -> None:
 def build_wheel(out: Path) -> Path:
     """Build the library's wheel into ``out`` and return its path."""
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("turnstile-*.whl"):
+    for old in out.glob("turnstile_ddb-*.whl"):
         old.unlink()
     build = ["-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)]
     _run([sys.executable, *build])
-    (wheel,) = out.glob("turnstile-*.whl")
+    (wheel,) = out.glob("turnstile_ddb-*.whl")
     return wheel
 
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _local import client, create_table
 
-from turnstile import codec, retry, sharded
+from turnstile_ddb import codec, retry, sharded
 
 ddb = client()
 table = create_table(ddb, "stock", "id")

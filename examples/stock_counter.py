@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _local import client, create_table
 
-from turnstile import retry, versioned
+from turnstile_ddb import retry, versioned
 
 ddb = client()
 table = create_table(ddb, "stock", "sku")

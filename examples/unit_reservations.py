@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _local import client, create_table
 
-from turnstile import claims, codec, retry
+from turnstile_ddb import claims, codec, retry
 
 ddb = client()
 table = create_table(ddb, "units", "sku", sort_key="sk", index=("claimable", "pool", "claimableAt"))

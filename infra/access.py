@@ -1,13 +1,13 @@
 """Which DynamoDB actions each function may call on each of its tables, and nothing more.
 
-Mostly the library's grants (``turnstile.cdk``): ``grant_lease`` gives exactly what
-``turnstile.lease`` issues, and so on, so the primitive's least privilege lives beside its code.
+Mostly the library's grants (``turnstile_ddb.cdk``): ``grant_lease`` gives exactly what
+``turnstile_ddb.lease`` issues, and so on, so the primitive's least privilege lives beside its code.
 What no grant gives is written out below, action by action, with the call that needs it: the
 app's own tables (``AppTable``) and the app's own calls on a primitive's table. A transaction needs
 the per-item action of each element (``Put`` -> ``dynamodb:PutItem``, ``ConditionCheck`` ->
 ``dynamodb:ConditionCheckItem``...), there is no ``TransactWriteItems`` IAM action. No function
 scans or batch-writes; sharded counters read their shards with one ``BatchGetItem``
-(``turnstile.sharded.read_all``), so only functions holding sharded items get it, on that table.
+(``turnstile_ddb.sharded.read_all``), so only functions holding sharded items get it, on that table.
 
 The local runtime enforces these grants as synthesized (``local.iam``): a missing one fails the
 e2e tier with AccessDenied. On the shared idempotency table each function may only touch records
@@ -49,7 +49,7 @@ ACCESS: dict[str, dict[str, Access]] = {
         config.IDEMPOTENCY: IDEMPOTENT,
     },
     "locks": {
-        # acquire, renew, release, and waitMs's queue (turnstile.lease_queue)
+        # acquire, renew, release, and waitMs's queue (turnstile_ddb.lease_queue)
         config.LEASES: Access(grants=("grant_lease_queue",)),
     },
     "wallets": {
@@ -58,13 +58,13 @@ ACCESS: dict[str, dict[str, Access]] = {
         config.IDEMPOTENCY: IDEMPOTENT,
     },
     "inventory": {
-        # claims on the claimable index (turnstile.claims); the header put, small skus' units
+        # claims on the claimable index (turnstile_ddb.claims); the header put, small skus' units
         # (transactional puts), a pool's units queried on the table itself (exact counts)
         config.INVENTORY: Access(grants=("grant_claims",), actions=(PUT, QUERY)),
         config.INVENTORY_SUMMARY: Access(actions=(GET, UPDATE)),  # the summary; a chunk's counts
     },
     "events": {
-        # join (Update + Put), leave (Update + Delete) (turnstile.capacity); create, read, a
+        # join (Update + Put), leave (Update + Delete) (turnstile_ddb.capacity); create, read, a
         # sharded event's shards read at once (GET, join failover); a user's registrations
         config.EVENTS: Access(
             grants=("grant_capacity",),

@@ -29,8 +29,8 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 EXCLUDE = ["**/__pycache__", "**/*.pyc", "**/.DS_Store"]
-# The library's CDK constructs (turnstile[cdk]) are for deploy time: no function imports them.
-DEPLOY_TIME_ONLY = ("turnstile/cdk",)
+# The library's CDK constructs (turnstile-ddb[cdk]) are for deploy time: no function imports them.
+DEPLOY_TIME_ONLY = ("turnstile_ddb/cdk",)
 RUNTIME_VERSION = (3, 12)
 
 

@@ -27,8 +27,8 @@ from infra.tables import Tables
 from service import config, observability
 from service.api.routes import partition_of
 from service.catalog import FunctionSpec
-from turnstile import cdk as tcdk
-from turnstile import record_keys as idempotency
+from turnstile_ddb import cdk as tcdk
+from turnstile_ddb import record_keys as idempotency
 
 # arm64 (Graviton): about 20% cheaper per GB-second than x86_64 at equal or better speed, and
 # all of turnstile is pure Python, so nothing needs a native build for it.

@@ -3,7 +3,7 @@
 The figures come from three sources: turnstile's own EMF metrics (namespace ``turnstile``, one
 dimension ``pattern``, see ``service.observability``), API Gateway's stage metrics, and Lambda's
 ``IteratorAge`` for the stream consumers. Each consumer's alarms (its dead-letter queue's depth, its
-iterator age) live with it (``turnstile.cdk.OrderedStreamConsumer``, threshold
+iterator age) live with it (``turnstile_ddb.cdk.OrderedStreamConsumer``, threshold
 :data:`ITERATOR_AGE_MS` from here) and are shown here.
 
 Alarms (thresholds below, all "3 of the last 5 minutes" unless said otherwise, missing data is
@@ -36,7 +36,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from service import observability
-from turnstile.cdk import OrderedStreamConsumer
+from turnstile_ddb.cdk import OrderedStreamConsumer
 
 PERIOD = Duration.minutes(1)
 EVALUATION_PERIODS = 5

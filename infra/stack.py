@@ -15,7 +15,7 @@ from infra.monitoring import ITERATOR_AGE_MS, Monitoring
 from infra.outputs import API_URL, USER_POOL_CLIENT_ID, USER_POOL_ID
 from infra.tables import Tables
 from service import catalog
-from turnstile.cdk import OrderedStreamConsumer
+from turnstile_ddb.cdk import OrderedStreamConsumer
 
 FUNCTIONS_DIR = str(Path(__file__).resolve().parent.parent / "functions")
 

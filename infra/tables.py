@@ -1,5 +1,5 @@
 """The DynamoDB tables, each an instance of the library's construct for the primitive it holds
-(``turnstile.cdk``): on-demand, point-in-time recovery, retained with deletion protection, the
+(``turnstile_ddb.cdk``): on-demand, point-in-time recovery, retained with deletion protection, the
 primitive's keys. Tables of the app's own layout are ``AppTable``\\ s (same defaults, no grant of
 a primitive). Local runs create the very same tables from the synthesized template.
 
@@ -13,7 +13,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from service import config
-from turnstile import cdk as tcdk
+from turnstile_ddb import cdk as tcdk
 
 
 def construct_id(name: str) -> str:
@@ -33,10 +33,10 @@ class Tables(Construct):
             self, construct_id(config.IDEMPOTENCY), time_to_live_attribute=config.TTL_ATTRIBUTE
         )
         # TTL on reapAt, which lease items never carry (their fences must never restart); only
-        # the queue's tombstone rows do (turnstile.cdk.LeaseTable).
+        # the queue's tombstone rows do (turnstile_ddb.cdk.LeaseTable).
         self.leases = tcdk.LeaseTable(self, construct_id(config.LEASES))
         self.wallets = tcdk.AppTable(self, construct_id(config.WALLETS), partition_key="walletId")
-        # Units and their sparse keys-only index of claimable units (turnstile.claims), the sku
+        # Units and their sparse keys-only index of claimable units (turnstile_ddb.claims), the sku
         # header, the creation progress; the stream feeds the summary and the creation worker.
         self.inventory = tcdk.ClaimPoolTable(
             self,
@@ -47,7 +47,7 @@ class Tables(Construct):
         self.inventory_summary = tcdk.AppTable(
             self, construct_id(config.INVENTORY_SUMMARY), partition_key="sku", sort_key="sk"
         )
-        # The event's capacity row and its registrations (turnstile.capacity), listed by user.
+        # The event's capacity row and its registrations (turnstile_ddb.capacity), listed by user.
         self.events = tcdk.CapacityTable(self, construct_id(config.EVENTS), partition_key="eventId")
         events = self.events.table
         assert isinstance(events, dynamodb.Table)  # one region: a Table, not a TableV2

@@ -59,7 +59,7 @@ from typing import Any
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.compat import HTTPHeaders
 
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 SCALE_ENV = "TURNSTILE_CAPACITY_SCALE"
 WCU_PER_KEY = 1000.0

@@ -16,7 +16,7 @@ from typing import Any
 
 from local.pump import matches
 from service.domain.inventory import CREATING, CREATION_FILTER, HEADER, Inventory
-from turnstile import codec
+from turnstile_ddb import codec
 
 STREAM_ARN = "arn:aws:dynamodb:local:000000000000:table/inventory/stream/local"
 

@@ -14,7 +14,7 @@ Its settings (batch size, retries, event filters) come from the template's
 configured. Filters: like Lambda, records that match no pattern are dropped before any invocation
 and the batch size counts matching records only; the pump reads up to 1000 records a call then.
 Only the pattern forms turnstile uses are understood (nested objects, lists of exact values).
-A record given up on counts as ``DeadLettered`` (pattern ``streams``) in ``turnstile.metrics``;
+A record given up on counts as ``DeadLettered`` (pattern ``streams``) in ``turnstile_ddb.metrics``;
 on AWS the queue depth says it.
 """
 
@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError
 
 from local import init_report
 from local import template as template_
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 log = logging.getLogger("local.pump")
 

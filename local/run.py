@@ -47,7 +47,7 @@ from local.dynamo_proxy import DynamoProxy  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
 from service import observability  # noqa: E402
-from turnstile import metrics  # noqa: E402
+from turnstile_ddb import metrics  # noqa: E402
 
 SUMMARY_SECONDS = 10.0
 OUTPUTS_FILE = ROOT / ".local" / "outputs.json"  # the stack outputs' shape (infra.outputs)

@@ -14,7 +14,7 @@ raises :class:`FunctionError` here (API Gateway answers 502, the event source ma
 a function that fails to import raises :class:`InitError` at start, with its output.
 
 Workers print what the function logs; lines that are CloudWatch EMF documents also feed the
-process-wide ``turnstile.metrics.tally`` here, so ``make local``'s contention summary still sees
+process-wide ``turnstile_ddb.metrics.tally`` here, so ``make local``'s contention summary still sees
 what the functions counted.
 """
 
@@ -38,7 +38,7 @@ import urllib3
 
 from local import iam
 from local import template as cfn
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 SANDBOX = Path(__file__).resolve().parent / "sandbox"
 BOOTSTRAP = SANDBOX / "bootstrap.py"

@@ -23,7 +23,7 @@ import pytest
 from local import template as cfn
 from local.dynamodb_local import DynamoDBLocal
 from service import config
-from turnstile import retry
+from turnstile_ddb import retry
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -25,7 +25,7 @@ from service.domain.events import REGISTRATION_PREFIX
 from service.domain.inventory import SUMMARY, UNIT, Inventory, pool_names, unit_id
 from service.domain.products import Products
 from service.handlers import wallets
-from turnstile import claims, codec, metrics, retry
+from turnstile_ddb import claims, codec, metrics, retry
 
 _PATIENT: dict[str, Any] = {}
 

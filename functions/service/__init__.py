@@ -1,1 +1,1 @@
-"""The turnstile service: domains on the ``turnstile`` library, and thin Lambda handlers."""
+"""The turnstile service: domains on the ``turnstile_ddb`` library, and thin Lambda handlers."""

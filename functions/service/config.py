@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # botocore stays out of deploy-time imports (infra reads this module)
-    from turnstile import retry
+    from turnstile_ddb import retry
 
 # Logical table names. The CDK construct id is the capitalised name + "Table".
 PRODUCTS = "products"
@@ -136,13 +136,13 @@ def table_env(name: str) -> str:
 
 
 def call_backoff() -> retry.Backoff:
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     return retry.Backoff(attempts=CALL_ATTEMPTS, base=CALL_BASE_SECONDS, cap=CALL_CAP_SECONDS)
 
 
 def registration_backoff() -> retry.Backoff:
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     return retry.Backoff(
         attempts=REGISTRATION_ATTEMPTS,
@@ -175,7 +175,7 @@ LEASES = "leases"
 WALLETS = "wallets"
 LOCK_MIN_TTL_SECONDS = 0.1
 LOCK_MAX_TTL_SECONDS = 3600
-# POST /locks/{resource} with waitMs queues (turnstile.lease_queue). Bounded well inside API
+# POST /locks/{resource} with waitMs queues (turnstile_ddb.lease_queue). Bounded well inside API
 # Gateway's 29 s integration timeout and the locks function's own timeout (LOCKS_TIMEOUT_SECONDS);
 # inside Lambda the wait also ends LOCK_WAIT_MARGIN_MS before the invocation would.
 LOCK_MAX_WAIT_MS = 20_000

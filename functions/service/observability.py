@@ -17,7 +17,7 @@ Per invocation it does what Powertools' own decorators do, in this order:
   Powertools keeps those keys in one dictionary per logger; the local bridge runs many
   invocations at once in one process, so the request's own keys are also set with
   ``thread_safe_append_keys`` (per thread, and they win), and cleared when the invocation ends.
-* **Metrics**: the library reports contention to ``turnstile.metrics``; :class:`Pending` is the
+* **Metrics**: the library reports contention to ``turnstile_ddb.metrics``; :class:`Pending` is the
   sink that collects those figures, and :func:`flush` writes them as CloudWatch EMF once per
   invocation, in the decorator's ``finally`` (namespace ``turnstile``, one dimension,
   ``pattern``). Answers the client sees as contention (``CONFLICT``, ``THROTTLED``,
@@ -37,7 +37,7 @@ exact (nothing lost, nothing twice) but not their attribution to one request.
 ``service`` is written as EMF metadata (searchable in Logs Insights), not as a dimension: alarms and
 the dashboard read a pattern's figures across functions with one metric each.
 
-The process-wide ``turnstile.metrics.tally`` sees the very same figures; the bench and the tests
+The process-wide ``turnstile_ddb.metrics.tally`` sees the very same figures; the bench and the tests
 compare it with what they counted themselves.
 
 Import time: nothing is built and nothing is patched when this module is imported; the Logger,
@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from service import snapstart
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 NAMESPACE = "turnstile"
 DIMENSION = "pattern"
@@ -76,7 +76,7 @@ ANSWERS = {
 
 # Every metric turnstile writes, per pattern: what the dashboard draws and the README lists (a unit
 # test checks the sources count nothing outside it). Patterns that call DynamoDB through
-# ``turnstile.retry`` also carry its retry figures (RETRY_METRICS).
+# ``turnstile_ddb.retry`` also carry its retry figures (RETRY_METRICS).
 RETRY_METRICS = (
     "Throttle",
     "TransactionConflict",
@@ -131,7 +131,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "LeaseWaitGaveUp",
         "LeaseLost",
         "FencedWriteRefused",
-        "LeaseQueued",  # turnstile.lease_queue: a ticket taken
+        "LeaseQueued",  # turnstile_ddb.lease_queue: a ticket taken
         "LeaseWaiterSkipped",  # a dead waiter passed over
         "LeasePassedOver",  # this waiter was passed over (its claim lost)
         "LeaseTakeover",  # a holder that never released was taken over

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 import boto3
 
 from service import config, snapstart
-from turnstile import retry
-from turnstile.idempotency import IdempotencyStore
+from turnstile_ddb import retry
+from turnstile_ddb.idempotency import IdempotencyStore
 
 T = TypeVar("T")
 

@@ -10,7 +10,8 @@ memory is therefore shared by every environment restored from it. For turnstile 
 * lazily built dependencies (``service.runtime.Lazy``: boto3 clients with their connection pools,
   the idempotency store): one built during init would carry another environment's open sockets.
   They are forgotten after a restore and rebuilt on first use.
-* ids: lease owner ids (``top-up/<uuid4>``), request tokens (``turnstile.transact.new_token``) and
+* ids: lease owner ids (``top-up/<uuid4>``), request tokens (``turnstile_ddb.transact.new_token``)
+and
   idempotency claim tokens are drawn per request from ``uuid.uuid4`` (``os.urandom``, which a
   snapshot cannot replay), never at init; the restore test checks that they differ.
 

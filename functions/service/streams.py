@@ -27,7 +27,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 
 class NotRunAfterFailure(Exception):

@@ -1,4 +1,4 @@
-"""turnstile: concurrency-control primitives for Amazon DynamoDB.
+"""turnstile-ddb (import ``turnstile_ddb``): concurrency-control primitives for Amazon DynamoDB.
 
 Each pattern is one module, readable top to bottom, with every condition expression it
 issues written out in its docstring. Nothing here knows about API Gateway or Lambda events;
@@ -18,18 +18,18 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``lease_queue``: fair (FIFO) waiting for a lease, heartbeats, bounded waits.
 - ``claims``: units as items, reserved in one transaction each.
 - ``sharded``: a counter split over shards, past one key's write ceiling.
-- ``cdk`` (extra ``turnstile[cdk]``): a table per primitive with its exact grant.
+- ``cdk`` (extra ``turnstile-ddb[cdk]``): a table per primitive with its exact grant.
 - ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
 - ``errors``: the one exception hierarchy (``TurnstileError``: ``Refused``, ``Retryable``,
   ``OutcomeUnknown``).
 
-Importing ``turnstile`` loads only the exception hierarchy (no boto3, no botocore); each pattern
-module loads when it is imported by name (``from turnstile import lease``).
+Importing ``turnstile_ddb`` loads only the exception hierarchy (no boto3, no botocore); each pattern
+module loads when it is imported by name (``from turnstile_ddb import lease``).
 """
 
 from __future__ import annotations
 
-from turnstile.errors import NotFound, OutcomeUnknown, Refused, Retryable, TurnstileError
+from turnstile_ddb.errors import NotFound, OutcomeUnknown, Refused, Retryable, TurnstileError
 
 __version__ = "0.3.0"
 

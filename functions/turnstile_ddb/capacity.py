@@ -34,7 +34,7 @@ before "full" because a member retrying against a full counter already holds a p
 The counter and the members may live in the same table (one item collection) or in different
 tables (seed 001's "extra lock table", when the member table's layout cannot change): every element
 names its own table. Retries of throttling and ``TransactionConflict`` resend the same
-``ClientRequestToken`` (see :mod:`turnstile.transact`).
+``ClientRequestToken`` (see :mod:`turnstile_ddb.transact`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from turnstile import codec, errors, retry, transact
+from turnstile_ddb import codec, errors, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

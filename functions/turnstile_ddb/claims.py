@@ -36,7 +36,7 @@ held by a reservation nobody can find, and nothing to give back when the transac
 cancelled transaction's ``CancellationReasons`` (``ConditionalCheckFailed`` or
 ``TransactionConflict``) name the units someone else took meanwhile; just those are replaced
 by a run from a fresh read and the transaction is sent again (new token), a bounded number of
-times (then :class:`turnstile.retry.RetriesExhausted`, never :class:`NotEnough`). A lost reply
+times (then :class:`turnstile_ddb.retry.RetriesExhausted`, never :class:`NotEnough`). A lost reply
 is resent under the same ``ClientRequestToken`` and applied once.
 
 After a lost round (issue 23, measured under seed 002's workload, 100 threads on 100 units: the
@@ -112,7 +112,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, metrics, retry, transact
+from turnstile_ddb import codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -462,7 +462,7 @@ class _Throttled(errors.Retryable):
 
 
 def _failover_on_throttle(send: Callable[[], Any]) -> Callable[[], Any]:
-    """``send`` for :func:`turnstile.retry.call` that lets a throttle out as :class:`_Throttled`
+    """``send`` for :func:`turnstile_ddb.retry.call` that lets a throttle out as :class:`_Throttled`
     (``retry.call`` would wait and resend to the same hot key)."""
 
     def once() -> Any:
@@ -769,7 +769,7 @@ def reserve(
     Refusals are exact: :class:`NotEnough` only when a read of every pool, skipping nothing,
     showed fewer than ``quantity`` claimable units (without a write when the first read shows
     it). After ``rounds`` cancelled or throttled writes the answer is
-    :class:`turnstile.retry.RetriesExhausted` (not a refusal: the pools may hold enough; counted
+    :class:`turnstile_ddb.retry.RetriesExhausted` (not a refusal: the pools may hold enough; counted
     as ``ClaimRoundsExhausted``). A lost reply is resent under the same ``ClientRequestToken``
     (:func:`transact.transact_write`), so a reservation that was applied is not applied twice; if
     every resend fails the outcome is unknown and the error propagates (the units, if taken, are
@@ -792,7 +792,7 @@ def reserve(
 
     ``clock_ms``: when given, no round starts once it reads ``until_ms`` or later: a hold
     written then would have lapsed before it was answered (a 201 whose ``expiresAt`` is past),
-    so the answer is :class:`turnstile.retry.RetriesExhausted` instead (``ClaimHoldLapsed``).
+    so the answer is :class:`turnstile_ddb.retry.RetriesExhausted` instead (``ClaimHoldLapsed``).
     Found by ``make chaos``: under throttles and lost rounds a request with a 0.5 s hold took
     1.75 s and answered such a hold.
 

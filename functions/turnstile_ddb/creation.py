@@ -14,7 +14,7 @@ item that won, read from the failed write itself. :func:`put_new_op` is the same
 
 Not retried after a timeout (``idempotent=False``): a resend of a create that was applied would
 fail its own condition and look like someone else's item, so it surfaces as
-:class:`turnstile.OutcomeUnknown`.
+:class:`turnstile_ddb.OutcomeUnknown`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, retry
+from turnstile_ddb import codec, errors, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -13,10 +13,10 @@ types say::
                          been applied; only a read (or an idempotent resend) can tell
 
 Each pattern's own exceptions (``lease.Held``, ``versioned.VersionMismatch``, ...) derive from
-one of these, so ``except turnstile.Retryable`` catches every "try again later" at once while
+one of these, so ``except turnstile_ddb.Retryable`` catches every "try again later" at once while
 ``except lease.Held`` still reads the holder from the exception.
 
-This module imports nothing, so importing it (or ``turnstile``) costs nothing.
+This module imports nothing, so importing it (or ``turnstile_ddb``) costs nothing.
 """
 
 from __future__ import annotations

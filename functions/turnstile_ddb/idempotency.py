@@ -43,7 +43,8 @@ state); if it still fails, the claim simply lapses at ``lockedUntil``.
 
 ``expiresAt`` (epoch seconds; the store's ``expiry_attr``) is the TTL attribute: it only cleans
 up; the conditions decide. The table's key and TTL attributes are the store's ``key_attr`` and
-``expiry_attr``, so a table made by ``turnstile.cdk.IdempotencyTable`` with other names works too::
+``expiry_attr``, so a table made by ``turnstile_ddb.cdk.IdempotencyTable`` with other names works
+too::
 
     store = IdempotencyStore(client, "answers", key_attr="pk", expiry_attr="ttl")
 """
@@ -60,8 +61,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, metrics, retry
-from turnstile.record_keys import record_id as record_id  # re-exported (deploy-safe)
+from turnstile_ddb import codec, errors, metrics, retry
+from turnstile_ddb.record_keys import record_id as record_id  # re-exported (deploy-safe)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -269,7 +270,7 @@ class IdempotencyStore:
     def release(self, claim: Claim) -> None:
         """Give the key back (the request changed nothing; a retry must run it again).
 
-        Raises :class:`turnstile.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
+        Raises :class:`turnstile_ddb.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
         stays away: the caller still has its answer, and the claim lapses at ``lockedUntil``."""
         try:
             retry.call(

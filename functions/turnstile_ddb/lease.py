@@ -30,7 +30,7 @@ found an expired-but-present item still fails ``attribute_not_exists``).
       ReturnValuesOnConditionCheckFailure: ALL_OLD  (who holds it, until when: no second read)
 
 **Queue.** The second half of the condition keeps a plain acquisition from jumping the FIFO
-queue of :mod:`turnstile.lease_queue` (``tickets``/``head`` on the same item): while anyone is
+queue of :mod:`turnstile_ddb.lease_queue` (``tickets``/``head`` on the same item): while anyone is
 queued it raises :class:`Held` (``waiting`` says how many tickets are out) even for a free lease.
 A queue whose waiters are all gone (nobody came for the free lease, beat, was passed over or
 queued for ``QUEUE_EXPIRY_MS``: :data:`STALE_QUEUE`) does not block it for ever: a second write
@@ -106,7 +106,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, metrics, retry, transact
+from turnstile_ddb import codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -144,7 +144,7 @@ _NAMES = {
     "#releasedAt": "releasedAt",
     "#purgeAt": "purgeAt",
     "#reapAt": "reapAt",
-    # the FIFO queue in front of the item (turnstile.lease_queue)
+    # the FIFO queue in front of the item (turnstile_ddb.lease_queue)
     "#tickets": "tickets",
     "#head": "head",
     "#skippedAt": "skippedAt",
@@ -158,7 +158,7 @@ _NAMES = {
 }
 
 # A queue whose head has not come for the lease for this long (ms) is stale (see *Queue*); the
-# default of turnstile.lease_queue.QueueSettings.expiry_ms (L).
+# default of turnstile_ddb.lease_queue.QueueSettings.expiry_ms (L).
 QUEUE_EXPIRY_MS = 1500
 
 # The queue's head has not come for a free lease for L (``:stale`` = now - L): nobody released,
@@ -198,7 +198,7 @@ class Lease:
     acquired_at: int
     attempts: int = 1  # acquire calls it took (waiting acquisitions)
     previous: dict[str, Any] | None = None  # the lease item as this acquisition found it
-    ticket: int | None = None  # the queue ticket it was served on (turnstile.lease_queue)
+    ticket: int | None = None  # the queue ticket it was served on (turnstile_ddb.lease_queue)
 
 
 class Held(errors.Retryable):
@@ -206,7 +206,7 @@ class Held(errors.Retryable):
 
     def __init__(self, resource: str, owner: str, expires_at: int, fence: int, attempts: int = 1):
         super().__init__(f"{resource!r} is held by {owner!r} until {expires_at}")
-        self.waiting = 0  # tickets queued (turnstile.lease_queue) when it was refused
+        self.waiting = 0  # tickets queued (turnstile_ddb.lease_queue) when it was refused
         self.resource = resource
         self.owner = owner
         self.expires_at = expires_at
@@ -260,7 +260,7 @@ class Leases:
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     clock: Callable[[], float] = time.time
     safety_margin_ms: int = SAFETY_MARGIN_MS
-    key_attr: str = "resource"  # the table's partition key (turnstile.cdk.LeaseTable's default)
+    key_attr: str = "resource"  # the table's partition key (turnstile_ddb.cdk.LeaseTable's default)
 
     def key(self, resource: str) -> dict[str, Any]:
         """The lease item's key for ``resource``, in the table's own key attribute."""
@@ -303,7 +303,7 @@ class Leases:
         """One attempt. Raises :class:`Held` when a live lease exists or waiters are queued.
 
         Not retried after a timeout (``ADD`` is not idempotent): that surfaces as
-        :class:`turnstile.retry.OutcomeUnknown`, and a lease taken that way simply expires.
+        :class:`turnstile_ddb.retry.OutcomeUnknown`, and a lease taken that way simply expires.
         """
         duration = self._ttl_ms(ttl_ms, remaining_ms)
         now = self.now_ms()
@@ -366,7 +366,7 @@ class Leases:
         extra_values: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """The one acquisition write, for every kind of acquisition (plain here, queued in
-        :mod:`turnstile.lease_queue`)::
+        :mod:`turnstile_ddb.lease_queue`)::
 
             UpdateItem <resource>
               SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now <also_set>
@@ -535,7 +535,7 @@ class Leases:
         """Write ``items`` atomically, only if ``lease`` is still current; else :class:`LeaseLost`.
 
         Other cancellations (a condition of one of ``items``) are raised as
-        :class:`turnstile.transact.Cancelled` with reasons aligned to ``items`` (guard removed).
+        :class:`turnstile_ddb.transact.Cancelled` with reasons aligned to ``items`` (guard removed).
         """
         try:
             transact.transact_write(

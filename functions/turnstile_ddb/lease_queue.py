@@ -1,6 +1,7 @@
 """Fair waiting for a lease: a FIFO ticket queue per resource, paced waits, bounded waits.
 
-:meth:`turnstile.lease.Leases.acquire_wait` waits by retrying: every waiter polls the lease item,
+:meth:`turnstile_ddb.lease.Leases.acquire_wait` waits by retrying: every waiter polls the lease
+item,
 nobody is served in order, and a holder that dies keeps everybody out for its whole lease. This
 module adds a queue in front of the same lease item, in the same table (no new infrastructure):
 tickets served strictly in order, like ZooKeeper's lock recipe, built from conditional writes.
@@ -41,7 +42,7 @@ next in line sleeps until the holder's ``acquiredAt`` plus the hold, then polls;
 back sleeps the holder's rest plus its place in line times one turn, the hold plus two of its own
 call latencies (at least one poll), or the serving rate it has seen if that is shorter.
 
-**The lease item** (:mod:`turnstile.lease`'s, plus the queue's attributes):
+**The lease item** (:mod:`turnstile_ddb.lease`'s, plus the queue's attributes):
 
 ==============  =================================================================================
 ``tickets``     the last ticket handed out
@@ -69,7 +70,7 @@ Resource names containing ``#q#`` are reserved (the service's names cannot conta
                             #expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now
       ReturnValues: ALL_NEW           (ticket = tickets)
 
-**Claim** (:meth:`turnstile.lease.Leases.take`, the same write a plain acquisition makes, so the
+**Claim** (:meth:`turnstile_ddb.lease.Leases.take`, the same write a plain acquisition makes, so the
 fence comes from the item's own fence and strictly increases across both kinds and never goes
 behind the item it lives on: a restored table continues from the restored item's fence)::
 
@@ -139,7 +140,8 @@ ticket counter behind its ticket (a restore took it back, so the number may be h
 takes a new ticket while its deadline allows.
 
 **Clocks.** ``now`` is the caller's clock (:attr:`Leases.clock`), compared by the database with
-times written by other clients' clocks, as in :mod:`turnstile.lease`. A skewed clock can pass over
+times written by other clients' clocks, as in :mod:`turnstile_ddb.lease`. A skewed clock can pass
+over
 a live waiter early or take a lease early; that costs fairness, never safety: the holder's fence
 still strictly increases, and fenced writes refuse the older holder. Deadlines are measured on the
 local monotonic clock and never depend on other clients.
@@ -162,7 +164,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from turnstile import codec, errors, lease, metrics, retry, transact
+from turnstile_ddb import codec, errors, lease, metrics, retry, transact
 
 __all__ = [
     "Heartbeat",
@@ -303,7 +305,8 @@ class _Wait:
 
 @dataclass
 class LeaseQueue:
-    """FIFO waiting on :class:`turnstile.lease.Leases` (same client, table, clock and backoff)."""
+    """FIFO waiting on :class:`turnstile_ddb.lease.Leases` (same client, table, clock and
+    backoff)."""
 
     leases: lease.Leases
     settings: QueueSettings = field(default_factory=QueueSettings)

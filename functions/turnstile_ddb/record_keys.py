@@ -1,6 +1,6 @@
 """The keys of idempotency records, in a module without boto3, so deploy-time code (an IAM policy
 that confines a writer to its own records) can build them without loading botocore.
-``turnstile.idempotency`` uses and re-exports :func:`record_id`."""
+``turnstile_ddb.idempotency`` uses and re-exports :func:`record_id`."""
 
 from __future__ import annotations
 

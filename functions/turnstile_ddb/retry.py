@@ -35,8 +35,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from turnstile import errors, metrics
-from turnstile.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
+from turnstile_ddb import errors, metrics
+from turnstile_ddb.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
 
 __all__ = [
     "MAYBE_APPLIED_ERRORS",

@@ -44,7 +44,7 @@ the value just read (``#count = :seen``), plus the caller's own elements (a vers
 the total becomes exactly the value asked for, or nothing changes and it is read again. Adding
 (:func:`add`) is one transaction of ``ADD`` on every shard, needing no read.
 
-Contention is counted in :mod:`turnstile.metrics` under pattern ``sharded``: ``ShardFailover``
+Contention is counted in :mod:`turnstile_ddb.metrics` under pattern ``sharded``: ``ShardFailover``
 (a shard could not serve), ``Throttle`` (a shard was throttled), ``SoldOutRead`` (a refusal
 decided by one read), ``SoldOutHint`` and ``ShortHint`` (refusals answered from the hints without
 a call), ``ShardRaceRefusal``.
@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, metrics, retry, transact
+from turnstile_ddb import codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -394,7 +394,7 @@ def take(
     known: ShardHints | None = None,
 ) -> Taken:
     """Take ``quantity`` units from some shard(s) (see the module docstring), or raise
-    :class:`Exhausted` / :class:`Missing`; :class:`turnstile.retry.RetriesExhausted` when every
+    :class:`Exhausted` / :class:`Missing`; :class:`turnstile_ddb.retry.RetriesExhausted` when every
     shard stayed throttled for the whole backoff. ``known``: the shard hints (this process's
     :data:`shard_hints` unless given)."""
     rand = rand or random.Random()
@@ -522,8 +522,8 @@ def set_total(
     """Make the shards add up to exactly ``total`` (split evenly), atomically with ``also()``'s
     elements. Each shard is conditioned on the count just read; a sale in between cancels the
     transaction and it is read and tried again (at most ``attempts`` times, then
-    :class:`turnstile.retry.RetriesExhausted`). A failed ``also`` element raises
-    :class:`turnstile.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
+    :class:`turnstile_ddb.retry.RetriesExhausted`). A failed ``also`` element raises
+    :class:`turnstile_ddb.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
     attributes are set on every shard in the same transaction (a catalogue version, say)."""
     target = split(total, counter.shards)
     names, sets, stamped = _stamp(stamp)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, metrics, retry
+from turnstile_ddb import codec, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -107,7 +107,7 @@ def transact_write(
 
     Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
     ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
-    not applied twice. Retries count under ``pattern`` (``turnstile.metrics``). With
+    not applied twice. Retries count under ``pattern`` (``turnstile_ddb.metrics``). With
     ``retry_conflicts=False`` a ``TransactionConflict`` is final too (:class:`Cancelled`): for
     callers that would rather pick another item than wait for this one.
     """

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import codec, errors, metrics, retry, transact
+from turnstile_ddb import codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -149,7 +149,7 @@ class Condition:
                   names={"#xshards": "shards"}, values={":xone": 1})
 
     Its placeholders start with ``#x`` and ``:x`` (the primitives' own never do); ``values`` are
-    plain Python values, encoded by :mod:`turnstile.codec`."""
+    plain Python values, encoded by :mod:`turnstile_ddb.codec`."""
 
     expression: str
     names: Mapping[str, str] = field(default_factory=dict)
@@ -278,7 +278,7 @@ def update_versioned(
     ``backoff`` governs throttling retries of each call; ``conflicts`` governs how many lost races
     are retried and how long to wait between them. Raises whatever ``decide`` raises,
     :class:`VersionConflict` when ``conflicts`` is spent (attempts or time budget), and
-    :class:`turnstile.retry.OutcomeUnknown` when a plain write timed out (see ``retry``).
+    :class:`turnstile_ddb.retry.OutcomeUnknown` when a plain write timed out (see ``retry``).
     """
     started = conflicts.clock()
     item = read(client, table, key, backoff)
@@ -417,7 +417,7 @@ def decrement(
 
     Raises :class:`Insufficient` (``available``: what ``attr`` holds), :class:`NoSuchItem`,
     :class:`ConditionFailed` when ``condition`` refused, and
-    :class:`turnstile.OutcomeUnknown` when the write timed out (it is never resent)."""
+    :class:`turnstile_ddb.OutcomeUnknown` when the write timed out (it is never resent)."""
     return _adjust(
         client,
         table,
@@ -448,7 +448,7 @@ def increment(
     ``version_attr`` (None: no version), in one ``UpdateItem``. Returns the item after the write.
 
     Raises :class:`NoSuchItem`, :class:`ConditionFailed` (``attr`` is missing, or ``condition``
-    refused) and :class:`turnstile.OutcomeUnknown` when the write timed out."""
+    refused) and :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
     return _adjust(
         client,
         table,
@@ -499,7 +499,7 @@ def bump_op(
 ) -> dict[str, Any]:
     """As a ``TransactWriteItems`` element: set ``changes`` and add one to the version, at version
     ``expected`` (None: at any version, as long as the item exists). A refusal reads as
-    :class:`turnstile.transact.Cancelled` with this element's ALL_OLD item (None: no item)."""
+    :class:`turnstile_ddb.transact.Cancelled` with this element's ALL_OLD item (None: no item)."""
     return {
         "Update": {
             "TableName": table,
@@ -524,7 +524,7 @@ def bump(
     """Set ``changes`` and add one to the version at whatever version the item is at, in one
     ``UpdateItem`` (``If-Match: *``: writes racing with it cannot make it fail). Returns the item
     after the write. Raises :class:`NoSuchItem`, :class:`ConditionFailed` when ``condition``
-    refused, and :class:`turnstile.OutcomeUnknown` when the write timed out."""
+    refused, and :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
     parts = _bump_parts(changes, None, version_attr, condition)
     try:
         return _update(client, table, key, parts, backoff, pattern)

@@ -105,7 +105,7 @@ def test_a_worker_has_only_the_asset_the_layer_and_the_stdlib(tmp_path, function
         "import os, sys\n"
         "def handler(event, context):\n"
         "    found = {}\n"
-        "    for name in ('pytest', 'local', 'werkzeug', 'turnstile', 'boto3'):\n"
+        "    for name in ('pytest', 'local', 'werkzeug', 'turnstile_ddb', 'boto3'):\n"
         "        try:\n"
         "            __import__(name)\n"
         "            found[name] = True\n"
@@ -133,7 +133,7 @@ def test_a_worker_has_only_the_asset_the_layer_and_the_stdlib(tmp_path, function
         "pytest": False,
         "local": False,
         "werkzeug": False,
-        "turnstile": False,
+        "turnstile_ddb": False,
         "boto3": True,
     }
     # and its environment is the template's plus Lambda's and the local endpoint

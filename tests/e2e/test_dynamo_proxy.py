@@ -28,7 +28,7 @@ from local.sandbox.chaos_agent import CRASH_ERROR, CRASH_HEADER
 from local.tokens import TokenVerifier
 from service import catalog, config
 from tests.helpers import Person, proxy_event
-from turnstile import codec
+from turnstile_ddb import codec
 
 PRODUCTS = catalog.spec("products").handler
 LOCKS = catalog.spec("locks").handler
@@ -264,7 +264,7 @@ def test_a_drawn_pause_stops_the_wallet_charge_and_the_provider_log_is_served(
 def test_a_hung_dynamodb_cannot_hang_the_function(
     faulted: tuple[workers.Worker, Script], ddb: Any, tables: config.Tables, unique: str
 ) -> None:
-    """The worker's client has the deployed timeouts (``turnstile.retry.client_config``: 2 s to
+    """The worker's client has the deployed timeouts (``turnstile_ddb.retry.client_config``: 2 s to
     connect, 5 s to read, built by ``service.runtime``): a request DynamoDB never answers ends in
     the function's own 503, well inside the worker harness's bound (the function's timeout +
     30 s; botocore's default 60 s read timeout would exceed it and fail this test)."""

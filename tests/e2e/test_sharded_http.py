@@ -1,6 +1,7 @@
 """Sharded products and events over HTTP, served by the functions as deployed (issue 18, defect 2).
 
-The sharded paths read their shards with ``BatchGetItem`` (``turnstile.sharded``). DynamoDB Local
+The sharded paths read their shards with ``BatchGetItem`` (``turnstile_ddb.sharded``). DynamoDB
+Local
 enforces no IAM, so only the workers' policy check can tell whether the functions' roles allow
 that read: before ``infra.access`` (then ``service.access``) granted ``dynamodb:BatchGetItem``
 these answered 500.

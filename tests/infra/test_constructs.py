@@ -1,4 +1,5 @@
-"""turnstile.cdk: each construct's table, its grant (exactly the primitive's actions), the stream
+"""turnstile_ddb.cdk: each construct's table, its grant (exactly the primitive's actions), the
+stream
 consumer's wiring, cdk-nag, and the refusal of replications under which a primitive is unsafe."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
 from local import template as cfn
-from turnstile import cdk as tcdk
+from turnstile_ddb import cdk as tcdk
 
 GRANTS = {
     "Versioned": (tcdk.VersionedTable, "grant_versioned", {"GetItem", "UpdateItem"}),

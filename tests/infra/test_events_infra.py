@@ -45,7 +45,7 @@ def test_the_decider_mapping_cannot_block_the_shard(template, mapping):
     # One batch per shard at a time: decisions keep stream order
     assert mapping["ParallelizationFactor"] == 1
     # What it gives up on goes to its own dead-letter queue (watched by an alarm); one queue per
-    # consumer since the stack is built on turnstile.cdk.OrderedStreamConsumer
+    # consumer since the stack is built on turnstile_ddb.cdk.OrderedStreamConsumer
     queue, _ = one(template, "AWS::SQS::Queue", "DeciderDeadLetters")
     destination = mapping["DestinationConfig"]["OnFailure"]["Destination"]
     assert destination == {"Fn::GetAtt": [queue, "Arn"]}

@@ -92,7 +92,7 @@ def test_no_function_may_scan_or_batch_write_anything(template, function):
     [("products", "TablesProducts"), ("events", "TablesEvents"), ("decider", "TablesEvents")],
 )
 def test_sharded_counters_may_read_their_shards_at_once(template, function, prefix):
-    # Defect 2: turnstile.sharded reads every shard with one BatchGetItem
+    # Defect 2: turnstile_ddb.sharded reads every shard with one BatchGetItem
     assert allowed(template, function, "BatchGetItem", arn(table(template, prefix)))
 
 

@@ -100,7 +100,8 @@ def test_conflict_rate_alarm_is_conflict_answers_over_requests(template):
 
 @pytest.mark.parametrize("consumer", [spec.name for spec in catalog.STREAM_CONSUMERS])
 def test_iterator_age_alarm_per_stream_consumer(template, consumer):
-    # The consumer's own alarm (turnstile.cdk.OrderedStreamConsumer), with this stack's threshold
+    # The consumer's own alarm (turnstile_ddb.cdk.OrderedStreamConsumer), with this stack's
+    # threshold
     properties = alarm(template, f"{consumer.capitalize()}IteratorAgeAlarm", scope="Consumers")
     assert_window(properties)
     assert (properties["Namespace"], properties["MetricName"]) == ("AWS/Lambda", "IteratorAge")

@@ -29,7 +29,7 @@ from service.domain.inventory_summary import Summaries
 from service.domain.products import Products
 from service.handlers import inventory_summary, products
 from tests.helpers import invoke, proxy_event
-from turnstile import retry, sharded
+from turnstile_ddb import retry, sharded
 
 pytestmark = pytest.mark.integration
 

@@ -1,9 +1,10 @@
 """The library's other two ways to materialize the lock (seed 001), on DynamoDB Local with threads.
 
 * The "extra lock table": the counter lives in a table of its own, the members in another table
-  whose layout is not ours to change. :mod:`turnstile.capacity` is table-agnostic, so the same join
+  whose layout is not ours to change. :mod:`turnstile_ddb.capacity` is table-agnostic, so the same
+  join
   spans both tables in one transaction.
-* Pre-created slot rows: every slot exists before anyone claims it (:mod:`turnstile.slots`).
+* Pre-created slot rows: every slot exists before anyone claims it (:mod:`turnstile_ddb.slots`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from turnstile import capacity, codec, retry, slots
+from turnstile_ddb import capacity, codec, retry, slots
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from local.capacity_model import CapacityModel
 from local.dynamodb_local import DynamoDBLocal
-from turnstile import codec, retry
+from turnstile_ddb import codec, retry
 
 
 class FrozenClock:

@@ -1,4 +1,5 @@
-"""turnstile.creation against DynamoDB Local: concurrent creates of one key, exactly one wins."""
+"""turnstile_ddb.creation against DynamoDB Local: concurrent creates of one key, exactly one
+wins."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from service import config
-from turnstile import creation, retry, transact
+from turnstile_ddb import creation, retry, transact
 
 
 def test_twenty_concurrent_creates_of_one_key_make_one_item_and_nineteen_refusals(

@@ -19,7 +19,7 @@ from service.domain.events import Events
 from service.domain.products import Products
 from service.handlers import products as products_handler
 from tests.helpers import invoke, proxy_event
-from turnstile import retry
+from turnstile_ddb import retry
 
 
 def test_a_sharded_product_read_works_under_the_products_role_and_not_without_batch_get(

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from service.domain.products import Products
 from service.handlers import products
 from tests.helpers import invoke, proxy_event, purchase, scan_all, stock_of
-from turnstile import codec
+from turnstile_ddb import codec
 
 
 def test_a_retried_purchase_returns_the_first_receipt(wired, ddb, tables, unique):
@@ -88,7 +88,7 @@ def test_an_idempotency_store_outage_is_503_not_500_and_buys_nothing(
     wired, ddb, tables, dynamodb_local, unique
 ):
     from tests.helpers import Faults
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
     client = dynamodb_local.client(config=retry.client_config())
@@ -105,7 +105,7 @@ def test_a_committed_create_is_answered_even_if_its_answer_cannot_be_stored(
     wired, ddb, tables, dynamodb_local, unique
 ):
     from tests.helpers import Faults
-    from turnstile import retry
+    from turnstile_ddb import retry
 
     # Given storing answers fails (the completion is an UpdateItem; the create is a PutItem)
     client = dynamodb_local.client(config=retry.client_config())

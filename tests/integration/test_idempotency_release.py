@@ -8,7 +8,7 @@ import pytest
 from service.domain.products import Products
 from service.handlers import products
 from tests.helpers import Faults, invoke, purchase, stock_of
-from turnstile import retry
+from turnstile_ddb import retry
 
 pytestmark = pytest.mark.integration
 

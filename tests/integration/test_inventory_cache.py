@@ -1,4 +1,4 @@
-"""Reservations from remembered units (:class:`turnstile.claims.UnitCache`) on DynamoDB Local: a
+"""Reservations from remembered units (:class:`turnstile_ddb.claims.UnitCache`) on DynamoDB Local: a
 unit a process saw in an earlier read is taken in one call (no Query); a remembered unit someone
 else took meanwhile fails its condition and is replaced from a read; a refusal never comes from
 what is remembered; threads sharing one cache hold no unit twice (history and table). Guessed
@@ -24,7 +24,7 @@ from tests.helpers import (
 )
 from tests.helpers import patient_client as client_of
 from tests.helpers import pooled_service as service
-from turnstile import claims, metrics
+from turnstile_ddb import claims, metrics
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from tests.helpers import (
 )
 from tests.helpers import patient_client as client_of
 from tests.helpers import pooled_service as service
-from turnstile import codec, metrics
+from turnstile_ddb import codec, metrics
 
 pytestmark = pytest.mark.integration
 

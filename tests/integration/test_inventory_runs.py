@@ -25,7 +25,7 @@ from tests.helpers import (
 )
 from tests.helpers import patient_client as client_of
 from tests.helpers import pooled_service as service
-from turnstile import claims, codec, retry
+from turnstile_ddb import claims, codec, retry
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ from tests.helpers import (
     summary_of,
     units_in_table,
 )
-from turnstile import codec, metrics, retry
+from turnstile_ddb import codec, metrics, retry
 
 pytestmark = pytest.mark.integration
 

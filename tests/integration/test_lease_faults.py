@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 
 from local.dynamodb_local import DynamoDBLocal
-from turnstile import codec, lease, retry
+from turnstile_ddb import codec, lease, retry
 
 
 @pytest.fixture

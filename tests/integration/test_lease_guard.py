@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import Clock, item
-from turnstile import codec, lease
+from turnstile_ddb import codec, lease
 
 
 def put(table: str, key: str) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from turnstile import codec, lease, retry
-from turnstile.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
+from turnstile_ddb import codec, lease, retry
+from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
 
 pytestmark = pytest.mark.integration
 

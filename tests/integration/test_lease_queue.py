@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from turnstile import codec, lease, metrics, retry
-from turnstile.lease_queue import (
+from turnstile_ddb import codec, lease, metrics, retry
+from turnstile_ddb.lease_queue import (
     Heartbeat,
     LeaseQueue,
     PassedOver,

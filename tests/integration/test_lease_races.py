@@ -13,8 +13,8 @@ import pytest
 from bench.leases import QUEUE, RETRY, lease_workload
 from bench.leases import rows as bench_rows
 from tests.helpers import Clock, item
-from turnstile import codec, lease, retry
-from turnstile.lease_queue import QueueSettings
+from turnstile_ddb import codec, lease, retry
+from turnstile_ddb.lease_queue import QueueSettings
 
 
 def test_hundred_threads_racing_for_one_resource_exactly_one_wins(ddb, tables, unique):

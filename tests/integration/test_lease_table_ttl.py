@@ -1,4 +1,4 @@
-"""The lease table's TTL attribute (``turnstile.cdk.LeaseTable``, as synthesized) is one a lease
+"""The lease table's TTL attribute (``turnstile_ddb.cdk.LeaseTable``, as synthesized) is one a lease
 item never carries once acquired, by a plain acquisition or by the queue, so TTL can only ever
 purge the queue's tombstone rows (which carry it), never a lease item and its fence (issue 13.7,
 issue 19).
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from local import template as cfn
-from turnstile import codec, lease, retry
-from turnstile.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
+from turnstile_ddb import codec, lease, retry
+from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
 
 QUICK = QueueSettings(heartbeat_ms=100, expiry_ms=2_000, poll_ms=20, margin_ms=100)
 

@@ -14,7 +14,7 @@ from service.domain import locks
 from service.domain.errors import Locked, LockLost
 from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets
-from turnstile import retry, versioned
+from turnstile_ddb import retry, versioned
 
 THREADS = 20
 

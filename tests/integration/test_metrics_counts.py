@@ -2,7 +2,8 @@
 
 What "really happened" is counted independently of the library: a botocore ``after-call`` hook sees
 every DynamoDB answer the code got (refused writes included), and the test's own history records
-every outcome. The metrics come from a ``turnstile.metrics`` sink added for the test, and, through
+every outcome. The metrics come from a ``turnstile_ddb.metrics`` sink added for the test, and,
+through
 the handler, from the EMF lines it writes.
 """
 
@@ -17,7 +18,7 @@ from service.domain.errors import DomainError
 from service.domain.products import Products
 from service.handlers import products
 from tests.helpers import Faults, emf_documents, invoke, purchase, totals
-from turnstile import metrics, retry
+from turnstile_ddb import metrics, retry
 
 WORKERS = 20
 PER_WORKER = 5

@@ -28,7 +28,7 @@ from tests.helpers import (
     stock_of,
     top_up,
 )
-from turnstile import idempotency, lease, metrics, retry
+from turnstile_ddb import idempotency, lease, metrics, retry
 
 
 def counted(pattern: str, name: str) -> float:

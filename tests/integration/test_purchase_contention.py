@@ -14,7 +14,7 @@ import pytest
 from service import config
 from service.domain.errors import DomainError
 from service.domain.products import Products
-from turnstile import retry
+from turnstile_ddb import retry
 
 ATTEMPTS = 1000
 WORKERS = 100

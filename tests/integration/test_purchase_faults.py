@@ -16,7 +16,7 @@ from local.dynamodb_local import DynamoDBLocal
 from service.domain.products import Products
 from service.handlers import products
 from tests.helpers import Faults, invoke, purchase, stock_of
-from turnstile import retry
+from turnstile_ddb import retry
 
 
 def new_client(db: DynamoDBLocal, config: Config | None = None) -> Any:

@@ -23,7 +23,7 @@ from service.domain.registration_requests import (
 )
 from service.handlers import registration_consumer
 from tests.helpers import registration_items, table_environment
-from turnstile import codec
+from turnstile_ddb import codec
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,5 @@
-"""Sharded takes guided by what this process knows of its shards (``turnstile.sharded.ShardHints``),
+"""Sharded takes guided by what this process knows of its shards
+(``turnstile_ddb.sharded.ShardHints``),
 on DynamoDB Local: the first write goes to a shard with stock and not throttled lately, a refusal
 reads only the shards whose count is not known, and refusals stay exact under real threads with
 the hints trusted for the whole run (checked from the recorded history and the table)."""
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import Faults
-from turnstile import codec, metrics, retry, sharded
+from turnstile_ddb import codec, metrics, retry, sharded
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 from local.capacity_model import CapacityModel
 from service.domain.errors import DomainError
 from service.domain.events import Events
-from turnstile import retry, sharded
+from turnstile_ddb import retry, sharded
 
 WORKERS = 100
 SHARDS = 8

@@ -16,7 +16,7 @@ import pytest
 from local.capacity_model import CapacityModel
 from service.domain.errors import DomainError, VersionMismatch
 from service.domain.products import Products
-from turnstile import metrics, retry, sharded
+from turnstile_ddb import metrics, retry, sharded
 
 WORKERS = 100
 SHARDS = 8

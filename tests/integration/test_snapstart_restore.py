@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from service import config, runtime, snapstart
-from turnstile import lease, transact
+from turnstile_ddb import lease, transact
 
 pytestmark = [
     pytest.mark.integration,

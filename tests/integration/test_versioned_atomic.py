@@ -1,4 +1,5 @@
-"""turnstile.versioned's writes without a read (decrement, increment, bump) against DynamoDB Local,
+"""turnstile_ddb.versioned's writes without a read (decrement, increment, bump) against DynamoDB
+Local,
 with real threads: the history of answers is checked against what the table holds at the end."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from service import config
-from turnstile import codec, retry, transact, versioned
+from turnstile_ddb import codec, retry, transact, versioned
 
 BACKOFF = retry.Backoff()
 

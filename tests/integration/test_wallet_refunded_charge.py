@@ -24,8 +24,8 @@ from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets, lease_resource
 from service.handlers import wallets as wallet_handler
 from tests.helpers import invoke, proxy_event
-from turnstile import retry
-from turnstile.idempotency import IdempotencyStore
+from turnstile_ddb import retry
+from turnstile_ddb.idempotency import IdempotencyStore
 
 pytestmark = pytest.mark.integration
 

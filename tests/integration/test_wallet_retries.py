@@ -8,7 +8,7 @@ from typing import Any
 from service.domain.payments import FakeProvider
 from service.handlers import wallets
 from tests.helpers import Faults, balance, invoke, top_up
-from turnstile import retry
+from turnstile_ddb import retry
 
 
 def use(wired: Any, client: Any, provider: FakeProvider) -> None:
@@ -59,7 +59,7 @@ def test_a_retry_after_the_charge_was_made_but_not_recorded_charges_once(
 
 
 def test_a_top_up_whose_write_is_refused_gives_the_charge_back(wired, ddb, unique, monkeypatch):
-    from turnstile import transact
+    from turnstile_ddb import transact
 
     # Given a top-up whose final transaction is cancelled by a condition other than the lease
     provider = FakeProvider()

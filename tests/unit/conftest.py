@@ -14,7 +14,7 @@ from moto import mock_aws
 from local import template as cfn
 from service import config, runtime
 from tests.helpers import table_environment
-from turnstile import retry
+from turnstile_ddb import retry
 
 
 @pytest.fixture

@@ -9,16 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import turnstile
-from turnstile import errors
+import turnstile_ddb
+from turnstile_ddb import errors
 
 KINDS = (errors.Refused, errors.Retryable, errors.OutcomeUnknown)
 
 
 def _library_exceptions() -> list[type[BaseException]]:
     found = []
-    for info in pkgutil.iter_modules(turnstile.__path__):
-        module = importlib.import_module(f"turnstile.{info.name}")
+    for info in pkgutil.iter_modules(turnstile_ddb.__path__):
+        module = importlib.import_module(f"turnstile_ddb.{info.name}")
         for _, value in inspect.getmembers(module, inspect.isclass):
             if issubclass(value, BaseException) and value.__module__ == module.__name__:
                 found.append(value)
@@ -36,18 +36,19 @@ def test_every_library_exception_is_exactly_one_kind_of_turnstile_error() -> Non
 
 
 def test_the_kinds_say_what_a_caller_must_do() -> None:
-    from turnstile import lease, retry, versioned
+    from turnstile_ddb import lease, retry, versioned
 
-    assert issubclass(lease.Held, turnstile.Retryable)
-    assert issubclass(versioned.VersionMismatch, turnstile.Refused)
-    assert retry.OutcomeUnknown is turnstile.OutcomeUnknown
-    assert issubclass(errors.NotFound, turnstile.Refused)
+    assert issubclass(lease.Held, turnstile_ddb.Retryable)
+    assert issubclass(versioned.VersionMismatch, turnstile_ddb.Refused)
+    assert retry.OutcomeUnknown is turnstile_ddb.OutcomeUnknown
+    assert issubclass(errors.NotFound, turnstile_ddb.Refused)
 
 
 def test_importing_the_package_loads_neither_boto3_nor_botocore() -> None:
-    functions = Path(turnstile.__file__).resolve().parent.parent
+    functions = Path(turnstile_ddb.__file__).resolve().parent.parent
     probe = (
-        "import sys, turnstile; print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
+        "import sys, turnstile_ddb; "
+        "print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],

@@ -1,4 +1,5 @@
-"""turnstile.idempotency on moto (API shape): claims, replays, takeover of an abandoned claim."""
+"""turnstile_ddb.idempotency on moto (API shape): claims, replays, takeover of an abandoned
+claim."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from turnstile import idempotency
-from turnstile.idempotency import Claim, IdempotencyStore, Replay
+from turnstile_ddb import idempotency
+from turnstile_ddb.idempotency import Claim, IdempotencyStore, Replay
 
 
 @pytest.fixture

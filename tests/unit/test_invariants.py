@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from turnstile import capacity, codec
+from turnstile_ddb import capacity, codec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_a_join_without_its_member_item_is_refused():
 def test_the_checks_hold_under_python_dash_o():
     # Given an interpreter that drops every assert statement
     script = (
-        "from turnstile import capacity, codec\n"
+        "from turnstile_ddb import capacity, codec\n"
         "try:\n    codec.new_item({})\nexcept RuntimeError:\n    pass\n"
         "else:\n    raise SystemExit('new_item returned without Attributes')\n"
         "try:\n    capacity.join_ops(capacity.CapacityRow('t', {'pk': 'e'}), "

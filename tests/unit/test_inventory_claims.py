@@ -1,4 +1,5 @@
-"""turnstile.claims paths DynamoDB Local cannot produce (it never reports a TransactionConflict)."""
+"""turnstile_ddb.claims paths DynamoDB Local cannot produce (it never reports a
+TransactionConflict)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile import claims, retry
+from turnstile_ddb import claims, retry
 
 UNITS = claims.UnitTable(table="t", index="claimable", key_attrs=("sku", "sk"))
 FAST = retry.Backoff(attempts=2, sleep=lambda _: None)

@@ -272,7 +272,8 @@ def test_top_up_lease_never_outlives_the_invocation(moto_ddb, moto_tables, provi
     assert seen == [2_000 - service.leases.safety_margin_ms]
 
 
-# -- waitMs: queued acquisition (turnstile.lease_queue) ------------------------------------------
+# -- waitMs: queued acquisition (turnstile_ddb.lease_queue)
+# ------------------------------------------
 
 
 class Context:

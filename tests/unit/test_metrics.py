@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 
 def test_counts_add_up_per_pattern_and_name_across_threads() -> None:

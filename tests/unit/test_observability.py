@@ -14,7 +14,7 @@ import pytest
 from service import observability
 from service.handlers.registration_consumer import pending_age_ms
 from tests.helpers import ALICE, emf_documents, totals
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 

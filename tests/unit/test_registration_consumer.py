@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from service.domain.events import Events
 from service.domain.registration_requests import RegistrationRequests
 from service.handlers import registration_consumer
-from turnstile import codec
+from turnstile_ddb import codec
 
 
 def record(

@@ -1,4 +1,4 @@
-"""turnstile.retry: what is retried, what is not, and how long it waits."""
+"""turnstile_ddb.retry: what is retried, what is not, and how long it waits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
 from tests.helpers import Faults
-from turnstile import retry
+from turnstile_ddb import retry
 
 
 def client_error(code: str) -> ClientError:
@@ -89,7 +89,7 @@ def test_a_time_budget_ends_retries_before_the_attempt_budget():
 
 def test_a_turnstile_client_sends_a_throttled_request_once():
     # botocore would resend a throttled call (and a call whose reply was lost: a second
-    # decrement); turnstile's clients leave every resend to turnstile.retry.
+    # decrement); turnstile's clients leave every resend to turnstile_ddb.retry.
     client = boto3.session.Session().client(
         "dynamodb",
         region_name="us-east-1",

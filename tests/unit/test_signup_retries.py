@@ -16,7 +16,7 @@ from service.domain.events import Events
 from service.domain.registration_requests import ACCEPTED, RegistrationRequests
 from service.handlers import events as events_handler
 from tests.helpers import proxy_event
-from turnstile import codec, retry
+from turnstile_ddb import codec, retry
 
 NO_WAIT = retry.Backoff(attempts=4, base=0.001, cap=0.001, sleep=lambda seconds: None)
 EVENT = {"eventId": "e1", "sk": "EVENT", "name": "N", "capacity": 2, "registered": 2, "version": 3}

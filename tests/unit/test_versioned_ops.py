@@ -1,4 +1,4 @@
-"""turnstile.versioned's read-free writes: their requests and their refusals of bad arguments
+"""turnstile_ddb.versioned's read-free writes: their requests and their refusals of bad arguments
 (no network: a client that fails the test if it is called)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from turnstile import retry, versioned
+from turnstile_ddb import retry, versioned
 
 
 class NoCalls:

@@ -2,14 +2,14 @@
 
 A middleware of every route (after validation: a refused body never claims a key); a key sent
 to a route not declared ``idempotent`` is refused (400), never silently ignored. The store and
-its guarantees are ``turnstile.idempotency``; this module is only the HTTP side: the key's
+its guarantees are ``turnstile_ddb.idempotency``; this module is only the HTTP side: the key's
 syntax, its scope (method, path, key) inside its function's partition of the store, the
 fingerprint of the request, the claim handed to the route (``app.context["claim"]``, for routes
 that commit their answer in their own transaction), and which answers are stored.
 
 Powertools' own idempotency utility is not used: it cannot commit the stored answer inside the
 route's own DynamoDB transaction (exactly-once purchases and top-ups need that), and it would make
-a second store next to ``turnstile.idempotency``.
+a second store next to ``turnstile_ddb.idempotency``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolv
 from service import policy
 from service.api.errors import HttpError
 from service.api.routes import Route, partition_of
-from turnstile import idempotency, metrics, retry
+from turnstile_ddb import idempotency, metrics, retry
 
 logger = Logger()
 

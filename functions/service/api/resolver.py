@@ -40,7 +40,7 @@ from service.api import envelope, keyed, models, routes
 from service.api import powertools_adapter as adapter
 from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
 from service.domain.errors import DomainError
-from turnstile import retry, transact
+from turnstile_ddb import retry, transact
 
 logger = Logger()
 

@@ -318,7 +318,7 @@ def partition_of(path: str) -> str:
 
     Every route under one first segment is served by one function, so a partition names the
     function that owns its records: ``service.api.keyed`` keys each record
-    ``turnstile.record_keys.record_id(partition, scope)``, and the stack grants each function's
+    ``turnstile_ddb.record_keys.record_id(partition, scope)``, and the stack grants each function's
     role exactly its own partitions (``dynamodb:LeadingKeys``)."""
     return path.strip("/").split("/", 1)[0]
 

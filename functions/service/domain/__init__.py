@@ -1,1 +1,1 @@
-"""Domains: each owns its table layout and uses the ``turnstile`` primitives."""
+"""Domains: each owns its table layout and uses the ``turnstile_ddb`` primitives."""

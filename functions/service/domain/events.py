@@ -11,14 +11,15 @@ Table layout (one table, partition key ``eventId``, sort key ``sk``):
   registrations without a scan. Only registration items have ``userId``, so the index is sparse.
   It is eventually consistent: a registration shows there shortly after it commits.
 
-Registering is :func:`turnstile.capacity.join` (event update ``registered < capacity`` plus
+Registering is :func:`turnstile_ddb.capacity.join` (event update ``registered < capacity`` plus
 registration put ``attribute_not_exists``, in one transaction); cancelling is
-:func:`turnstile.capacity.leave`. The exact conditions are written out in that module.
+:func:`turnstile_ddb.capacity.leave`. The exact conditions are written out in that module.
 
 Sharded events (``shards`` > 1 at creation, for sign-ups past one item's write limit): the event
 item keeps ``name``, ``capacity``, ``shards`` and ``version`` but no ``registered``; the seats live
 in ``shards`` counter items ``eventId = "<eventId>#<k>", sk = "SHARD"``, each a
-:class:`turnstile.capacity.CapacityRow` over its share of the capacity. A registration item moves to
+:class:`turnstile_ddb.capacity.CapacityRow` over its share of the capacity. A registration item
+moves to
 ``eventId = "<eventId>#<h>"`` with ``h`` a fixed hash of the user id (so registrations are spread
 over N keys too, and a user's registration has exactly one possible key: ``ALREADY_REGISTERED``
 stays exact) and records the counter shard it took (``shard``), which a cancellation gives back.
@@ -39,7 +40,7 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
-from turnstile import capacity, codec, creation, metrics, retry, sharded, transact, versioned
+from turnstile_ddb import capacity, codec, creation, metrics, retry, sharded, transact, versioned
 
 EVENT_SK = "EVENT"
 REGISTRATION_PREFIX = "REG#"
@@ -194,7 +195,7 @@ class Events:
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """Take a seat for ``user_id`` in one transaction. ``also`` adds the caller's own
-        transaction elements; if one of them fails, :class:`turnstile.transact.Cancelled` is
+        transaction elements; if one of them fails, :class:`turnstile_ddb.transact.Cancelled` is
         raised unchanged for the caller to read."""
         registered_at = self.clock()
         extra = {"registeredAt": registered_at}

@@ -6,14 +6,15 @@ Table ``inventory`` (partition key ``sku``, sort key ``sk``), streamed with old 
   creation's progress: ``status`` CREATING | READY, ``chunks``, ``chunkUnits``, ``chunksDone``.
 * ``sku = <sku>#<k>, sk = "unit#000042"``: a unit, in pool ``k = 42 % N``: ``status`` free | held |
   sold, ``holder`` (a reservation id), ``holdUntil`` (epoch ms), ``claimableAt`` and ``pool``
-  (``<sku>#<k>`` again: the sparse ``claimable`` index, see :mod:`turnstile.claims`), ``seq``
+  (``<sku>#<k>`` again: the sparse ``claimable`` index, see :mod:`turnstile_ddb.claims`), ``seq``
   (+1 per change).
 
 Pools: a sku's units are spread over N pools, each its own partition key in the table AND in the
 index, so a popular sku is not capped by one partition (1,000 WCU/s and 3,000 RCU/s each on
 AWS): N is named at creation, or :func:`pools_for` (one per 1,000 units, at most 16). A
 reservation starts in the better of two random pools, fails over to the others (a throttled pool
-comes last), and is refused only once every pool has been read (:func:`turnstile.claims.reserve`).
+comes last), and is refused only once every pool has been read
+(:func:`turnstile_ddb.claims.reserve`).
 A unit never changes pool: an expired or released unit is claimable again in its own pool.
 
 A reservation has no item of its own: its record is its *lead* unit (the first it took), which
@@ -70,7 +71,7 @@ from service.domain.errors import (
     NotFound,
     OutOfStock,
 )
-from turnstile import claims, codec, metrics, retry, transact, versioned
+from turnstile_ddb import claims, codec, metrics, retry, transact, versioned
 
 HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
@@ -546,7 +547,7 @@ class Inventory:
         hold_seconds: float = config.INVENTORY_HOLD_SECONDS,
         owner: str | None = None,
     ) -> dict[str, Any]:
-        """Hold ``quantity`` units in one transaction (see :func:`turnstile.claims.reserve`).
+        """Hold ``quantity`` units in one transaction (see :func:`turnstile_ddb.claims.reserve`).
 
         The reservation's record is its lead unit: the reservation id names it, and it lists the
         units, so the record is written in the same transaction as the claims (a separate record
@@ -595,7 +596,7 @@ class Inventory:
         Only for one unit: the claim is then one conditional ``UpdateItem``, and a unit that is
         not free fails it (1 WCU) and the reservation reads the pool as it would have. The pool
         hints stop guessing in a pool that was seen short or whose guess missed lately
-        (:meth:`turnstile.claims.PoolHints.may_guess`). Several guessed units in one
+        (:meth:`turnstile_ddb.claims.PoolHints.may_guess`). Several guessed units in one
         transaction would all have to be free: under contention that is rarely so."""
         created = int(self.progress(header)["unitsCreated"])
         pools = int(header["pools"])

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from service import config
 from service.domain.inventory import SUMMARY, UNIT, sku_of
-from turnstile import claims, codec, errors, retry, transact
+from turnstile_ddb import claims, codec, errors, retry, transact
 
 
 @dataclass

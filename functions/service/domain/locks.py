@@ -1,11 +1,12 @@
 """Client-held locks (``/locks/{resource}``): leases with fencing tokens over HTTP (seed 003).
 
-Table layout: the lease table of :mod:`turnstile.lease` (partition key ``resource``). Resources
+Table layout: the lease table of :mod:`turnstile_ddb.lease` (partition key ``resource``). Resources
 named by HTTP clients match ``schema.ID_PATTERN``, which has no ``/``; leases the service takes for
 itself (``wallet/...``) therefore cannot be touched through these routes. Nor can the waiter rows
-of :mod:`turnstile.lease_queue` (``<resource>#q#<ticket>``): the pattern has no ``#`` either.
+of :mod:`turnstile_ddb.lease_queue` (``<resource>#q#<ticket>``): the pattern has no ``#`` either.
 
-With ``waitMs`` an acquisition queues (:class:`turnstile.lease_queue.LeaseQueue`): served in ticket
+With ``waitMs`` an acquisition queues (:class:`turnstile_ddb.lease_queue.LeaseQueue`): served in
+ticket
 order, waiting at most ``waitMs`` and never past the invocation's remaining time minus
 ``LOCK_WAIT_MARGIN_MS``. Then 201 with the fence and the ticket it was served on, or 409 LOCKED
 with the holder and ``queuePosition`` (tickets still ahead; 0: next in line).
@@ -20,7 +21,7 @@ from typing import Any
 
 from service import config
 from service.domain.errors import Locked, LockLost
-from turnstile import lease, lease_queue
+from turnstile_ddb import lease, lease_queue
 
 
 def leases(client: Any, table: str) -> lease.Leases:

@@ -6,13 +6,14 @@ Table layout: one item per product, partition key ``productId``; attributes ``na
 Two purchase strategies:
 
 * ``atomic`` (default): one ``UpdateItem``, because a purchase is a commutative decrement that does
-  not need to see the stock before deciding (:func:`turnstile.versioned.decrement`)::
+  not need to see the stock before deciding (:func:`turnstile_ddb.versioned.decrement`)::
 
       SET #n = #n - :amount, #version = #version + :one      (#n: stock)
       ConditionExpression: #n >= :amount
 
 * ``versioned``: seed 000's read, decide, version-checked write, via
-  :func:`turnstile.versioned.update_versioned`. Right when the write depends on the read in ways a
+  :func:`turnstile_ddb.versioned.update_versioned`. Right when the write depends on the read in
+  ways a
   condition cannot express (prices, limits per customer, a call to another system in between).
 
 With an ``Idempotency-Key`` the purchase and its stored answer commit in one transaction, which
@@ -21,7 +22,7 @@ needs the exact remaining stock before the write, so keyed purchases take the ve
 Sharded products (``shards`` > 1 at creation, for flash sales past one item's write limit): the
 product item keeps ``name``, ``shards`` and ``version`` but no ``stock``; the stock lives in
 ``shards`` items ``productId = "<id>#<k>"`` (``#`` is not allowed in ids, so they cannot collide),
-each with ``stock`` and a copy of ``version``, written by :mod:`turnstile.sharded`:
+each with ``stock`` and a copy of ``version``, written by :mod:`turnstile_ddb.sharded`:
 
 * a purchase takes from one random shard and fails over (``strategy`` is ignored);
   ``OUT_OF_STOCK`` only after one consistent read of every shard held less than ``quantity`` in
@@ -52,8 +53,8 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
-from turnstile import codec, creation, metrics, retry, sharded, transact, versioned
-from turnstile.idempotency import Claim, IdempotencyStore
+from turnstile_ddb import codec, creation, metrics, retry, sharded, transact, versioned
+from turnstile_ddb.idempotency import Claim, IdempotencyStore
 
 
 class _Sharded(Exception):

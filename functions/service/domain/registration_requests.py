@@ -43,7 +43,7 @@ from botocore.exceptions import ClientError
 from service import config
 from service.domain.errors import AlreadyRegistered, EventFull, NotFound
 from service.domain.events import Events, now_iso
-from turnstile import capacity, codec, creation, retry, transact, versioned
+from turnstile_ddb import capacity, codec, creation, retry, transact, versioned
 
 PENDING = "PENDING"
 ACCEPTED = "ACCEPTED"

@@ -37,7 +37,7 @@ could not be sent at all (the database stayed busy: 503) is not refunded: with a
 
 A client's *retry* of a top-up is a different matter: the lease makes each request charge at most
 once, but a retried request is a new request. With an ``Idempotency-Key`` (a
-:class:`turnstile.idempotency.Claim`), a provider key derived from the key *and the request's
+:class:`turnstile_ddb.idempotency.Claim`), a provider key derived from the key *and the request's
 fingerprint* goes to the provider (a different amount under the same key is a different charge),
 and the stored answer commits in step 4's transaction. A retry after any failure, even a crash
 between the charge and the write, or after the key's record expired, then finds either the stored
@@ -58,8 +58,8 @@ from service import config
 from service.domain import locks
 from service.domain.errors import LockLost, NotFound, PaymentFailed
 from service.domain.payments import PaymentProvider, ProviderError
-from turnstile import codec, creation, idempotency, lease, metrics, retry, transact, versioned
-from turnstile.idempotency import Claim, IdempotencyStore
+from turnstile_ddb import codec, creation, idempotency, lease, metrics, retry, transact, versioned
+from turnstile_ddb.idempotency import Claim, IdempotencyStore
 
 WALLET_KEY = "walletId"  # the table's partition key
 CREDITED = "CREDITED"

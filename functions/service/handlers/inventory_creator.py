@@ -21,7 +21,7 @@ from service import catalog, config, runtime
 from service.domain.inventory import CREATING, HEADER, Inventory, pace_of
 from service.observability import observed
 from service.streams import process_in_order
-from turnstile import codec
+from turnstile_ddb import codec
 
 
 def _inventory() -> Inventory:

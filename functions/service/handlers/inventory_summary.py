@@ -16,7 +16,7 @@ from service import catalog, config, runtime
 from service.domain.inventory_summary import Summaries
 from service.observability import observed
 from service.streams import process_in_order
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 PATTERN = "summary"  # metrics: SummaryApplied, SummarySkipped, StreamLag
 

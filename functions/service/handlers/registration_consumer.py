@@ -23,7 +23,7 @@ from service.domain.events import Events
 from service.domain.registration_requests import PENDING, RegistrationRequests
 from service.observability import observed
 from service.streams import process_in_order
-from turnstile import metrics
+from turnstile_ddb import metrics
 
 logger = Logger()  # service: POWERTOOLS_SERVICE_NAME, set per function by the stack
 PATTERN = "decider"  # metrics: RequestAccepted, RequestRejected, AlreadyDecided, PendingAge

@@ -1,4 +1,4 @@
-"""CDK constructs for the tables and consumers turnstile's primitives need (``turnstile[cdk]``).
+"""CDK constructs for the tables and consumers turnstile's primitives need (``turnstile-ddb[cdk]``).
 
 One construct per primitive that needs infrastructure. Each creates its table the way the
 primitive expects it (key names as the library's defaults, on-demand, point-in-time recovery,
@@ -36,7 +36,7 @@ table. A construct refuses a replication under which its primitive is unsafe or 
 (:class:`UnsafeReplication`, saying why; see the docs page "Guarantees across regions") unless
 ``allow_unsafe_replication`` gives a reason for accepting it.
 
-Importing this module imports aws-cdk-lib; ``import turnstile`` does not import it.
+Importing this module imports aws-cdk-lib; ``import turnstile_ddb`` does not import it.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from turnstile import errors
+from turnstile_ddb import errors
 
 __all__ = [
     "AppTable",
@@ -223,7 +223,7 @@ class PrimitiveTable(Construct):
 
 
 class VersionedTable(PrimitiveTable):
-    """Items updated by ``turnstile.versioned`` (read, decide, version-checked write)."""
+    """Items updated by ``turnstile_ddb.versioned`` (read, decide, version-checked write)."""
 
     PRIMITIVE = "versioned update"
     ACTIONS = (GET, UPDATE)
@@ -233,10 +233,10 @@ class VersionedTable(PrimitiveTable):
 
 
 class LeaseTable(PrimitiveTable):
-    """Lease items of ``turnstile.lease`` (key ``resource``), and the waiter rows of
-    ``turnstile.lease_queue`` in the same table.
+    """Lease items of ``turnstile_ddb.lease`` (key ``resource``), and the waiter rows of
+    ``turnstile_ddb.lease_queue`` in the same table.
 
-    TTL on ``reapAt`` (``TTL_ATTRIBUTE``, ``turnstile.lease.REAP_ATTRIBUTE``), an attribute no
+    TTL on ``reapAt`` (``TTL_ATTRIBUTE``, ``turnstile_ddb.lease.REAP_ATTRIBUTE``), an attribute no
     lease item has ever been written with, and which every acquisition removes besides, because a
     lease item carries its fence, which must increase forever, and a purge would restart it at 1.
     (Not ``purgeAt``: lease code before issue 13 wrote that on lease items, and an old item idle
@@ -260,7 +260,7 @@ class LeaseTable(PrimitiveTable):
 
 
 class IdempotencyTable(PrimitiveTable):
-    """Records of ``turnstile.idempotency`` (key ``id``), cleaned up by TTL on ``expiresAt``."""
+    """Records of ``turnstile_ddb.idempotency`` (key ``id``), cleaned up by TTL on ``expiresAt``."""
 
     PRIMITIVE = "idempotency"
     TTL_ATTRIBUTE = "expiresAt"
@@ -283,7 +283,7 @@ class IdempotencyTable(PrimitiveTable):
 
 
 class CapacityTable(PrimitiveTable):
-    """A capacity (lock) row and its members (``turnstile.capacity``): key ``id`` + ``sk``."""
+    """A capacity (lock) row and its members (``turnstile_ddb.capacity``): key ``id`` + ``sk``."""
 
     PRIMITIVE = "capacity row"
     SORT_KEY = "sk"
@@ -295,7 +295,7 @@ class CapacityTable(PrimitiveTable):
 
 
 class ClaimPoolTable(PrimitiveTable):
-    """Units reserved by ``turnstile.claims``: key ``sku`` + ``sk``, and the sparse keys-only
+    """Units reserved by ``turnstile_ddb.claims``: key ``sku`` + ``sk``, and the sparse keys-only
     index ``claimable`` on (``pool``, ``claimableAt``) that candidates are read from."""
 
     PRIMITIVE = "unit reservations"
@@ -321,7 +321,7 @@ class ClaimPoolTable(PrimitiveTable):
 
 
 class ShardedCounterTable(PrimitiveTable):
-    """Shards of ``turnstile.sharded`` counters (key ``id``: ``<base>#<k>``)."""
+    """Shards of ``turnstile_ddb.sharded`` counters (key ``id``: ``<base>#<k>``)."""
 
     PRIMITIVE = "sharded counter"
     USES_TRANSACTIONS = True  # set_total and multi-shard takes
