@@ -1,0 +1,44 @@
+"""``python -m sim``: run seeds, print each failing seed with its repro line, end with a summary.
+
+Exits 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "functions"))
+# The library's metrics log through Powertools; thousands of simulated calls: keep warnings.
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+from sim.run import describe, run_seed, summary  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=20, help="how many seeds (from --first)")
+    parser.add_argument("--first", type=int, default=0, help="the first seed")
+    parser.add_argument("--seed", type=int, default=None, help="run this one seed only")
+    parser.add_argument("--show", action="store_true", help="print the seed's whole history")
+    args = parser.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
+    started = time.perf_counter()
+    results = []
+    for seed in seeds:
+        result = run_seed(seed)
+        results.append(result)
+        if args.show:
+            sys.stdout.write(result.history)
+        if result.violations:
+            print(describe(result), flush=True)
+    print(summary(results, time.perf_counter() - started))
+    return 1 if any(r.violations for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""One simulated run per seed, and the summary over many seeds (``python -m sim``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from chaos import checkers
+from chaos.checkers import Report
+from sim import checks
+from sim.ddb import Faults, SimClient, Stats, moto_dynamodb
+from sim.scheduler import EPOCH, Scheduler
+from sim.workloads import Leasing, Purchases, Recorder
+
+# Each client's clock is off the global one by at most this (lease.py assumes any two clients
+# differ by less than its SAFETY_MARGIN_MS = 500 ms; two clients here differ by at most 400 ms).
+SKEW_SECONDS = 0.2
+
+
+@dataclass
+class Config:
+    purchase_clients: int = 4
+    lease_clients: int = 3
+    faults: Faults = field(default_factory=Faults)
+
+
+@dataclass
+class Result:
+    seed: int
+    history: str
+    report: Report
+    calls: int
+    faults: int
+    simulated: float  # virtual seconds
+    wall: float
+    finished: bool
+
+    @property
+    def violations(self) -> int:
+        return len(self.report.violations) + (0 if self.finished else 1)
+
+
+@contextlib.contextmanager
+def seeded_ids(seed: int) -> Iterator[None]:
+    """uuid.uuid4 from the seed while a run lasts: the library and the service draw purchase ids
+    and ClientRequestTokens from it, and they end up in the history."""
+    rng = random.Random(f"uuid-{seed}")
+    real = uuid.uuid4
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        uuid.uuid4 = real  # type: ignore[assignment]
+
+
+def run_seed(seed: int, config: Config | None = None) -> Result:
+    config = config or Config()
+    started = time.perf_counter()
+    scheduler = Scheduler(seed)
+    recorder = Recorder(scheduler)
+    stats = Stats()
+    purchases = Purchases([("p0", 20), ("p1", 8)])
+    leasing = Leasing(["r0"])
+    with moto_dynamodb() as real, seeded_ids(seed):
+        purchases.setup(real)
+        leasing.setup(real)
+        for i in range(config.purchase_clients):
+            client = SimClient(real, scheduler, config.faults, stats)
+            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
+            scheduler.spawn(f"buyer{i}", purchases.body(recorder, client), skew=skew)
+        for i in range(config.lease_clients):
+            client = SimClient(real, scheduler, config.faults, stats)
+            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
+            scheduler.spawn(f"holder{i}", leasing.body(recorder, client), skew=skew)
+        finished = scheduler.run()
+        final = purchases.final(real)
+        logs = leasing.logs(real)
+    report = Report()
+    for task in scheduler.tasks:
+        report.expect(
+            task.error is None,
+            "sim",
+            "no unexpected exception",
+            f"{task.name} raised {task.error!r}",
+        )
+    report.merge(checkers.purchases(recorder.ops, purchases.products, final))
+    report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
+    report.merge(checks.overlapping_holds(recorder.holds))
+    history = render(recorder, stats, final, logs)
+    return Result(
+        seed,
+        history,
+        report,
+        stats.calls,
+        stats.faults,
+        scheduler.now - EPOCH,
+        time.perf_counter() - started,
+        finished,
+    )
+
+
+def render(
+    recorder: Recorder, stats: Stats, final: dict[str, int | None], logs: dict[str, list[int]]
+) -> str:
+    """The whole history as text: every DynamoDB call and every operation, in virtual time."""
+    lines = ["# calls", *stats.trace, "# operations"]
+    for op in recorder.ops:
+        lines.append(
+            json.dumps(
+                [
+                    op.index,
+                    op.process,
+                    op.f,
+                    op.args,
+                    round(op.invoked - EPOCH, 6),
+                    None if op.completed == float("inf") else round(op.completed - EPOCH, 6),
+                    op.type,
+                    op.value,
+                ],
+                sort_keys=True,
+                default=str,
+            )
+        )
+    lines.append("# final " + json.dumps({"stock": final, "logs": logs}, sort_keys=True))
+    return "\n".join(lines) + "\n"
+
+
+def repro(seed: int) -> str:
+    return f"make sim SEED={seed}   # or: .venv/bin/python -m sim --seed {seed} --show"
+
+
+def describe(result: Result) -> str:
+    lines = [f"seed {result.seed}: {result.violations} violation(s)"]
+    if not result.finished:
+        lines.append("  the run did not finish within its step budget (livelock?)")
+    for violation in result.report.violations:
+        lines.append(f"  [{violation.pattern}] {violation.check}: {violation.message}")
+        for op in violation.ops[:4]:
+            lines.append("    " + op.describe(EPOCH))
+    lines.append("  repro: " + repro(result.seed))
+    return "\n".join(lines)
+
+
+def summary(results: list[Result], wall: float) -> str:
+    calls = sum(r.calls for r in results)
+    simulated = sum(r.simulated for r in results)
+    return (
+        f"sim: {len(results)} seeds, {calls} operations, {sum(r.faults for r in results)} faults, "
+        f"{sum(r.violations for r in results)} violations, {calls / wall:.0f} ops/s, "
+        f"{simulated / wall:.1f} sim-s/s"
+    )
