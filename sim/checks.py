@@ -13,6 +13,7 @@ import itertools
 from collections import defaultdict
 
 from chaos.checkers import Report
+from sim.scheduler import EPOCH
 from sim.workloads import Hold
 
 
@@ -35,7 +36,8 @@ def overlapping_holds(holds: list[Hold]) -> Report:
                 "leases",
                 "no overlapping holders",
                 f"{resource}: {earlier.owner} (fence {earlier.fence}) held until "
-                f"{earlier.end:.3f}, {later.owner} (fence {later.fence}) from {later.start:.3f}",
+                f"{earlier.end - EPOCH:.3f}, {later.owner} (fence {later.fence}) from "
+                f"{later.start - EPOCH:.3f} (virtual seconds)",
                 [earlier.op, later.op],
             )
     return report

@@ -51,11 +51,11 @@ def seeded_ids(seed: int) -> Iterator[None]:
     and ClientRequestTokens from it, and they end up in the history."""
     rng = random.Random(f"uuid-{seed}")
     real = uuid.uuid4
-    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
     try:
         yield
     finally:
-        uuid.uuid4 = real  # type: ignore[assignment]
+        uuid.uuid4 = real
 
 
 def run_seed(seed: int, config: Config | None = None) -> Result:

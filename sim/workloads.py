@@ -19,7 +19,7 @@ from typing import Any
 from chaos.history import FAIL, OK, UNKNOWN, Op
 from service.domain.errors import Conflict, NotFound, OutOfStock
 from service.domain.products import Products
-from sim.ddb import SimClient, create_table
+from sim.ddb import create_table
 from sim.scheduler import Scheduler, Task
 from turnstile_ddb import codec, lease, retry
 
@@ -75,7 +75,7 @@ class Purchases:
             item = {"productId": product_id, "name": product_id, "stock": stock, "version": 1}
             client.put_item(TableName=PRODUCTS_TABLE, Item=codec.encode_item(item))
 
-    def body(self, recorder: Recorder, client: SimClient) -> Any:
+    def body(self, recorder: Recorder, client: Any) -> Any:
         def run(task: Task) -> None:
             shop = Products(
                 client,
@@ -121,7 +121,8 @@ class Purchases:
                 Key=codec.encode_item({"productId": product_id}),
                 ConsistentRead=True,
             ).get("Item")
-            stock[product_id] = None if item is None else int(codec.decode_item(item)["stock"])
+            decoded = codec.decode_item(item) or {}
+            stock[product_id] = int(decoded["stock"]) if "stock" in decoded else None
         return stock
 
 
@@ -135,7 +136,7 @@ class Leasing:
         create_table(client, LEASES_TABLE, "resource")
         create_table(client, DATA_TABLE, "id")
 
-    def body(self, recorder: Recorder, client: SimClient) -> Any:
+    def body(self, recorder: Recorder, client: Any) -> Any:
         def run(task: Task) -> None:
             leases = lease.Leases(
                 client, LEASES_TABLE, backoff=task.backoff(attempts=4), clock=task.clock
@@ -199,6 +200,6 @@ class Leasing:
             item = client.get_item(
                 TableName=DATA_TABLE, Key=codec.encode_item({"id": resource}), ConsistentRead=True
             ).get("Item")
-            log = codec.decode_item(item).get("log", []) if item else []
+            log = (codec.decode_item(item) or {}).get("log", [])
             logs[resource] = [int(fence) for fence in log]
         return logs
