@@ -79,14 +79,18 @@ class Generator:
             item["lf"] = _n(rng.randint(0, 4))
         return item
 
-    def _condition(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A ConditionExpression (or none) and its values."""
+    def _conditioned(self, parts: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
+        """``parts`` with a ConditionExpression (perhaps none, unless ``required``) and its
+        values added."""
         condition = self.rng.choice(_CONDITIONS)
-        if condition is None:
-            return {}, {}
-        names = [v for v in (":expected", ":a") if v in condition]
-        values = self._values(names)
-        return {"ConditionExpression": condition}, values
+        if condition is None and required:
+            condition = "attribute_exists(pk)"
+        if condition is not None:
+            parts["ConditionExpression"] = condition
+            names = [v for v in (":expected", ":a") if v in condition]
+            if names:
+                parts["ExpressionAttributeValues"] = self._values(names)
+        return parts
 
     def _update_parts(self) -> dict[str, Any]:
         update, condition, names = self.rng.choice(_UPDATES)
@@ -111,10 +115,7 @@ class Generator:
         if kind == "get":
             return "get_item", {"TableName": table, "Key": self._key(), "ConsistentRead": True}
         if kind == "put":
-            condition, values = self._condition()
-            parts = {"TableName": table, "Item": self._item(), **condition}
-            if values:
-                parts["ExpressionAttributeValues"] = values
+            parts = self._conditioned({"TableName": table, "Item": self._item()})
             parts["ReturnValues"] = rng.choice(["NONE", "ALL_OLD"])
             return "put_item", self._failure_image(parts)
         if kind == "update":
@@ -124,10 +125,7 @@ class Generator:
             parts["ReturnValues"] = rng.choice(["NONE", "ALL_NEW", "ALL_OLD"])
             return "update_item", self._failure_image(parts)
         if kind == "delete":
-            condition, values = self._condition()
-            parts = {"TableName": table, "Key": self._key(), **condition}
-            if values:
-                parts["ExpressionAttributeValues"] = values
+            parts = self._conditioned({"TableName": table, "Key": self._key()})
             parts["ReturnValues"] = rng.choice(["NONE", "ALL_OLD"])
             return "delete_item", self._failure_image(parts)
         return "transact_write_items", {"TransactItems": self._transaction(table)}
@@ -144,17 +142,12 @@ class Generator:
             if kind == "Update":
                 parts = {"TableName": table, **self._update_parts()}
             elif kind == "Put":
-                condition, values = self._condition()
-                parts = {"TableName": table, "Item": self._item(), **condition}
-                if values:
-                    parts["ExpressionAttributeValues"] = values
+                parts = self._conditioned({"TableName": table, "Item": self._item()})
             else:
-                condition, values = self._condition()
-                if kind == "ConditionCheck" and not condition:
-                    condition = {"ConditionExpression": "attribute_exists(pk)"}
-                parts = {"TableName": table, "Key": self._key(), **condition}
-                if values:
-                    parts["ExpressionAttributeValues"] = values
+                required = kind == "ConditionCheck"
+                parts = self._conditioned(
+                    {"TableName": table, "Key": self._key()}, required=required
+                )
             if "Key" in parts:
                 parts["Key"] = {KEY: {"S": key}}
             else:
