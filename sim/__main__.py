@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 # The library's metrics log through Powertools; thousands of simulated calls: keep warnings.
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
+from sim.ddb import moto_dynamodb  # noqa: E402
 from sim.run import describe, run_seed, summary  # noqa: E402
 
 
@@ -29,13 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
     results = []
-    for seed in seeds:
-        result = run_seed(seed)
-        results.append(result)
-        if args.show:
-            sys.stdout.write(result.history)
-        if result.violations:
-            print(describe(result), flush=True)
+    with moto_dynamodb() as real:
+        for seed in seeds:
+            result = run_seed(seed, real=real)
+            results.append(result)
+            if args.show:
+                sys.stdout.write(result.history)
+            if result.violations:
+                print(describe(result), flush=True)
     print(summary(results, time.perf_counter() - started))
     return 1 if any(r.violations for r in results) else 0
 

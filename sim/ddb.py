@@ -20,7 +20,7 @@ import boto3
 from botocore.exceptions import ClientError, ReadTimeoutError
 from moto import mock_aws
 
-from sim.scheduler import Scheduler, Task
+from sim.scheduler import Crashed, Scheduler, Task
 from turnstile_ddb import retry
 
 REGION = "us-east-1"
@@ -74,10 +74,11 @@ class Faults:
     lost_after: float = 0.02  # a read timeout; the write WAS applied
     pause: float = 0.01  # the client stops this long before sending (GC, a frozen container)
     pause_seconds: float = 3.0  # longer than the workloads' leases
+    crash: float = 0.002  # the client dies before sending (its held state abandoned)
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(0.0, 0.0, 0.0, 0.0, 0.0)
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0, crash=0.0)
 
 
 @dataclass
@@ -117,6 +118,12 @@ class SimClient:
         scheduler, faults = self._scheduler, self._faults
         task: Task = scheduler.point()
         rng = scheduler.rng
+        if task.crashed:
+            raise Crashed
+        if rng.random() < faults.crash:
+            task.crashed = True
+            self._note(task, name, "crash")
+            raise Crashed
         if rng.random() < faults.pause:
             self._note(task, name, "pause")
             task.sleep(faults.pause_seconds * (1 + rng.random()))
@@ -166,6 +173,6 @@ class SimClient:
         return response
 
     def _note(self, task: Task, name: str, what: str) -> None:
-        if what in ("pause", "throttle", "conflict", "lost-before", "lost-after"):
+        if what in ("crash", "pause", "throttle", "conflict", "lost-before", "lost-after"):
             self._stats.faults += 1
         self._stats.trace.append(f"{self._scheduler.now:.6f} {task.name} {name} {what}")

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from chaos import checkers
 from chaos.checkers import Report
@@ -58,7 +59,9 @@ def seeded_ids(seed: int) -> Iterator[None]:
         uuid.uuid4 = real
 
 
-def run_seed(seed: int, config: Config | None = None) -> Result:
+def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Result:
+    """Run one seed. ``real``: a moto client to reuse (see :func:`sim.ddb.moto_dynamodb`); its
+    tables are created and deleted here, so a batch of seeds need not restart moto each time."""
     config = config or Config()
     started = time.perf_counter()
     scheduler = Scheduler(seed)
@@ -66,7 +69,11 @@ def run_seed(seed: int, config: Config | None = None) -> Result:
     stats = Stats()
     purchases = Purchases([("p0", 20), ("p1", 8)])
     leasing = Leasing(["r0"])
-    with moto_dynamodb() as real, seeded_ids(seed):
+    with contextlib.ExitStack() as stack:
+        if real is None:
+            real = stack.enter_context(moto_dynamodb())
+        stack.enter_context(seeded_ids(seed))
+        stack.callback(drop_tables, real)
         purchases.setup(real)
         leasing.setup(real)
         for i in range(config.purchase_clients):
@@ -102,6 +109,11 @@ def run_seed(seed: int, config: Config | None = None) -> Result:
         time.perf_counter() - started,
         finished,
     )
+
+
+def drop_tables(client: Any) -> None:
+    for table in client.list_tables()["TableNames"]:
+        client.delete_table(TableName=table)
 
 
 def render(

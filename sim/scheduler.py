@@ -32,6 +32,13 @@ class Abort(BaseException):
     BaseException, so the library's ``except Exception`` does not swallow it)."""
 
 
+class Crashed(BaseException):
+    """The client's process died: raised at the call where it crashed and at every call it
+    attempts afterwards (its ``finally`` blocks still run as Python, but they cannot reach the
+    database, as a dead process's would not). A BaseException, so ``except Exception`` in the
+    library does not swallow it; the workload records the op in flight as unknown and stops."""
+
+
 @dataclass
 class Task:
     name: str
@@ -41,6 +48,7 @@ class Task:
     rng: random.Random = field(default_factory=random.Random)
     wake: float = 0.0
     done: bool = False
+    crashed: bool = False
     error: BaseException | None = None
     go: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
     thread: threading.Thread | None = None
@@ -113,7 +121,7 @@ class Scheduler:
             try:
                 if not self.aborted:
                     task.body(task)
-            except Abort:
+            except (Abort, Crashed):
                 pass
             except BaseException as exc:  # noqa: BLE001 - reported as the run's finding
                 task.error = exc

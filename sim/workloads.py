@@ -20,7 +20,7 @@ from chaos.history import FAIL, OK, UNKNOWN, Op
 from service.domain.errors import Conflict, NotFound, OutOfStock
 from service.domain.products import Products
 from sim.ddb import create_table
-from sim.scheduler import Scheduler, Task
+from sim.scheduler import Crashed, Scheduler, Task
 from turnstile_ddb import codec, lease, retry
 
 PRODUCTS_TABLE = "sim-products"
@@ -107,6 +107,9 @@ class Purchases:
                     recorder.complete(op, FAIL, {"error": "THROTTLED"})
                 except retry.OutcomeUnknown:
                     recorder.complete(op, UNKNOWN)
+                except Crashed:
+                    recorder.complete(op, UNKNOWN)
+                    raise
                 else:
                     recorder.complete(op, OK, receipt)
                 task.sleep(task.rng.random() * 0.05)
@@ -156,13 +159,18 @@ class Leasing:
                 except retry.OutcomeUnknown:
                     recorder.complete(op, UNKNOWN)
                     continue
+                except Crashed:
+                    recorder.complete(op, UNKNOWN)
+                    raise
                 recorder.complete(op, OK, {"fence": held.fence, "expiresAt": held.expires_at})
                 believed = (held.expires_at - leases.safety_margin_ms) / 1000 - task.skew
                 hold = Hold(resource, owner, held.fence, recorder.scheduler.now, believed, op)
                 recorder.holds.append(hold)
                 task.sleep(task.rng.random() * self.work_seconds)
-                self._write(recorder, task, leases, held)
-                hold.end = min(hold.end, recorder.scheduler.now)
+                try:
+                    self._write(recorder, task, leases, held)
+                finally:  # released next, or dead: either way it holds no longer
+                    hold.end = min(hold.end, recorder.scheduler.now)
                 with contextlib.suppress(
                     lease.LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown
                 ):
@@ -189,8 +197,10 @@ class Leasing:
             leases.transact(held, [append])
         except (lease.LeaseLost, retry.RetriesExhausted) as exc:
             recorder.complete(op, FAIL, {"error": type(exc).__name__})
-        except retry.OutcomeUnknown:
+        except (retry.OutcomeUnknown, Crashed) as exc:
             recorder.complete(op, UNKNOWN)
+            if isinstance(exc, Crashed):
+                raise
         else:
             recorder.complete(op, OK)
 

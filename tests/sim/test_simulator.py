@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.ddb import Faults
+from sim.ddb import Faults, moto_dynamodb
 from sim.run import Config, run_seed
 from turnstile_ddb import lease, versioned
 
@@ -18,6 +18,14 @@ def test_the_same_seed_gives_a_byte_identical_history():
     again = run_seed(11)
     assert first.calls > 50 and first.faults > 0
     assert first.history == again.history
+
+
+def test_a_seed_run_after_others_on_one_moto_gives_the_same_history():
+    """make sim reuses one moto for every seed: what ran before must not leak into a seed."""
+    with moto_dynamodb() as real:
+        run_seed(3, real=real)
+        after = run_seed(4, real=real)
+    assert after.history == run_seed(4).history
 
 
 def test_different_seeds_interleave_differently():
