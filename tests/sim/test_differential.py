@@ -11,6 +11,8 @@ import pytest
 from sim import differential
 from sim.ddb import create_table, moto_dynamodb
 
+pytestmark = pytest.mark.integration
+
 SEQUENCES = range(16)
 LENGTH = 50
 
