@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from sim.ddb import moto_dynamodb  # noqa: E402
-from sim.run import describe, run_seed, summary  # noqa: E402
+from sim.run import Config, describe, run_seed, shrink, summary  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,18 +26,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="the first seed")
     parser.add_argument("--seed", type=int, default=None, help="run this one seed only")
     parser.add_argument("--show", action="store_true", help="print the seed's whole history")
+    parser.add_argument("--buyers", type=int, default=Config.purchase_clients)
+    parser.add_argument("--holders", type=int, default=Config.lease_clients)
+    parser.add_argument("--purchases", type=int, default=Config.purchases_each, help="per buyer")
+    parser.add_argument("--acquisitions", type=int, default=Config.leases_each, help="per holder")
+    parser.add_argument(
+        "--no-shrink", action="store_true", help="do not look for a smaller failing run"
+    )
     args = parser.parse_args(argv)
+    config = Config(args.buyers, args.holders, args.purchases, args.acquisitions)
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
     results = []
     with moto_dynamodb() as real:
         for seed in seeds:
-            result = run_seed(seed, real=real)
+            result = run_seed(seed, config, real=real)
             results.append(result)
             if args.show:
                 sys.stdout.write(result.history)
             if result.violations:
                 print(describe(result), flush=True)
+                if not args.no_shrink:
+                    _, small = shrink(seed, config, real=real)
+                    print("shrunk: " + describe(small), flush=True)
     print(summary(results, time.perf_counter() - started))
     return 1 if any(r.violations for r in results) else 0
 

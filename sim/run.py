@@ -8,7 +8,7 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chaos import checkers
@@ -27,7 +27,24 @@ SKEW_SECONDS = 0.2
 class Config:
     purchase_clients: int = 4
     lease_clients: int = 3
+    purchases_each: int = 12  # purchases per purchase client
+    leases_each: int = 6  # acquisitions per lease client
     faults: Faults = field(default_factory=Faults)
+
+    def flags(self) -> str:
+        """The command-line flags of this configuration (what ``python -m sim`` takes)."""
+        default = Config()
+        if (self.purchase_clients, self.lease_clients, self.purchases_each, self.leases_each) == (
+            default.purchase_clients,
+            default.lease_clients,
+            default.purchases_each,
+            default.leases_each,
+        ):
+            return ""
+        return (
+            f" --buyers {self.purchase_clients} --holders {self.lease_clients}"
+            f" --purchases {self.purchases_each} --acquisitions {self.leases_each}"
+        )
 
 
 @dataclass
@@ -40,6 +57,7 @@ class Result:
     simulated: float  # virtual seconds
     wall: float
     finished: bool
+    config: Config
 
     @property
     def violations(self) -> int:
@@ -67,8 +85,8 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     scheduler = Scheduler(seed)
     recorder = Recorder(scheduler)
     stats = Stats()
-    purchases = Purchases([("p0", 20), ("p1", 8)])
-    leasing = Leasing(["r0"])
+    purchases = Purchases([("p0", 20), ("p1", 8)], operations=config.purchases_each)
+    leasing = Leasing(["r0"], operations=config.leases_each)
     with contextlib.ExitStack() as stack:
         if real is None:
             real = stack.enter_context(moto_dynamodb())
@@ -108,6 +126,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
         scheduler.now - EPOCH,
         time.perf_counter() - started,
         finished,
+        config,
     )
 
 
@@ -142,8 +161,43 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def repro(seed: int) -> str:
+def repro(seed: int, config: Config | None = None) -> str:
+    flags = config.flags() if config else ""
+    if flags:
+        return f".venv/bin/python -m sim --seed {seed}{flags} --show"
     return f"make sim SEED={seed}   # or: .venv/bin/python -m sim --seed {seed} --show"
+
+
+def shrink(seed: int, config: Config, *, real: Any = None) -> tuple[Config, Result]:
+    """The smallest configuration found (fewer clients, fewer operations each) on which ``seed``
+    still fails, greedily: each step takes the first smaller candidate that still fails. The seed
+    then interleaves a smaller world differently, so this finds *a* small failing run, not the
+    same interleaving cut down."""
+    best = run_seed(seed, config, real=real)
+    if not best.violations:
+        raise ValueError(f"seed {seed} does not fail on {config}")
+    while True:
+        for candidate in _smaller(config):
+            result = run_seed(seed, candidate, real=real)
+            if result.violations:
+                config, best = candidate, result
+                break
+        else:
+            return config, best
+
+
+def _smaller(config: Config) -> list[Config]:
+    candidates = []
+    if config.purchase_clients + config.lease_clients > 1:
+        if config.purchase_clients:
+            candidates.append(replace(config, purchase_clients=config.purchase_clients - 1))
+        if config.lease_clients:
+            candidates.append(replace(config, lease_clients=config.lease_clients - 1))
+    if config.purchases_each > 1 and config.purchase_clients:
+        candidates.append(replace(config, purchases_each=config.purchases_each // 2))
+    if config.leases_each > 1 and config.lease_clients:
+        candidates.append(replace(config, leases_each=config.leases_each // 2))
+    return candidates
 
 
 def describe(result: Result) -> str:
@@ -154,7 +208,7 @@ def describe(result: Result) -> str:
         lines.append(f"  [{violation.pattern}] {violation.check}: {violation.message}")
         for op in violation.ops[:4]:
             lines.append("    " + op.describe(EPOCH))
-    lines.append("  repro: " + repro(result.seed))
+    lines.append("  repro: " + repro(result.seed, result.config))
     return "\n".join(lines)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.ddb import Faults, moto_dynamodb
-from sim.run import Config, run_seed
+from sim.run import Config, repro, run_seed, shrink
 from turnstile_ddb import lease, versioned
 
 # The in-suite seed budget: small, fixed (make sim SEEDS=N runs more).
@@ -29,7 +29,8 @@ def test_a_seed_run_after_others_on_one_moto_gives_the_same_history():
 
 
 def test_different_seeds_interleave_differently():
-    assert run_seed(1).history != run_seed(2).history
+    small = Config(purchase_clients=2, lease_clients=2, purchases_each=4, leases_each=2)
+    assert run_seed(1, small).history != run_seed(2, small).history
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -48,9 +49,9 @@ def _first_violations(config: Config, seeds: range) -> list[str]:
     return []
 
 
-def test_a_purchase_written_without_its_version_condition_is_caught(monkeypatch):
-    """The read-decide-write purchase path (strategy "versioned") losing its version check: lost
-    updates, so the stock no longer adds up (a mutant issue 32 says chaos barely caught)."""
+@pytest.fixture
+def unversioned_purchases(monkeypatch):
+    """The read-decide-write purchase path (strategy "versioned") losing its version check."""
     real = versioned._update_parts
 
     def unguarded(*args, **kwargs):
@@ -60,8 +61,24 @@ def test_a_purchase_written_without_its_version_condition_is_caught(monkeypatch)
         return parts
 
     monkeypatch.setattr(versioned, "_update_parts", unguarded)
+
+
+def test_a_purchase_written_without_its_version_condition_is_caught(unversioned_purchases):
+    """Lost updates, so the stock no longer adds up (a mutant issue 32 says chaos barely caught)."""
     found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(5))
     assert any(name.startswith("purchases/") for name in found), found
+
+
+def test_a_failing_seed_shrinks_to_a_smaller_run_that_still_fails(unversioned_purchases):
+    start = Config(purchase_clients=4, lease_clients=0, purchases_each=8)
+    with moto_dynamodb() as real:
+        seed = next(s for s in range(8) if run_seed(s, start, real=real).violations)
+        small, result = shrink(seed, start, real=real)
+    assert result.violations and result.config == small
+    assert small.purchase_clients <= start.purchase_clients
+    assert small.purchases_each <= start.purchases_each
+    assert small != start
+    assert f"--seed {seed} --buyers {small.purchase_clients}" in repro(seed, small)
 
 
 def test_a_lease_taken_while_its_holder_is_live_is_caught(monkeypatch):
