@@ -85,7 +85,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     scheduler = Scheduler(seed)
     recorder = Recorder(scheduler)
     stats = Stats()
-    purchases = Purchases([("p0", 20), ("p1", 8)], operations=config.purchases_each)
+    purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
     leasing = Leasing(["r0"], operations=config.leases_each)
     with contextlib.ExitStack() as stack:
         if real is None:
@@ -152,6 +152,7 @@ def render(
                     None if op.completed == float("inf") else round(op.completed - EPOCH, 6),
                     op.type,
                     op.value,
+                    op.attempts,
                 ],
                 sort_keys=True,
                 default=str,

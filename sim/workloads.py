@@ -4,7 +4,9 @@ Each records :class:`chaos.history.Op` entries stamped with *virtual* time, so c
 can judge them (see :mod:`sim.checks`).
 
 * **purchases**: ``service.domain.products.Products.purchase`` with the ``atomic`` (conditional
-  decrement) and ``versioned`` (read, decide, version-checked write) strategies.
+  decrement) and ``versioned`` (read, decide, version-checked write) strategies, and keyed: an
+  ``Idempotency-Key`` claimed in ``turnstile_ddb.idempotency`` and committed with the versioned
+  write in one transaction, retried under its key as a client would.
 * **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
   (``Leases.transact``) appending the fence to a protected item, then ``release``.
 """
@@ -21,9 +23,10 @@ from service.domain.errors import Conflict, NotFound, OutOfStock
 from service.domain.products import Products
 from sim.ddb import create_table
 from sim.scheduler import Crashed, Scheduler, Task
-from turnstile_ddb import codec, lease, retry
+from turnstile_ddb import codec, idempotency, lease, retry
 
 PRODUCTS_TABLE = "sim-products"
+IDEMPOTENCY_TABLE = "sim-idempotency"
 LEASES_TABLE = "sim-leases"
 DATA_TABLE = "sim-data"
 LEASE_TTL_MS = 2000
@@ -68,25 +71,35 @@ class Recorder:
 class Purchases:
     products: list[tuple[str, int]]
     operations: int = 12  # per client
+    keyed_attempts: int = 6  # tries of one keyed purchase before its answer is left unknown
 
     def setup(self, client: Any) -> None:
         create_table(client, PRODUCTS_TABLE, "productId")
+        create_table(client, IDEMPOTENCY_TABLE, "id")
         for product_id, stock in self.products:
             item = {"productId": product_id, "name": product_id, "stock": stock, "version": 1}
             client.put_item(TableName=PRODUCTS_TABLE, Item=codec.encode_item(item))
 
     def body(self, recorder: Recorder, client: Any) -> Any:
         def run(task: Task) -> None:
+            store = idempotency.IdempotencyStore(
+                client,
+                IDEMPOTENCY_TABLE,
+                backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
+                lock_ms=2000,
+                clock=task.clock,
+            )
             shop = Products(
                 client,
                 PRODUCTS_TABLE,
+                idempotency=store,
                 backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
                 conflicts=task.backoff(attempts=6, base=0.005, cap=0.1, budget=1.0),
             )
-            for _ in range(self.operations):
+            for number in range(self.operations):
                 product_id = task.rng.choice(self.products)[0]
                 quantity = task.rng.randint(1, 3)
-                strategy = task.rng.choice(("atomic", "versioned"))
+                strategy = task.rng.choice(("atomic", "versioned", "keyed"))
                 op = recorder.invoke(
                     "purchases",
                     task.name,
@@ -96,25 +109,52 @@ class Purchases:
                     strategy=strategy,
                 )
                 try:
-                    receipt = shop.purchase(product_id, quantity, strategy)
-                except OutOfStock as exc:
-                    recorder.complete(
-                        op, FAIL, {"error": "OUT_OF_STOCK", "available": exc.details["available"]}
-                    )
-                except (Conflict, NotFound) as exc:
-                    recorder.complete(op, FAIL, {"error": exc.code})
-                except retry.RetriesExhausted:
-                    recorder.complete(op, FAIL, {"error": "THROTTLED"})
-                except retry.OutcomeUnknown:
-                    recorder.complete(op, UNKNOWN)
+                    if strategy == "keyed":
+                        key = f"{task.name}-{number}"
+                        outcome, value = self._keyed(task, shop, store, op, key)
+                    else:
+                        outcome, value = _purchase(shop, product_id, quantity, strategy, None)
                 except Crashed:
                     recorder.complete(op, UNKNOWN)
                     raise
-                else:
-                    recorder.complete(op, OK, receipt)
+                recorder.complete(op, outcome, value)
                 task.sleep(task.rng.random() * 0.05)
 
         return run
+
+    def _keyed(
+        self, task: Task, shop: Products, store: idempotency.IdempotencyStore, op: Op, key: str
+    ) -> tuple[str, Any]:
+        """A purchase with an ``Idempotency-Key``, as the service's keyed middleware runs it
+        (service/api/keyed.py), retried under the same key until its answer is definite."""
+        product_id, quantity = op.args["product"], op.args["quantity"]
+        request = idempotency.fingerprint(product_id, quantity)
+        for _ in range(self.keyed_attempts):
+            try:
+                begun = store.begin(key, request)
+            except idempotency.StillRunning as exc:
+                op.attempts.append((409, {"error": "IDEMPOTENCY_IN_PROGRESS"}))
+                task.sleep(exc.retry_after_ms / 1000 + 0.01)
+                continue
+            except (retry.OutcomeUnknown, retry.RetriesExhausted):
+                op.attempts.append((503, None))
+                task.sleep(0.1)
+                continue
+            if isinstance(begun, idempotency.Replay):
+                op.attempts.append((begun.status_code, begun.body))
+                return OK, begun.body
+            outcome, value = _purchase(shop, product_id, quantity, "versioned", begun)
+            if outcome == OK:
+                op.attempts.append((201, value))
+                return OK, value
+            if outcome == FAIL:  # nothing changed: the key is given back
+                with contextlib.suppress(retry.OutcomeUnknown, retry.RetriesExhausted):
+                    store.release(begun)
+                op.attempts.append((409, value))
+                return FAIL, value
+            op.attempts.append((None, None))  # unknown: the claim stays until it lapses
+            task.sleep(0.1)
+        return UNKNOWN, None
 
     def final(self, client: Any) -> dict[str, int | None]:
         stock: dict[str, int | None] = {}
@@ -127,6 +167,27 @@ class Purchases:
             decoded = codec.decode_item(item) or {}
             stock[product_id] = int(decoded["stock"]) if "stock" in decoded else None
         return stock
+
+
+def _purchase(
+    shop: Products,
+    product_id: str,
+    quantity: int,
+    strategy: str,
+    claim: idempotency.Claim | None,
+) -> tuple[str, Any]:
+    """One purchase's outcome and what the history records of it."""
+    try:
+        receipt = shop.purchase(product_id, quantity, strategy, claim)
+    except OutOfStock as exc:
+        return FAIL, {"error": "OUT_OF_STOCK", "available": exc.details["available"]}
+    except (Conflict, NotFound) as exc:
+        return FAIL, {"error": exc.code}
+    except retry.RetriesExhausted:
+        return FAIL, {"error": "THROTTLED"}
+    except retry.OutcomeUnknown:
+        return UNKNOWN, None
+    return OK, receipt
 
 
 @dataclass

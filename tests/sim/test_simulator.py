@@ -7,7 +7,8 @@ import pytest
 
 from sim.ddb import Faults, moto_dynamodb
 from sim.run import Config, repro, run_seed, shrink
-from turnstile_ddb import lease, versioned
+from sim.workloads import PRODUCTS_TABLE
+from turnstile_ddb import lease, transact, versioned
 
 # The in-suite seed budget: small, fixed (make sim SEEDS=N runs more).
 SEEDS = range(6)
@@ -66,6 +67,26 @@ def unversioned_purchases(monkeypatch):
 def test_a_purchase_written_without_its_version_condition_is_caught(unversioned_purchases):
     """Lost updates, so the stock no longer adds up (a mutant issue 32 says chaos barely caught)."""
     found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(5))
+    assert any(name.startswith("purchases/") for name in found), found
+
+
+def test_a_keyed_purchase_committed_without_its_version_condition_is_caught(monkeypatch):
+    """Only the transactional path (a keyed purchase: the versioned write and its stored answer in
+    one transaction) loses its version check; issue 32 says only the nemesis caught this one."""
+    real = transact.transact_write
+
+    def unversioned(client, items, **kwargs):
+        first = items[0].get("Update", {})
+        if first.get("TableName") == PRODUCTS_TABLE and "ConditionExpression" in first:
+            values = {k: v for k, v in first["ExpressionAttributeValues"].items()}
+            values.pop(":expected", None)
+            first = {**first, "ExpressionAttributeValues": values}
+            first.pop("ConditionExpression")
+            items = [{"Update": first}, *items[1:]]
+        return real(client, items, **kwargs)
+
+    monkeypatch.setattr(transact, "transact_write", unversioned)
+    found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(8))
     assert any(name.startswith("purchases/") for name in found), found
 
 
