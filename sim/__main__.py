@@ -31,10 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--purchases", type=int, default=Config.purchases_each, help="per buyer")
     parser.add_argument("--acquisitions", type=int, default=Config.leases_each, help="per holder")
     parser.add_argument(
+        "--fault-scale", type=float, default=1.0, help="every fault probability times this"
+    )
+    parser.add_argument(
         "--no-shrink", action="store_true", help="do not look for a smaller failing run"
     )
     args = parser.parse_args(argv)
-    config = Config(args.buyers, args.holders, args.purchases, args.acquisitions)
+    config = Config(
+        args.buyers, args.holders, args.purchases, args.acquisitions, fault_scale=args.fault_scale
+    )
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
     results = []

@@ -80,6 +80,18 @@ class Faults:
     def none(cls) -> Faults:
         return cls(0.0, 0.0, 0.0, 0.0, 0.0, crash=0.0)
 
+    def scaled(self, factor: float) -> Faults:
+        """Every probability times ``factor`` (pauses as long as before)."""
+        return Faults(
+            throttle=min(1.0, self.throttle * factor),
+            conflict=min(1.0, self.conflict * factor),
+            lost_before=min(1.0, self.lost_before * factor),
+            lost_after=min(1.0, self.lost_after * factor),
+            pause=min(1.0, self.pause * factor),
+            pause_seconds=self.pause_seconds,
+            crash=min(1.0, self.crash * factor),
+        )
+
 
 @dataclass
 class Stats:

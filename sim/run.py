@@ -30,20 +30,22 @@ class Config:
     purchases_each: int = 12  # purchases per purchase client
     leases_each: int = 6  # acquisitions per lease client
     faults: Faults = field(default_factory=Faults)
+    fault_scale: float = 1.0  # every fault probability times this
 
     def flags(self) -> str:
         """The command-line flags of this configuration (what ``python -m sim`` takes)."""
         default = Config()
+        scale = "" if self.fault_scale == 1.0 else f" --fault-scale {self.fault_scale:g}"
         if (self.purchase_clients, self.lease_clients, self.purchases_each, self.leases_each) == (
             default.purchase_clients,
             default.lease_clients,
             default.purchases_each,
             default.leases_each,
         ):
-            return ""
+            return scale
         return (
             f" --buyers {self.purchase_clients} --holders {self.lease_clients}"
-            f" --purchases {self.purchases_each} --acquisitions {self.leases_each}"
+            f" --purchases {self.purchases_each} --acquisitions {self.leases_each}{scale}"
         )
 
 
@@ -85,6 +87,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     scheduler = Scheduler(seed)
     recorder = Recorder(scheduler)
     stats = Stats()
+    faults = config.faults.scaled(config.fault_scale)
     purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
     leasing = Leasing(["r0"], operations=config.leases_each)
     with contextlib.ExitStack() as stack:
@@ -95,11 +98,11 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
         purchases.setup(real)
         leasing.setup(real)
         for i in range(config.purchase_clients):
-            client = SimClient(real, scheduler, config.faults, stats)
+            client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
             scheduler.spawn(f"buyer{i}", purchases.body(recorder, client), skew=skew)
         for i in range(config.lease_clients):
-            client = SimClient(real, scheduler, config.faults, stats)
+            client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
             scheduler.spawn(f"holder{i}", leasing.body(recorder, client), skew=skew)
         finished = scheduler.run()
