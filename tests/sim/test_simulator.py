@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.ddb import Faults, moto_dynamodb
-from sim.run import Config, repro, run_seed, shrink
+from sim.run import Config, describe, repro, run_seed, shrink
 from sim.workloads import PRODUCTS_TABLE
 from turnstile_ddb import lease, transact, versioned
 
@@ -69,6 +69,16 @@ def test_a_purchase_written_without_its_version_condition_is_caught(unversioned_
     """Lost updates, so the stock no longer adds up (a mutant issue 32 says chaos barely caught)."""
     found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(5))
     assert any(name.startswith("purchases/") for name in found), found
+
+
+def test_a_failing_seed_is_described_with_its_repro_line(unversioned_purchases):
+    config = Config(purchase_clients=5, lease_clients=0)
+    result = next(r for r in (run_seed(s, config) for s in range(5)) if r.violations)
+    text = describe(result)
+    assert f"seed {result.seed}: {result.violations} violation(s)" in text
+    assert "[purchases] no oversell" in text or "[purchases] stock accounting" in text
+    assert text.splitlines()[-1].strip() == f"repro: {repro(result.seed, config)}"
+    assert "--buyers 5 --holders 0" in text.splitlines()[-1]
 
 
 def test_a_keyed_purchase_committed_without_its_version_condition_is_caught(monkeypatch):
