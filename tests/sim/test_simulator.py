@@ -3,6 +3,11 @@ fail: deliberately broken variants of the library, monkeypatched here, are caugh
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from sim.ddb import Faults, moto_dynamodb
@@ -12,6 +17,8 @@ from turnstile_ddb import lease, transact, versioned
 
 # The in-suite seed budget: small, fixed (make sim SEEDS=N runs more).
 SEEDS = range(6)
+ROOT = Path(__file__).resolve().parents[2]
+SMALL_FLAGS = ["--buyers", "2", "--holders", "2", "--purchases", "5", "--acquisitions", "3"]
 
 
 def test_the_same_seed_gives_a_byte_identical_history():
@@ -19,6 +26,22 @@ def test_the_same_seed_gives_a_byte_identical_history():
     again = run_seed(11)
     assert first.calls > 50 and first.faults > 0
     assert first.history == again.history
+
+
+def test_a_seed_replays_byte_identically_in_a_fresh_process_with_another_hash_seed():
+    """The repro line runs in a new process: string hashing (PYTHONHASHSEED) must not matter."""
+    command = [sys.executable, "-m", "sim", "--seed", "5", "--show", *SMALL_FLAGS]
+    histories = []
+    for hash_seed in ("1", "2"):
+        environment = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        shown = subprocess.run(
+            command, cwd=ROOT, env=environment, capture_output=True, text=True, check=True
+        ).stdout
+        history, summary = shown.rstrip("\n").rsplit("\n", 1)
+        assert summary.startswith("sim: 1 seeds,") and " 0 violations," in summary
+        histories.append(history)
+    assert histories[0] == histories[1]
+    assert histories[0].count("\n") > 40
 
 
 def test_a_seed_run_after_others_on_one_moto_gives_the_same_history():
