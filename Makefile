@@ -31,7 +31,7 @@ help:
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
-	@echo "make sim    the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
+	@echo "make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
 	@echo "make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
 	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
