@@ -23,7 +23,7 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos clean docs examples wheel fuzz
+.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos sim clean docs examples wheel fuzz
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
@@ -31,6 +31,7 @@ help:
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
+	@echo "make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
 	@echo "make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
 	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
@@ -144,6 +145,11 @@ SEED ?=
 
 chaos: install layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
+
+# The deterministic simulator (sim/, docs/sim.md): no DynamoDB Local, no synth; SEED replays one.
+SEEDS ?= 20
+sim: install
+	$(BIN)/python -m sim $(if $(SEED),--seed $(SEED) --show,--seeds $(SEEDS))
 
 EXAMPLES ?= 50
 

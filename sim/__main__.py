@@ -1,0 +1,62 @@
+"""``python -m sim``: run seeds, print each failing seed with its repro line, end with a summary.
+
+Exits 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "functions"))
+# The library's metrics log through Powertools; thousands of simulated calls: keep warnings.
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+from sim.ddb import moto_dynamodb  # noqa: E402
+from sim.run import Config, describe, run_seed, shrink, summary  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=20, help="how many seeds (from --first)")
+    parser.add_argument("--first", type=int, default=0, help="the first seed")
+    parser.add_argument("--seed", type=int, default=None, help="run this one seed only")
+    parser.add_argument("--show", action="store_true", help="print the seed's whole history")
+    parser.add_argument("--buyers", type=int, default=Config.purchase_clients)
+    parser.add_argument("--holders", type=int, default=Config.lease_clients)
+    parser.add_argument("--purchases", type=int, default=Config.purchases_each, help="per buyer")
+    parser.add_argument("--acquisitions", type=int, default=Config.leases_each, help="per holder")
+    parser.add_argument(
+        "--fault-scale", type=float, default=1.0, help="every fault probability times this"
+    )
+    parser.add_argument(
+        "--no-shrink", action="store_true", help="do not look for a smaller failing run"
+    )
+    args = parser.parse_args(argv)
+    config = Config(
+        args.buyers, args.holders, args.purchases, args.acquisitions, fault_scale=args.fault_scale
+    )
+    seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
+    started = time.perf_counter()
+    results = []
+    with moto_dynamodb() as real:
+        for seed in seeds:
+            result = run_seed(seed, config, real=real)
+            results.append(result)
+            if args.show:
+                sys.stdout.write(result.history)
+            if result.violations:
+                print(describe(result), flush=True)
+                if not args.no_shrink:
+                    _, small = shrink(seed, config, real=real)
+                    print("shrunk: " + describe(small), flush=True)
+    print(summary(results, time.perf_counter() - started))
+    return 1 if any(r.violations for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

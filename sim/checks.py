@@ -1,0 +1,43 @@
+"""Judging a simulated history: chaos's checkers where their history format fits, plus one
+property chaos does not check (its lease checker judges fences, not time).
+
+* purchases: :func:`chaos.checkers.purchases` (no oversell, stock accounting, a linearizable
+  counter);
+* leases: :func:`chaos.checkers.leases` (one holder per fence, fences increase, no stale fenced
+  write, fenced writes accounted) and :func:`overlapping_holds` below.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+from chaos.checkers import Report
+from sim.scheduler import EPOCH
+from sim.workloads import Hold
+
+
+def overlapping_holds(holds: list[Hold]) -> Report:
+    """No two holders of one resource believed they held it at the same virtual time.
+
+    A holder believes it holds from its acquisition's reply until it releases or its own clock
+    passes ``expiresAt`` minus the safety margin (see :class:`sim.workloads.Hold`); with every
+    client's skew inside the bound lease.py assumes, those intervals must not intersect.
+    """
+    report = Report()
+    by_resource: dict[str, list[Hold]] = defaultdict(list)
+    for hold in holds:
+        by_resource[hold.resource].append(hold)
+    for resource, mine in by_resource.items():
+        mine.sort(key=lambda h: (h.start, h.fence))
+        for earlier, later in itertools.pairwise(mine):
+            report.expect(
+                earlier.end <= later.start,
+                "leases",
+                "no overlapping holders",
+                f"{resource}: {earlier.owner} (fence {earlier.fence}) held until "
+                f"{earlier.end - EPOCH:.3f}, {later.owner} (fence {later.fence}) from "
+                f"{later.start - EPOCH:.3f} (virtual seconds)",
+                [earlier.op, later.op],
+            )
+    return report

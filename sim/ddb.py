@@ -1,0 +1,190 @@
+"""The DynamoDB the scheduler controls: moto's backend, in-process, one call at a time.
+
+moto loses conditional updates under real concurrency (tests/unit/conftest.py); here only one
+client ever runs, so each call is applied whole before the next starts. :class:`SimClient` is
+what each simulated client is given instead of a boto3 client: every call is a scheduling point,
+takes a little virtual time, and may be hit by a fault the seed chooses (see :class:`Faults`).
+Faults are raised as the errors botocore raises, so the library's own retry code sees them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError, ReadTimeoutError
+from moto import mock_aws
+
+from sim.scheduler import Crashed, Scheduler, Task
+from turnstile_ddb import retry
+
+REGION = "us-east-1"
+ENDPOINT = f"https://dynamodb.{REGION}.amazonaws.com"
+_CLEARED = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_DYNAMODBSTREAMS")
+_SET = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+TOKEN_SECONDS = 600.0  # how long DynamoDB remembers a ClientRequestToken
+WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items"})
+
+
+@contextlib.contextmanager
+def moto_dynamodb() -> Iterator[Any]:
+    """A fresh moto DynamoDB and a plain boto3 client for it (local endpoints cleared, fake
+    credentials, as tests/unit/conftest.py does); the environment is restored afterwards."""
+    saved = {name: os.environ.get(name) for name in (*_CLEARED, *_SET)}
+    try:
+        for name in _CLEARED:
+            os.environ.pop(name, None)
+        os.environ.update(_SET)
+        with mock_aws():
+            yield boto3.client("dynamodb", region_name=REGION, config=retry.client_config())
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def create_table(client: Any, name: str, key: str) -> None:
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+@dataclass
+class Faults:
+    """Per-call fault probabilities; the seed decides which calls they hit."""
+
+    throttle: float = 0.03  # refused before applying (ProvisionedThroughputExceeded)
+    conflict: float = 0.05  # a transaction cancelled by TransactionConflict, not applied
+    lost_before: float = 0.01  # a read timeout; the request never reached the table
+    lost_after: float = 0.02  # a read timeout; the write WAS applied
+    pause: float = 0.01  # the client stops this long before sending (GC, a frozen container)
+    pause_seconds: float = 3.0  # longer than the workloads' leases
+    crash: float = 0.002  # the client dies before sending (its held state abandoned)
+
+    @classmethod
+    def none(cls) -> Faults:
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0, crash=0.0)
+
+    def scaled(self, factor: float) -> Faults:
+        """Every probability times ``factor`` (pauses as long as before)."""
+        return Faults(
+            throttle=min(1.0, self.throttle * factor),
+            conflict=min(1.0, self.conflict * factor),
+            lost_before=min(1.0, self.lost_before * factor),
+            lost_after=min(1.0, self.lost_after * factor),
+            pause=min(1.0, self.pause * factor),
+            pause_seconds=self.pause_seconds,
+            crash=min(1.0, self.crash * factor),
+        )
+
+
+@dataclass
+class Stats:
+    calls: int = 0
+    faults: int = 0
+    trace: list[str] = field(default_factory=list)
+    # ClientRequestToken -> (the request, its reply, when): moto does not implement the token's
+    # idempotency (a replay within 10 minutes answers success without applying again); this does.
+    tokens: dict[str, tuple[str, Any, float]] = field(default_factory=dict)
+
+
+def _client_error(operation: str, code: str, **extra: Any) -> ClientError:
+    response: Any = {"Error": {"Code": code, "Message": f"simulated {code}"}, **extra}
+    return ClientError(response, operation)
+
+
+class SimClient:
+    """A low-level DynamoDB client for one simulated client: the real (moto) client's methods,
+    each behind a scheduling point and the seed's faults."""
+
+    def __init__(self, real: Any, scheduler: Scheduler, faults: Faults, stats: Stats) -> None:
+        self._real = real
+        self._scheduler = scheduler
+        self._faults = faults
+        self._stats = stats
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._real, name)
+
+        def call(**params: Any) -> Any:
+            return self._call(name, method, params)
+
+        return call
+
+    def _call(self, name: str, method: Callable[..., Any], params: dict[str, Any]) -> Any:
+        scheduler, faults = self._scheduler, self._faults
+        task: Task = scheduler.point()
+        rng = scheduler.rng
+        if task.crashed:
+            raise Crashed
+        if rng.random() < faults.crash:
+            task.crashed = True
+            self._note(task, name, "crash")
+            raise Crashed
+        if rng.random() < faults.pause:
+            self._note(task, name, "pause")
+            task.sleep(faults.pause_seconds * (1 + rng.random()))
+        scheduler.advance(round(0.001 + rng.random() * 0.009, 6))
+        self._stats.calls += 1
+        roll = rng.random()
+        write = name in WRITES
+        if roll < faults.throttle:
+            self._note(task, name, "throttle")
+            raise _client_error(name, "ProvisionedThroughputExceededException")
+        roll -= faults.throttle
+        if name == "transact_write_items" and roll < faults.conflict:
+            self._note(task, name, "conflict")
+            count = len(params.get("TransactItems", []))
+            at = rng.randrange(max(count, 1))
+            reasons = [{"Code": "TransactionConflict" if i == at else "None"} for i in range(count)]
+            raise _client_error(name, "TransactionCanceledException", CancellationReasons=reasons)
+        roll -= faults.conflict
+        if write and roll < faults.lost_before:
+            self._note(task, name, "lost-before")
+            raise ReadTimeoutError(endpoint_url=ENDPOINT)
+        roll -= faults.lost_before
+        lost = write and roll < faults.lost_after
+        try:
+            response = self._send(name, method, params)
+        except ClientError as exc:
+            self._note(task, name, retry.error_code(exc))
+            raise
+        if lost:
+            self._note(task, name, "lost-after")
+            raise ReadTimeoutError(endpoint_url=ENDPOINT)
+        self._note(task, name, "ok")
+        return response
+
+    def _send(self, name: str, method: Callable[..., Any], params: dict[str, Any]) -> Any:
+        token = params.get("ClientRequestToken")
+        if name != "transact_write_items" or token is None:
+            return method(**params)
+        request = json.dumps(params, sort_keys=True)
+        seen = self._stats.tokens.get(token)
+        if seen is not None and self._scheduler.now - seen[2] < TOKEN_SECONDS:
+            if seen[0] != request:
+                raise _client_error(name, "IdempotentParameterMismatchException")
+            return seen[1]
+        response = method(**params)
+        self._stats.tokens[token] = (request, response, self._scheduler.now)
+        return response
+
+    def _note(self, task: Task, name: str, what: str) -> None:
+        if what in ("crash", "pause", "throttle", "conflict", "lost-before", "lost-after"):
+            self._stats.faults += 1
+        self._stats.trace.append(f"{self._scheduler.now:.6f} {task.name} {name} {what}")

@@ -1,0 +1,181 @@
+"""Random sequences of the requests turnstile sends, to run against two DynamoDBs and compare.
+
+Used by tests/sim/test_differential.py (moto, as the simulator drives it, against DynamoDB Local).
+Hand-written rather than derived from the library because the point is the request *shapes* the
+library uses (conditional Put/Update/Delete with its expression subset, ``ReturnValues`` and
+``ReturnValuesOnConditionCheckFailure``, TransactWriteItems with cancellation reasons), varied
+more than the library's own calls vary them. The generator is seeded: a difference replays.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+KEY = "pk"
+_IGNORED = ("ResponseMetadata", "ConsumedCapacity", "ItemCollectionMetrics")
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+# (UpdateExpression, ConditionExpression or None, the values both use), as the library writes them.
+_UPDATES: list[tuple[str, str | None, list[str]]] = [
+    ("SET n = n - :a, v = v + :one", "n >= :a", [":a", ":one"]),  # versioned.decrement
+    ("SET n = n + :a, v = v + :one", "attribute_exists(n)", [":a", ":one"]),  # increment
+    ("SET n = :x, v = :next", "v = :expected", [":x", ":next", ":expected"]),  # version check
+    ("SET n = :x, v = :next", "attribute_not_exists(v)", [":x", ":next"]),  # first write
+    (  # lease.take: acquire when free
+        "SET o = :o, e = :e REMOVE r ADD f :one",
+        "attribute_not_exists(pk) OR e < :now",
+        [":o", ":e", ":one", ":now"],
+    ),
+    ("SET e = :zero, r = :now", "o = :o AND f = :f", [":zero", ":now", ":o", ":f"]),  # release
+    ("SET lg = list_append(if_not_exists(lg, :empty), :l)", None, [":empty", ":l"]),  # fenced log
+    ("SET n = :x", "attribute_not_exists(lf) OR lf < :f", [":x", ":f"]),  # fenced_update
+]
+_CONDITIONS = [
+    None,
+    "attribute_not_exists(pk)",
+    "attribute_exists(pk)",
+    "v = :expected",
+    "n >= :a",
+]
+
+
+class Generator:
+    def __init__(self, seed: int, prefix: str, keys: int = 3) -> None:
+        self.rng = random.Random(seed)
+        self.keys = [f"{prefix}-k{i}" for i in range(keys)]
+
+    def _values(self, names: list[str]) -> dict[str, Any]:
+        rng = self.rng
+        pool = {
+            ":a": _n(rng.randint(1, 3)),
+            ":one": _n(1),
+            ":x": _n(rng.randint(0, 9)),
+            ":next": _n(rng.randint(1, 4)),
+            ":expected": _n(rng.randint(1, 4)),
+            ":o": {"S": rng.choice(["a", "b"])},
+            ":e": _n(rng.randint(0, 20)),
+            ":now": _n(rng.randint(0, 20)),
+            ":zero": _n(0),
+            ":f": _n(rng.randint(0, 4)),
+            ":empty": {"L": []},
+            ":l": {"L": [_n(rng.randint(0, 9))]},
+        }
+        return {name: pool[name] for name in names}
+
+    def _key(self) -> dict[str, Any]:
+        return {KEY: {"S": self.rng.choice(self.keys)}}
+
+    def _item(self) -> dict[str, Any]:
+        rng = self.rng
+        item = {**self._key(), "n": _n(rng.randint(0, 9)), "v": _n(rng.randint(1, 4))}
+        if rng.random() < 0.3:
+            item["lf"] = _n(rng.randint(0, 4))
+        return item
+
+    def _conditioned(self, parts: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
+        """``parts`` with a ConditionExpression (perhaps none, unless ``required``) and its
+        values added."""
+        condition = self.rng.choice(_CONDITIONS)
+        if condition is None and required:
+            condition = "attribute_exists(pk)"
+        if condition is not None:
+            parts["ConditionExpression"] = condition
+            names = [v for v in (":expected", ":a") if v in condition]
+            if names:
+                parts["ExpressionAttributeValues"] = self._values(names)
+        return parts
+
+    def _update_parts(self) -> dict[str, Any]:
+        update, condition, names = self.rng.choice(_UPDATES)
+        parts: dict[str, Any] = {
+            "Key": self._key(),
+            "UpdateExpression": update,
+            "ExpressionAttributeValues": self._values(names),
+        }
+        if condition is not None:
+            parts["ConditionExpression"] = condition
+        return parts
+
+    def _failure_image(self, parts: dict[str, Any]) -> dict[str, Any]:
+        if "ConditionExpression" in parts and self.rng.random() < 0.7:
+            parts["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return parts
+
+    def request(self, table: str) -> tuple[str, dict[str, Any]]:
+        """One (operation, parameters)."""
+        rng = self.rng
+        kind = rng.choice(["put", "update", "update", "delete", "get", "transact", "transact"])
+        if kind == "get":
+            return "get_item", {"TableName": table, "Key": self._key(), "ConsistentRead": True}
+        if kind == "put":
+            parts = self._conditioned({"TableName": table, "Item": self._item()})
+            parts["ReturnValues"] = rng.choice(["NONE", "ALL_OLD"])
+            return "put_item", self._failure_image(parts)
+        if kind == "update":
+            parts = {"TableName": table, **self._update_parts()}
+            # Not UPDATED_NEW: the library never asks for it, and moto answers it with the key too
+            # when the update creates the item (DynamoDB: only the attributes set; docs/sim.md).
+            parts["ReturnValues"] = rng.choice(["NONE", "ALL_NEW", "ALL_OLD"])
+            return "update_item", self._failure_image(parts)
+        if kind == "delete":
+            parts = self._conditioned({"TableName": table, "Key": self._key()})
+            parts["ReturnValues"] = rng.choice(["NONE", "ALL_OLD"])
+            return "delete_item", self._failure_image(parts)
+        return "transact_write_items", {"TransactItems": self._transaction(table)}
+
+    def _transaction(self, table: str) -> list[dict[str, Any]]:
+        rng = self.rng
+        count = rng.randint(1, 3)
+        # Distinct keys, as the library's transactions have: one key twice is refused by DynamoDB
+        # and moto (ValidationException) but not by DynamoDB Local (see docs/sim.md).
+        keys = rng.sample(self.keys, count)
+        elements = []
+        for key in keys:
+            kind = rng.choice(["Update", "Update", "Put", "ConditionCheck", "Delete"])
+            if kind == "Update":
+                parts = {"TableName": table, **self._update_parts()}
+            elif kind == "Put":
+                parts = self._conditioned({"TableName": table, "Item": self._item()})
+            else:
+                required = kind == "ConditionCheck"
+                parts = self._conditioned(
+                    {"TableName": table, "Key": self._key()}, required=required
+                )
+            if "Key" in parts:
+                parts["Key"] = {KEY: {"S": key}}
+            else:
+                parts["Item"][KEY] = {"S": key}
+            elements.append({kind: self._failure_image(parts)})
+        return elements
+
+
+def outcome(client: Any, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What a request answered, in a form two DynamoDBs can be compared by: the response without
+    metadata, or the error code with the ALL_OLD image and per-item cancellation reasons (codes
+    and items; messages are free text and differ)."""
+    try:
+        response = getattr(client, operation)(**params)
+    except ClientError as exc:
+        body: Any = exc.response
+        answer: dict[str, Any] = {"error": body.get("Error", {}).get("Code")}
+        if "Item" in body:
+            answer["item"] = body["Item"]
+        if "CancellationReasons" in body:
+            answer["reasons"] = [
+                {k: v for k, v in reason.items() if k != "Message"}
+                for reason in body["CancellationReasons"]
+            ]
+        return answer
+    return {k: v for k, v in response.items() if k not in _IGNORED}
+
+
+def table_contents(client: Any, table: str) -> list[dict[str, Any]]:
+    items = client.scan(TableName=table, ConsistentRead=True)["Items"]
+    return sorted(items, key=lambda item: item[KEY]["S"])

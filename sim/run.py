@@ -1,0 +1,226 @@
+"""One simulated run per seed, and the summary over many seeds (``python -m sim``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from chaos import checkers
+from chaos.checkers import Report
+from sim import checks
+from sim.ddb import Faults, SimClient, Stats, moto_dynamodb
+from sim.scheduler import EPOCH, Scheduler
+from sim.workloads import Leasing, Purchases, Recorder
+
+# Each client's clock is off the global one by at most this (lease.py assumes any two clients
+# differ by less than its SAFETY_MARGIN_MS = 500 ms; two clients here differ by at most 400 ms).
+SKEW_SECONDS = 0.2
+
+
+@dataclass
+class Config:
+    purchase_clients: int = 4
+    lease_clients: int = 3
+    purchases_each: int = 12  # purchases per purchase client
+    leases_each: int = 6  # acquisitions per lease client
+    faults: Faults = field(default_factory=Faults)
+    fault_scale: float = 1.0  # every fault probability times this
+
+    def flags(self) -> str:
+        """The command-line flags of this configuration (what ``python -m sim`` takes)."""
+        default = Config()
+        scale = "" if self.fault_scale == 1.0 else f" --fault-scale {self.fault_scale:g}"
+        if (self.purchase_clients, self.lease_clients, self.purchases_each, self.leases_each) == (
+            default.purchase_clients,
+            default.lease_clients,
+            default.purchases_each,
+            default.leases_each,
+        ):
+            return scale
+        return (
+            f" --buyers {self.purchase_clients} --holders {self.lease_clients}"
+            f" --purchases {self.purchases_each} --acquisitions {self.leases_each}{scale}"
+        )
+
+
+@dataclass
+class Result:
+    seed: int
+    history: str
+    report: Report
+    calls: int
+    faults: int
+    simulated: float  # virtual seconds
+    wall: float
+    finished: bool
+    config: Config
+
+    @property
+    def violations(self) -> int:
+        return len(self.report.violations) + (0 if self.finished else 1)
+
+
+@contextlib.contextmanager
+def seeded_ids(seed: int) -> Iterator[None]:
+    """uuid.uuid4 from the seed while a run lasts: the library and the service draw purchase ids
+    and ClientRequestTokens from it, and they end up in the history."""
+    rng = random.Random(f"uuid-{seed}")
+    real = uuid.uuid4
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+    try:
+        yield
+    finally:
+        uuid.uuid4 = real
+
+
+def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Result:
+    """Run one seed. ``real``: a moto client to reuse (see :func:`sim.ddb.moto_dynamodb`); its
+    tables are created and deleted here, so a batch of seeds need not restart moto each time."""
+    config = config or Config()
+    started = time.perf_counter()
+    scheduler = Scheduler(seed)
+    recorder = Recorder(scheduler)
+    stats = Stats()
+    faults = config.faults.scaled(config.fault_scale)
+    purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
+    leasing = Leasing(["r0"], operations=config.leases_each)
+    with contextlib.ExitStack() as stack:
+        if real is None:
+            real = stack.enter_context(moto_dynamodb())
+        stack.enter_context(seeded_ids(seed))
+        stack.callback(drop_tables, real)
+        purchases.setup(real)
+        leasing.setup(real)
+        for i in range(config.purchase_clients):
+            client = SimClient(real, scheduler, faults, stats)
+            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
+            scheduler.spawn(f"buyer{i}", purchases.body(recorder, client), skew=skew)
+        for i in range(config.lease_clients):
+            client = SimClient(real, scheduler, faults, stats)
+            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
+            scheduler.spawn(f"holder{i}", leasing.body(recorder, client), skew=skew)
+        finished = scheduler.run()
+        final = purchases.final(real)
+        logs = leasing.logs(real)
+    report = Report()
+    for task in scheduler.tasks:
+        report.expect(
+            task.error is None,
+            "sim",
+            "no unexpected exception",
+            f"{task.name} raised {task.error!r}",
+        )
+    report.merge(checkers.purchases(recorder.ops, purchases.products, final))
+    report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
+    report.merge(checks.overlapping_holds(recorder.holds))
+    history = render(recorder, stats, final, logs)
+    return Result(
+        seed,
+        history,
+        report,
+        stats.calls,
+        stats.faults,
+        scheduler.now - EPOCH,
+        time.perf_counter() - started,
+        finished,
+        config,
+    )
+
+
+def drop_tables(client: Any) -> None:
+    for table in client.list_tables()["TableNames"]:
+        client.delete_table(TableName=table)
+
+
+def render(
+    recorder: Recorder, stats: Stats, final: dict[str, int | None], logs: dict[str, list[int]]
+) -> str:
+    """The whole history as text: every DynamoDB call and every operation, in virtual time."""
+    lines = ["# calls", *stats.trace, "# operations"]
+    for op in recorder.ops:
+        lines.append(
+            json.dumps(
+                [
+                    op.index,
+                    op.process,
+                    op.f,
+                    op.args,
+                    round(op.invoked - EPOCH, 6),
+                    None if op.completed == float("inf") else round(op.completed - EPOCH, 6),
+                    op.type,
+                    op.value,
+                    op.attempts,
+                ],
+                sort_keys=True,
+                default=str,
+            )
+        )
+    lines.append("# final " + json.dumps({"stock": final, "logs": logs}, sort_keys=True))
+    return "\n".join(lines) + "\n"
+
+
+def repro(seed: int, config: Config | None = None) -> str:
+    flags = config.flags() if config else ""
+    if flags:
+        return f".venv/bin/python -m sim --seed {seed}{flags} --show"
+    return f"make sim SEED={seed}   # or: .venv/bin/python -m sim --seed {seed} --show"
+
+
+def shrink(seed: int, config: Config, *, real: Any = None) -> tuple[Config, Result]:
+    """The smallest configuration found (fewer clients, fewer operations each) on which ``seed``
+    still fails, greedily: each step takes the first smaller candidate that still fails. The seed
+    then interleaves a smaller world differently, so this finds *a* small failing run, not the
+    same interleaving cut down."""
+    best = run_seed(seed, config, real=real)
+    if not best.violations:
+        raise ValueError(f"seed {seed} does not fail on {config}")
+    while True:
+        for candidate in _smaller(config):
+            result = run_seed(seed, candidate, real=real)
+            if result.violations:
+                config, best = candidate, result
+                break
+        else:
+            return config, best
+
+
+def _smaller(config: Config) -> list[Config]:
+    candidates = []
+    if config.purchase_clients + config.lease_clients > 1:
+        if config.purchase_clients:
+            candidates.append(replace(config, purchase_clients=config.purchase_clients - 1))
+        if config.lease_clients:
+            candidates.append(replace(config, lease_clients=config.lease_clients - 1))
+    if config.purchases_each > 1 and config.purchase_clients:
+        candidates.append(replace(config, purchases_each=config.purchases_each // 2))
+    if config.leases_each > 1 and config.lease_clients:
+        candidates.append(replace(config, leases_each=config.leases_each // 2))
+    return candidates
+
+
+def describe(result: Result) -> str:
+    lines = [f"seed {result.seed}: {result.violations} violation(s)"]
+    if not result.finished:
+        lines.append("  the run did not finish within its step budget (livelock?)")
+    for violation in result.report.violations:
+        lines.append(f"  [{violation.pattern}] {violation.check}: {violation.message}")
+        for op in violation.ops[:4]:
+            lines.append("    " + op.describe(EPOCH))
+    lines.append("  repro: " + repro(result.seed, result.config))
+    return "\n".join(lines)
+
+
+def summary(results: list[Result], wall: float) -> str:
+    calls = sum(r.calls for r in results)
+    simulated = sum(r.simulated for r in results)
+    return (
+        f"sim: {len(results)} seeds, {calls} operations, {sum(r.faults for r in results)} faults, "
+        f"{sum(r.violations for r in results)} violations, {calls / wall:.0f} ops/s, "
+        f"{simulated / wall:.1f} sim-s/s"
+    )

@@ -1,0 +1,155 @@
+"""A seeded scheduler: logical clients as threads, exactly one running at a time, virtual time.
+
+Hand-written because the library's code is ordinary blocking Python (``client.update_item``,
+``backoff.sleep``): running it unchanged as many clients needs real threads, but a thread
+scheduler decides nothing deterministically. Here each client thread runs only while it holds the
+baton; it hands it back at every scheduling point (each DynamoDB call, each sleep), and the
+scheduler, with its own ``random.Random(seed)``, picks which ready client runs next. Sleeps do not
+wait: they set a wake-up time on a virtual clock, and when no client is ready the clock jumps to
+the earliest wake-up. So the seed alone decides the interleaving, and a 20-second lease costs no
+wall time.
+
+The library's clocks and sleeps are injected per client (:meth:`Task.clock`, :meth:`Task.sleep`,
+:meth:`Task.backoff`); a client's clock may run ``skew`` seconds off the global one.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from turnstile_ddb import retry
+
+# Virtual time starts here (epoch seconds), so epoch-millisecond attributes look ordinary.
+EPOCH = 1_700_000_000.0
+
+
+class Abort(BaseException):
+    """Raised inside a client thread when the scheduler stops a run that did not finish (a
+    BaseException, so the library's ``except Exception`` does not swallow it)."""
+
+
+class Crashed(BaseException):
+    """The client's process died: raised at the call where it crashed and at every call it
+    attempts afterwards (its ``finally`` blocks still run as Python, but they cannot reach the
+    database, as a dead process's would not). A BaseException, so ``except Exception`` in the
+    library does not swallow it; the workload records the op in flight as unknown and stops."""
+
+
+@dataclass
+class Task:
+    name: str
+    scheduler: Scheduler
+    body: Callable[[Task], None]
+    skew: float = 0.0
+    rng: random.Random = field(default_factory=random.Random)
+    wake: float = 0.0
+    done: bool = False
+    crashed: bool = False
+    error: BaseException | None = None
+    go: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    thread: threading.Thread | None = None
+
+    def clock(self) -> float:
+        """This client's clock: epoch seconds, virtual, off by ``skew``."""
+        return self.scheduler.now + self.skew
+
+    def sleep(self, seconds: float) -> None:
+        self.scheduler.sleep(self, seconds)
+
+    def backoff(self, **settings: Any) -> retry.Backoff:
+        """A :class:`turnstile_ddb.retry.Backoff` whose sleep, jitter and clock are this
+        client's virtual ones (its defaults are time.sleep, random.random, time.monotonic)."""
+        return retry.Backoff(sleep=self.sleep, rand=self.rng.random, clock=self.clock, **settings)
+
+
+class Scheduler:
+    def __init__(self, seed: int, *, max_steps: int = 200_000) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.now = EPOCH
+        self.tasks: list[Task] = []
+        self.current: Task | None = None
+        self.steps = 0
+        self.max_steps = max_steps
+        self.aborted = False
+        self._back = threading.Semaphore(0)
+
+    def spawn(self, name: str, body: Callable[[Task], None], *, skew: float = 0.0) -> Task:
+        task = Task(name, self, body, skew=skew, rng=random.Random(self.rng.getrandbits(64)))
+        self.tasks.append(task)
+        return task
+
+    # -- called from the running client's thread ---------------------------------------------
+
+    def point(self) -> Task:
+        """A scheduling point: the running client offers the baton; it resumes when picked."""
+        task = self._running()
+        task.wake = self.now
+        self._switch(task)
+        return task
+
+    def sleep(self, task: Task, seconds: float) -> None:
+        task.wake = self.now + max(0.0, seconds)
+        self._switch(task)
+
+    def advance(self, seconds: float) -> None:
+        """Virtual time passes while the running client waits on a call."""
+        self.now += seconds
+
+    def _running(self) -> Task:
+        if self.current is None or threading.current_thread() is not self.current.thread:
+            raise RuntimeError("a scheduling point outside a simulated client")
+        return self.current
+
+    def _switch(self, task: Task) -> None:
+        if self.aborted:
+            raise Abort
+        self._back.release()
+        task.go.acquire()
+        if self.aborted:
+            raise Abort
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _start(self, task: Task) -> None:
+        def main() -> None:
+            task.go.acquire()
+            try:
+                if not self.aborted:
+                    task.body(task)
+            except (Abort, Crashed):
+                pass
+            except BaseException as exc:  # noqa: BLE001 - reported as the run's finding
+                task.error = exc
+            finally:
+                task.done = True
+                self._back.release()
+
+        task.thread = threading.Thread(target=main, name=f"sim-{task.name}", daemon=True)
+        task.thread.start()
+
+    def run(self) -> bool:
+        """Run every client to its end; False when stopped at ``max_steps`` (a livelock)."""
+        for task in self.tasks:
+            task.wake = self.now
+            self._start(task)
+        while True:
+            live = [task for task in self.tasks if not task.done]
+            if not live:
+                return not self.aborted
+            if self.steps >= self.max_steps and not self.aborted:
+                self.aborted = True
+            due = [task for task in live if task.wake <= self.now or self.aborted]
+            if not due:
+                self.now = min(task.wake for task in live)
+                continue
+            task = due[self.rng.randrange(len(due))]
+            self.steps += 1
+            self.current = task
+            task.go.release()
+            self._back.acquire()
+            self.current = None

@@ -1,0 +1,276 @@
+"""Workloads: what each simulated client does, through the real library and service code.
+
+Each records :class:`chaos.history.Op` entries stamped with *virtual* time, so chaos's checkers
+can judge them (see :mod:`sim.checks`).
+
+* **purchases**: ``service.domain.products.Products.purchase`` with the ``atomic`` (conditional
+  decrement) and ``versioned`` (read, decide, version-checked write) strategies, and keyed: an
+  ``Idempotency-Key`` claimed in ``turnstile_ddb.idempotency`` and committed with the versioned
+  write in one transaction, retried under its key as a client would.
+* **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
+  (``Leases.transact``) appending the fence to a protected item, then ``release``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.history import FAIL, OK, UNKNOWN, Op
+from service.domain.errors import Conflict, NotFound, OutOfStock
+from service.domain.products import Products
+from sim.ddb import create_table
+from sim.scheduler import Crashed, Scheduler, Task
+from turnstile_ddb import codec, idempotency, lease, retry
+
+PRODUCTS_TABLE = "sim-products"
+IDEMPOTENCY_TABLE = "sim-idempotency"
+LEASES_TABLE = "sim-leases"
+DATA_TABLE = "sim-data"
+LEASE_TTL_MS = 2000
+
+
+@dataclass
+class Hold:
+    """What a lease holder believed: from its acquisition's reply until it released or its own
+    clock passed ``expiresAt`` minus the safety margin (all in global virtual seconds)."""
+
+    resource: str
+    owner: str
+    fence: int
+    start: float
+    end: float
+    op: Op
+
+
+@dataclass
+class Recorder:
+    """The history, in virtual time (chaos.history.History stamps wall-clock time)."""
+
+    scheduler: Scheduler
+    ops: list[Op] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def invoke(self, pattern: str, process: str, f: str, **args: Any) -> Op:
+        now = self.scheduler.now
+        op = Op(next(self._ids), pattern, process, f, args, now, int(now * 1000))
+        self.ops.append(op)
+        return op
+
+    def complete(self, op: Op, outcome: str, value: Any = None) -> None:
+        now = self.scheduler.now
+        op.type, op.value = outcome, value
+        op.completed = float("inf") if outcome == UNKNOWN else now
+        op.completed_ms = int(now * 1000)
+
+
+@dataclass
+class Purchases:
+    products: list[tuple[str, int]]
+    operations: int = 12  # per client
+    keyed_attempts: int = 6  # tries of one keyed purchase before its answer is left unknown
+
+    def setup(self, client: Any) -> None:
+        create_table(client, PRODUCTS_TABLE, "productId")
+        create_table(client, IDEMPOTENCY_TABLE, "id")
+        for product_id, stock in self.products:
+            item = {"productId": product_id, "name": product_id, "stock": stock, "version": 1}
+            client.put_item(TableName=PRODUCTS_TABLE, Item=codec.encode_item(item))
+
+    def body(self, recorder: Recorder, client: Any) -> Any:
+        def run(task: Task) -> None:
+            store = idempotency.IdempotencyStore(
+                client,
+                IDEMPOTENCY_TABLE,
+                backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
+                lock_ms=2000,
+                clock=task.clock,
+            )
+            shop = Products(
+                client,
+                PRODUCTS_TABLE,
+                idempotency=store,
+                backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
+                conflicts=task.backoff(attempts=6, base=0.005, cap=0.1, budget=1.0),
+            )
+            for number in range(self.operations):
+                product_id = task.rng.choice(self.products)[0]
+                quantity = task.rng.randint(1, 3)
+                strategy = task.rng.choice(("atomic", "versioned", "keyed"))
+                op = recorder.invoke(
+                    "purchases",
+                    task.name,
+                    "purchase",
+                    product=product_id,
+                    quantity=quantity,
+                    strategy=strategy,
+                )
+                try:
+                    if strategy == "keyed":
+                        key = f"{task.name}-{number}"
+                        outcome, value = self._keyed(task, shop, store, op, key)
+                    else:
+                        outcome, value = _purchase(shop, product_id, quantity, strategy, None)
+                except Crashed:
+                    recorder.complete(op, UNKNOWN)
+                    raise
+                recorder.complete(op, outcome, value)
+                task.sleep(task.rng.random() * 0.05)
+
+        return run
+
+    def _keyed(
+        self, task: Task, shop: Products, store: idempotency.IdempotencyStore, op: Op, key: str
+    ) -> tuple[str, Any]:
+        """A purchase with an ``Idempotency-Key``, as the service's keyed middleware runs it
+        (service/api/keyed.py), retried under the same key until its answer is definite."""
+        product_id, quantity = op.args["product"], op.args["quantity"]
+        request = idempotency.fingerprint(product_id, quantity)
+        for _ in range(self.keyed_attempts):
+            try:
+                begun = store.begin(key, request)
+            except idempotency.StillRunning as exc:
+                op.attempts.append((409, {"error": "IDEMPOTENCY_IN_PROGRESS"}))
+                task.sleep(exc.retry_after_ms / 1000 + 0.01)
+                continue
+            except (retry.OutcomeUnknown, retry.RetriesExhausted):
+                op.attempts.append((503, None))
+                task.sleep(0.1)
+                continue
+            if isinstance(begun, idempotency.Replay):
+                op.attempts.append((begun.status_code, begun.body))
+                return OK, begun.body
+            outcome, value = _purchase(shop, product_id, quantity, "versioned", begun)
+            if outcome == OK:
+                op.attempts.append((201, value))
+                return OK, value
+            if outcome == FAIL:  # nothing changed: the key is given back
+                with contextlib.suppress(retry.OutcomeUnknown, retry.RetriesExhausted):
+                    store.release(begun)
+                op.attempts.append((409, value))
+                return FAIL, value
+            op.attempts.append((None, None))  # unknown: the claim stays until it lapses
+            task.sleep(0.1)
+        return UNKNOWN, None
+
+    def final(self, client: Any) -> dict[str, int | None]:
+        stock: dict[str, int | None] = {}
+        for product_id, _ in self.products:
+            item = client.get_item(
+                TableName=PRODUCTS_TABLE,
+                Key=codec.encode_item({"productId": product_id}),
+                ConsistentRead=True,
+            ).get("Item")
+            decoded = codec.decode_item(item) or {}
+            stock[product_id] = int(decoded["stock"]) if "stock" in decoded else None
+        return stock
+
+
+def _purchase(
+    shop: Products,
+    product_id: str,
+    quantity: int,
+    strategy: str,
+    claim: idempotency.Claim | None,
+) -> tuple[str, Any]:
+    """One purchase's outcome and what the history records of it."""
+    try:
+        receipt = shop.purchase(product_id, quantity, strategy, claim)
+    except OutOfStock as exc:
+        return FAIL, {"error": "OUT_OF_STOCK", "available": exc.details["available"]}
+    except (Conflict, NotFound) as exc:
+        return FAIL, {"error": exc.code}
+    except retry.RetriesExhausted:
+        return FAIL, {"error": "THROTTLED"}
+    except retry.OutcomeUnknown:
+        return UNKNOWN, None
+    return OK, receipt
+
+
+@dataclass
+class Leasing:
+    resources: list[str]
+    operations: int = 6  # acquisitions per client
+    work_seconds: float = 1.5  # the most a holder works before its fenced write
+
+    def setup(self, client: Any) -> None:
+        create_table(client, LEASES_TABLE, "resource")
+        create_table(client, DATA_TABLE, "id")
+
+    def body(self, recorder: Recorder, client: Any) -> Any:
+        def run(task: Task) -> None:
+            leases = lease.Leases(
+                client, LEASES_TABLE, backoff=task.backoff(attempts=4), clock=task.clock
+            )
+            waits = task.backoff(attempts=50, base=0.05, cap=0.5)
+            for number in range(self.operations):
+                resource = task.rng.choice(self.resources)
+                owner = f"{task.name}.{number}"
+                op = recorder.invoke("leases", task.name, "acquire", resource=resource, owner=owner)
+                try:
+                    held = leases.acquire_wait(
+                        resource, owner, LEASE_TTL_MS, wait_ms=4000, waits=waits
+                    )
+                except (lease.Held, retry.RetriesExhausted) as exc:
+                    recorder.complete(op, FAIL, {"error": type(exc).__name__})
+                    continue
+                except retry.OutcomeUnknown:
+                    recorder.complete(op, UNKNOWN)
+                    continue
+                except Crashed:
+                    recorder.complete(op, UNKNOWN)
+                    raise
+                recorder.complete(op, OK, {"fence": held.fence, "expiresAt": held.expires_at})
+                believed = (held.expires_at - leases.safety_margin_ms) / 1000 - task.skew
+                hold = Hold(resource, owner, held.fence, recorder.scheduler.now, believed, op)
+                recorder.holds.append(hold)
+                task.sleep(task.rng.random() * self.work_seconds)
+                try:
+                    self._write(recorder, task, leases, held)
+                finally:  # released next, or dead: either way it holds no longer
+                    hold.end = min(hold.end, recorder.scheduler.now)
+                with contextlib.suppress(
+                    lease.LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown
+                ):
+                    leases.release(held)
+
+        return run
+
+    @staticmethod
+    def _write(recorder: Recorder, task: Task, leases: lease.Leases, held: lease.Lease) -> None:
+        op = recorder.invoke("leases", task.name, "write", resource=held.resource, fence=held.fence)
+        append = {
+            "Update": {
+                "TableName": DATA_TABLE,
+                "Key": codec.encode_item({"id": held.resource}),
+                "UpdateExpression": "SET #log = list_append(if_not_exists(#log, :empty), :f)",
+                "ExpressionAttributeNames": {"#log": "log"},
+                "ExpressionAttributeValues": {
+                    ":empty": {"L": []},
+                    ":f": {"L": [{"N": str(held.fence)}]},
+                },
+            }
+        }
+        try:
+            leases.transact(held, [append])
+        except (lease.LeaseLost, retry.RetriesExhausted) as exc:
+            recorder.complete(op, FAIL, {"error": type(exc).__name__})
+        except (retry.OutcomeUnknown, Crashed) as exc:
+            recorder.complete(op, UNKNOWN)
+            if isinstance(exc, Crashed):
+                raise
+        else:
+            recorder.complete(op, OK)
+
+    def logs(self, client: Any) -> dict[str, list[int]]:
+        logs: dict[str, list[int]] = {}
+        for resource in self.resources:
+            item = client.get_item(
+                TableName=DATA_TABLE, Key=codec.encode_item({"id": resource}), ConsistentRead=True
+            ).get("Item")
+            log = (codec.decode_item(item) or {}).get("log", [])
+            logs[resource] = [int(fence) for fence in log]
+        return logs

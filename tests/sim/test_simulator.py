@@ -1,0 +1,148 @@
+"""The simulator (sim/): deterministic from its seed, clean on the library as it is, and able to
+fail: deliberately broken variants of the library, monkeypatched here, are caught."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.ddb import Faults, moto_dynamodb
+from sim.run import Config, describe, repro, run_seed, shrink
+from sim.workloads import PRODUCTS_TABLE
+from turnstile_ddb import lease, transact, versioned
+
+# The in-suite seed budget: small, fixed (make sim SEEDS=N runs more).
+SEEDS = range(6)
+ROOT = Path(__file__).resolve().parents[2]
+SMALL_FLAGS = ["--buyers", "2", "--holders", "2", "--purchases", "5", "--acquisitions", "3"]
+
+
+def test_the_same_seed_gives_a_byte_identical_history():
+    first = run_seed(11)
+    again = run_seed(11)
+    assert first.calls > 50 and first.faults > 0
+    assert first.history == again.history
+
+
+def test_a_seed_replays_byte_identically_in_a_fresh_process_with_another_hash_seed():
+    """The repro line runs in a new process: string hashing (PYTHONHASHSEED) must not matter."""
+    command = [sys.executable, "-m", "sim", "--seed", "5", "--show", *SMALL_FLAGS]
+    histories = []
+    for hash_seed in ("1", "2"):
+        environment = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        shown = subprocess.run(
+            command, cwd=ROOT, env=environment, capture_output=True, text=True, check=True
+        ).stdout
+        history, summary = shown.rstrip("\n").rsplit("\n", 1)
+        assert summary.startswith("sim: 1 seeds,") and " 0 violations," in summary
+        histories.append(history)
+    assert histories[0] == histories[1]
+    assert histories[0].count("\n") > 40
+
+
+def test_a_seed_run_after_others_on_one_moto_gives_the_same_history():
+    """make sim reuses one moto for every seed: what ran before must not leak into a seed."""
+    small = Config(purchase_clients=2, lease_clients=2, purchases_each=6, leases_each=3)
+    with moto_dynamodb() as real:
+        run_seed(3, small, real=real)
+        after = run_seed(4, small, real=real)
+    assert after.history == run_seed(4, small).history
+
+
+def test_different_seeds_interleave_differently():
+    small = Config(purchase_clients=2, lease_clients=2, purchases_each=4, leases_each=2)
+    assert run_seed(1, small).history != run_seed(2, small).history
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_fixed_budget_of_seeds_runs_clean(seed):
+    result = run_seed(seed)
+    assert result.finished
+    assert not result.report.violations, [v.message for v in result.report.violations]
+    assert result.report.checks > 0
+
+
+def _first_violations(config: Config, seeds: range) -> list[str]:
+    for seed in seeds:
+        result = run_seed(seed, config)
+        if result.report.violations:
+            return [f"{v.pattern}/{v.check}" for v in result.report.violations]
+    return []
+
+
+@pytest.fixture
+def unversioned_purchases(monkeypatch):
+    """The read-decide-write purchase path (strategy "versioned") losing its version check."""
+    real = versioned._update_parts
+
+    def unguarded(*args, **kwargs):
+        parts = real(*args, **kwargs)
+        parts.pop("ConditionExpression")
+        parts["ExpressionAttributeValues"].pop(":expected", None)
+        return parts
+
+    monkeypatch.setattr(versioned, "_update_parts", unguarded)
+
+
+def test_a_purchase_written_without_its_version_condition_is_caught(unversioned_purchases):
+    """Lost updates, so the stock no longer adds up (a mutant issue 32 says chaos barely caught)."""
+    found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(5))
+    assert any(name.startswith("purchases/") for name in found), found
+
+
+def test_a_failing_seed_is_described_with_its_repro_line(unversioned_purchases):
+    config = Config(purchase_clients=5, lease_clients=0)
+    result = next(r for r in (run_seed(s, config) for s in range(5)) if r.violations)
+    text = describe(result)
+    assert f"seed {result.seed}: {result.violations} violation(s)" in text
+    assert "[purchases] no oversell" in text or "[purchases] stock accounting" in text
+    assert text.splitlines()[-1].strip() == f"repro: {repro(result.seed, config)}"
+    assert "--buyers 5 --holders 0" in text.splitlines()[-1]
+
+
+def test_a_keyed_purchase_committed_without_its_version_condition_is_caught(monkeypatch):
+    """Only the transactional path (a keyed purchase: the versioned write and its stored answer in
+    one transaction) loses its version check; issue 32 says only the nemesis caught this one."""
+    real = transact.transact_write
+
+    def unversioned(client, items, **kwargs):
+        first = items[0].get("Update", {})
+        if first.get("TableName") == PRODUCTS_TABLE and "ConditionExpression" in first:
+            values = {k: v for k, v in first["ExpressionAttributeValues"].items()}
+            values.pop(":expected", None)
+            first = {**first, "ExpressionAttributeValues": values}
+            first.pop("ConditionExpression")
+            items = [{"Update": first}, *items[1:]]
+        return real(client, items, **kwargs)
+
+    monkeypatch.setattr(transact, "transact_write", unversioned)
+    found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(8))
+    assert any(name.startswith("purchases/") for name in found), found
+
+
+def test_a_failing_seed_shrinks_to_a_smaller_run_that_still_fails(unversioned_purchases):
+    start = Config(purchase_clients=4, lease_clients=0, purchases_each=8)
+    with moto_dynamodb() as real:
+        seed = next(s for s in range(8) if run_seed(s, start, real=real).violations)
+        small, result = shrink(seed, start, real=real)
+    assert result.violations and result.config == small
+    assert small.purchase_clients <= start.purchase_clients
+    assert small.purchases_each <= start.purchases_each
+    assert small != start
+    assert f"--seed {seed} --buyers {small.purchase_clients}" in repro(seed, small)
+
+
+def test_a_lease_taken_while_its_holder_is_live_is_caught(monkeypatch):
+    """An acquisition that ignores the holder's expiry: two live holders at once (what chaos's
+    fence-only lease checker cannot see), found by sim.checks.overlapping_holds."""
+    monkeypatch.setattr(
+        lease, "FREE_AND_NO_QUEUE", "attribute_not_exists(#resource) OR #expiresAt < :expiresAt"
+    )
+    found = _first_violations(
+        Config(purchase_clients=0, lease_clients=3, faults=Faults.none()), range(5)
+    )
+    assert "leases/no overlapping holders" in found, found
