@@ -243,7 +243,12 @@ class Bridge:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         request = WsgiRequest(environ)
         started = time.perf_counter()
-        response, function = self._respond(request)
+        try:
+            response, function = self._respond(request)
+        except Exception:  # a bug of the bridge itself: logged, answered in the contract's shape
+            log.exception("the bridge failed on %s %s", request.method, request.path)
+            response = _json(STATUS["INTERNAL"], error_body("INTERNAL", "internal error"))
+            function = "-"
         elapsed_ms = (time.perf_counter() - started) * 1000
         log.info(request_line(request, response.status_code, elapsed_ms, function))
         return response(environ, start_response)

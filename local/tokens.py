@@ -5,7 +5,12 @@ Checks, in order, each failure an ``Unauthorized`` (401): an ``Authorization`` v
 or ``Bearer <token>``); a compact JWS whose header says ``alg = RS256`` (pinned: ``none``, HS256
 and every other algorithm are refused before any key is looked at) and names a ``kid``; that key in
 the pool's JWKS; the RS256 signature; then the claims: ``iss`` = the pool, ``aud`` = the app client,
-``token_use = "id"``, ``exp`` in the future (no leeway), ``sub`` present.
+``token_use = "id"``, ``exp`` in the future (no leeway), ``sub`` present, and every date claim
+(``exp``, ``iat``, ``nbf``, ``auth_time``) a date: a number between 1970 and the end of year 9999
+(``service.policy.is_date``). A token Cognito signed always passes that last check; one whose
+``exp`` is 10^20 or 2^63 (only a holder of the signing key can make it, as with moto's public
+development key locally) is refused like any other invalid claim, rather than crashing the shaping
+of its claims below.
 
 The JWKS is fetched once and cached by ``kid``. A token naming an unknown ``kid`` triggers a refetch
 (keys rotate), at most once per ``refetch_interval`` seconds, so forged ``kid`` values cannot make
@@ -29,10 +34,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from joserfc import jws, jwt
-from joserfc.errors import JoseError
+from joserfc.errors import InvalidClaimError, JoseError
 from joserfc.jwk import RSAKey
 
 from service.domain.errors import Unauthorized
+from service.policy import NUMERIC_DATE_CLAIMS, is_date, rest_time
 
 ALGORITHM = "RS256"
 MAX_TOKEN_BYTES = 16 * 1024
@@ -75,12 +81,26 @@ def raw_token(authorization: str | None) -> str:
     return value
 
 
+class GatewayClaims(jwt.JWTClaimsRegistry):
+    """joserfc's claim checks (``exp`` / ``nbf`` / ``iat``: a JSON number, not a bool, finite,
+    compared with now), and every date claim a date (``is_date``): ``auth_time`` included, which
+    joserfc does not look at."""
+
+    def validate(self, claims: dict[str, Any]) -> None:
+        for name in NUMERIC_DATE_CLAIMS:
+            if name in claims and not is_date(claims[name]):
+                raise InvalidClaimError(name, f"Claim '{name}' is not a date (1970 to 9999)")
+        super().validate(claims)
+
+
 def gateway_claims(claims: dict[str, Any]) -> dict[str, str]:
-    """Claims as API Gateway (REST, Cognito authorizer) hands them to the handler."""
+    """Claims as API Gateway (REST, Cognito authorizer) hands them to the handler. Never raises: a
+    date claim that is no date (``GatewayClaims`` refuses it before this runs) stays as written."""
     shaped: dict[str, str] = {}
     for name, value in claims.items():
-        if name in ("exp", "iat") and isinstance(value, int | float):
-            shaped[name] = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(value))
+        written = rest_time(value) if name in ("exp", "iat") else None
+        if written is not None:
+            shaped[name] = written
         elif isinstance(value, bool):
             shaped[name] = "true" if value else "false"
         elif isinstance(value, list):
@@ -114,7 +134,7 @@ class TokenVerifier:
         self._keys: dict[str, RSAKey] = {}
         self._fetched_at: float | None = None
         self._lock = threading.Lock()
-        self._registry = jwt.JWTClaimsRegistry(
+        self._registry = GatewayClaims(
             now=lambda: int(now()),
             leeway=0,
             iss={"essential": True, "value": issuer},

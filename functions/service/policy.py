@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from service.api import routes
 from service.domain.errors import Forbidden, Unauthorized
@@ -116,6 +116,29 @@ class Caller:
 _FLATTENING = re.compile(r"[,\[\]\s]")
 _REST_TIME = "%a %b %d %H:%M:%S UTC %Y"  # how REST claims carry exp / iat
 
+# The NumericDate claims of an ID token (``exp``, ``iat``, ``nbf``, ``auth_time``) are dates only
+# between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z, the last second a REST claim (a four-digit
+# year) can write. Any other value (10^20, 2^63, negative, NaN, infinite, a bool, a string) is no
+# date: the local verifier refuses the token (401) and ``_signed_groups`` reads no group.
+NUMERIC_DATE_CLAIMS = ("exp", "iat", "nbf", "auth_time")
+LAST_DATE = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+
+def is_date(value: object) -> TypeGuard[int | float]:
+    """Whether a NumericDate claim's value is a date (see ``LAST_DATE``): a finite int or float,
+    not a bool, between 0 and ``LAST_DATE``. Never raises, whatever the value."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 <= value <= LAST_DATE  # NaN compares false; inf and any big int fall outside
+
+
+def rest_time(value: object) -> str | None:
+    """A NumericDate as API Gateway REST writes ``exp`` / ``iat`` in the claims (``Fri Jul 29
+    18:52:53 UTC 2016``); None when the value is no date (``is_date``). Never raises."""
+    if not is_date(value):
+        return None
+    return time.strftime(_REST_TIME, time.gmtime(value))
+
 
 def _signed_groups(claims: Mapping[str, Any], headers: Iterable[tuple[str, str]]) -> frozenset[str]:
     """The ``cognito:groups`` list of the one verified ID token of the request, or no group.
@@ -124,9 +147,9 @@ def _signed_groups(claims: Mapping[str, Any], headers: Iterable[tuple[str, str]]
     the bridge does the same locally), so its payload is read as it stands, without the signature
     check again. It is read only when it is certainly that token: exactly one ``Authorization``
     value in the request, the same ``sub`` as the claims, and the same ``exp`` / ``iat`` when the
-    claims carry them. Anything else is no group (fail closed). Hand-written: reading the payload
-    of an already verified compact JWS is a base64url decode, and the Lambda code ships no JOSE
-    library."""
+    claims carry them (each a date, ``rest_time``). Anything else is no group (fail closed).
+    Hand-written: reading the payload of an already verified compact JWS is a base64url decode,
+    and the Lambda code ships no JOSE library."""
     values = {value for name, value in headers if name.lower() == "authorization"}
     if len(values) != 1:
         return frozenset()
@@ -145,10 +168,8 @@ def _signed_groups(claims: Mapping[str, Any], headers: Iterable[tuple[str, str]]
         return frozenset()
     for moment in ("exp", "iat"):
         if moment in claims:
-            value = payload.get(moment)
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                return frozenset()
-            if time.strftime(_REST_TIME, time.gmtime(value)) != claims[moment]:
+            written = rest_time(payload.get(moment))  # None for no date: never raises
+            if written is None or written != claims[moment]:
                 return frozenset()
     listed = payload.get("cognito:groups")
     if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):

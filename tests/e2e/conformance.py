@@ -43,6 +43,35 @@ class Outcome:
         return len(re.findall(r"^\[5\d\d\]", self.output, flags=re.MULTILINE))
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request schemathesis sent and the answer it got (from the run's HAR report)."""
+
+    method: str
+    url: str
+    headers: dict[str, str]  # the request's, names lower-cased
+    status: int
+    body: str
+
+
+def exchanges(report_dir: Path) -> list[Exchange]:
+    """Every exchange of the HAR files in ``report_dir`` (``run(..., report_dir=...)``)."""
+    found: list[Exchange] = []
+    for har in sorted(report_dir.glob("har-*.json")):
+        for entry in json.loads(har.read_text(encoding="utf-8"))["log"]["entries"]:
+            request, response = entry["request"], entry["response"]
+            found.append(
+                Exchange(
+                    method=request["method"],
+                    url=request["url"],
+                    headers={h["name"].lower(): h["value"] for h in request.get("headers", [])},
+                    status=int(response["status"]),
+                    body=str((response.get("content") or {}).get("text") or ""),
+                )
+            )
+    return found
+
+
 def run(
     base_url: str,
     token: str,
@@ -83,7 +112,10 @@ def run(
     ]
     command += ["--seed", str(seed), "--generation-deterministic"] if seed is not None else []
     if report_dir is not None:
-        command += ["--report", "junit", "--report-dir", str(report_dir)]
+        # the HAR report keeps every exchange; unsanitized, as schemathesis would otherwise
+        # write "[Filtered]" for the Idempotency-Key (a "key") and the local, worthless token
+        command += ["--report", "junit,har", "--report-dir", str(report_dir)]
+        command += ["--output-sanitize", "false"]
     # schemathesis keeps a crash cache in its working directory: not in the repository
     with tempfile.TemporaryDirectory(prefix="schemathesis-") as workdir:
         done = subprocess.run(

@@ -181,6 +181,14 @@ FORGERIES: dict[str, Callable[[Cast], str | None]] = {
         auth_time=int(time.time()) - 7200,
         exp=int(time.time()) - 60,
     ),
+    # date claims no date can be written from, under a valid signature (moto's shipped key)
+    "exp of 10^20 (signed)": lambda c: minted(c.alice.token, moto_private_key(), exp=10**20),
+    "exp of 2^63 (signed)": lambda c: minted(c.alice.token, moto_private_key(), exp=2**63),
+    "iat of -10^20 (signed)": lambda c: minted(c.alice.token, moto_private_key(), iat=-(10**20)),
+    "auth_time of 10^20 (signed)": lambda c: minted(
+        c.alice.token, moto_private_key(), auth_time=10**20
+    ),
+    "exp of NaN (signed)": lambda c: minted(c.alice.token, moto_private_key(), exp=float("nan")),
     "another app client of the same pool": lambda c: other_client_token(c.auth, c.mallory),
     "another user pool": lambda c: other_pool_token(c.auth, c.mallory),
     "an access token instead of an ID token": lambda c: sign_in(

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from service.api import keyed as keyed_module
 from service.api import routes
 from tests.e2e import conformance
 
@@ -53,3 +54,34 @@ def test_the_api_conforms_to_its_openapi_document(
     # every declared operation was exercised, and the run really sent requests
     assert f"Tested: {len(routes.ROUTES)}" in outcome.summary, outcome.summary
     assert re.search(r"[1-9]\d* generated", outcome.summary), outcome.summary
+    the_idempotency_key_was_exercised(conformance.exchanges(tmp_path), who)
+
+
+def the_idempotency_key_was_exercised(sent: list[conformance.Exchange], who: str) -> None:
+    """The run sent ``Idempotency-Key``, valid and malformed, only where the document declares it,
+    and the server answered as the document says: a malformed key is 400 (or 403 on a route the
+    caller may not call at all: who may call is decided first); a valid one is never refused for
+    its syntax."""
+    keyed = [e for e in sent if "idempotency-key" in e.headers]
+    assert keyed, "the run sent no Idempotency-Key"
+    keyed_paths = [
+        re.compile("^" + re.sub(r"\{\w+\}", "[^/]+", r.path) + "$")
+        for r in routes.ROUTES
+        if r.idempotent
+    ]
+    for exchange in keyed:
+        path = "/" + exchange.url.split("//", 1)[1].split("/", 1)[1].split("?")[0]
+        assert any(p.match(path) for p in keyed_paths), exchange
+    # the run also tries undeclared methods on those paths, with the same headers: 405
+    assert all(e.status == 405 for e in keyed if e.method != "POST")
+    keyed = [e for e in keyed if e.method == "POST"]
+    valid = [e for e in keyed if keyed_module.KEY_PATTERN.fullmatch(e.headers["idempotency-key"])]
+    malformed = [e for e in keyed if e not in valid]
+    assert valid and malformed, (len(valid), len(malformed))
+    for exchange in malformed:
+        assert exchange.status in (400, 403), exchange
+        if who == "admin":  # an administrator may call every keyed route: never 403
+            assert exchange.status == 400, exchange
+    assert any(keyed_module.KEY_MALFORMED in e.body for e in malformed), malformed[:3]
+    for exchange in valid:
+        assert keyed_module.KEY_MALFORMED not in exchange.body, exchange

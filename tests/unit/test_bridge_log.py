@@ -39,3 +39,23 @@ def test_the_request_line_carries_method_path_status_and_function(caplog):
     assert logged["status"] == 200
     assert logged["function"] == "-"
     assert isinstance(logged["ms"], float)
+
+
+class _BrokenVerifier:
+    def verify(self, authorization: str | None) -> dict[str, str]:
+        raise OverflowError("timestamp out of range for platform time_t")
+
+
+def test_a_failure_of_the_bridge_itself_is_logged_and_answered_as_json(caplog):
+    # Given a verifier that fails in a way nobody foresaw (as shaping a far-future exp once did)
+    bridge = Bridge(specs=(), verifier=_BrokenVerifier())
+    bridge.match = lambda method, path: (object(), {})  # type: ignore[method-assign,assignment]
+    client = Client(bridge)
+    with caplog.at_level(logging.INFO, logger="local"):
+        answer = client.get("/products/p1", headers={"Authorization": "Bearer x"})
+    # Then the answer is the contract's JSON body, and the failure and the request are logged
+    assert answer.status_code == 500
+    assert answer.json == {"error": "INTERNAL", "message": "internal error"}
+    messages = [r.getMessage() for r in caplog.records if r.name == "local"]
+    assert any("the bridge failed on GET /products/p1" in m for m in messages), messages
+    assert json.loads(messages[-1])["status"] == 500

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from local import docs
 from service import policy
-from service.api import routes
+from service.api import keyed, routes
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,60 @@ def test_every_operation_says_who_may_call_it(document, route):
     who = policy.access_of(route)
     assert who is not None
     assert operation(document, route)["description"] == f"Who may call: {who.value}."
+
+
+KEYED = [r for r in routes.ROUTES if r.idempotent]
+
+
+def idempotency_key(document: dict[str, Any], route: routes.Route) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in operation(document, route).get("parameters", [])
+        if p["in"] == "header" and p["name"].lower() == "idempotency-key"
+    ]
+
+
+def test_six_routes_take_an_idempotency_key():
+    # docs/http-api.md names them: POST /products, purchases, the three event POSTs, top-ups
+    assert len(KEYED) == 6
+
+
+@pytest.mark.parametrize("route", KEYED, ids=lambda r: f"{r.method} {r.path}")
+def test_a_keyed_route_declares_its_optional_idempotency_key_as_the_server_reads_it(
+    document, route
+):
+    (header,) = idempotency_key(document, route)
+    assert header["required"] is False
+    schema = header["schema"]
+    assert schema["type"] == "string"
+    assert schema["minLength"] == 1 and schema["maxLength"] == 128
+    # the pattern accepts exactly the characters the server's own check accepts
+    pattern = re.compile(schema["pattern"])
+    for code in range(256):
+        assert bool(pattern.search(chr(code))) == bool(keyed.KEY_PATTERN.fullmatch(chr(code)))
+    assert pattern.search("!" * 128) and not pattern.search("a b")
+    # it says what a replay answers, and the answers a key can bring are documented
+    assert "Idempotent-Replayed" in header["description"]
+    responses = operation(document, route)["responses"]
+    assert "IDEMPOTENCY_KEY_REUSED" in responses["422"]["content"]["application/json"]["examples"]
+    assert "IDEMPOTENCY_IN_PROGRESS" in responses["409"]["content"]["application/json"]["examples"]
+    assert "BAD_REQUEST" in responses["400"]["content"]["application/json"]["examples"]
+
+
+@pytest.mark.parametrize("route", KEYED, ids=lambda r: f"{r.method} {r.path}")
+def test_a_keyed_routes_success_declares_the_idempotent_replayed_header(document, route):
+    success = operation(document, route)["responses"][str(route.status)]
+    replayed = success["headers"]["Idempotent-Replayed"]
+    assert replayed["schema"] == {"type": "string", "enum": ["true"]}
+    assert replayed["description"]
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in routes.ROUTES if not r.idempotent], ids=lambda r: f"{r.method} {r.path}"
+)
+def test_a_route_without_keys_declares_no_idempotency_key(document, route):
+    # the server answers the header there with 400: the document must not invite it
+    assert idempotency_key(document, route) == []
+    assert "Idempotent-Replayed" not in operation(document, route)["responses"][
+        str(route.status)
+    ].get("headers", {})

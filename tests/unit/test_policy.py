@@ -160,6 +160,24 @@ def test_a_token_whose_expiry_is_not_the_claims_is_not_read():
     assert not policy.caller_from_event(event).is_admin
 
 
+@pytest.mark.parametrize("moment", ["exp", "iat"])
+@pytest.mark.parametrize(
+    "value", [10**20, 2**63, -(10**20), 253_402_300_800, float("nan"), float("inf")], ids=repr
+)
+def test_a_token_with_an_impossible_date_is_read_as_no_group_never_a_crash(moment, value):
+    # Given the ambiguous claim of staff + admins and, in the Authorization header, a token whose
+    # exp or iat no date can be written from (the gateway would not have passed it)
+    event = signed_event(["staff", "admins"])
+    payload = {"sub": "s", "token_use": "id", "exp": 1_900_000_000, "cognito:groups": ["admins"]}
+    token = f"Bearer {id_token({**payload, moment: value})}"
+    event["headers"]["Authorization"] = token
+    event["multiValueHeaders"]["Authorization"] = [token]
+    event["requestContext"]["authorizer"]["claims"]["iat"] = "Sun Mar 17 16:46:40 UTC 2030"
+    # Then the caller is authenticated, in no group (fail closed), and nothing raised
+    caller = policy.caller_from_event(event)
+    assert caller.sub == "s" and caller.groups == frozenset()
+
+
 @pytest.mark.parametrize("missing", [None, {}, {"sub": ""}, {"sub": "  "}, {"email": "a@b"}])
 def test_a_request_without_claims_or_sub_is_unauthorized(missing):
     with pytest.raises(Unauthorized) as raised:

@@ -303,3 +303,43 @@ def test_many_threads_on_a_cold_verifier_fetch_the_jwks_once(provider, pool_key)
         thread.join()
     assert len(results) == 32 and set(results) == {"11111111-aaaa-bbbb-cccc-000000000001"}
     assert provider.calls == 1
+
+
+# A NumericDate claim a token can carry that no date can be written from: beyond year 9999 (10^20,
+# 2^63, one second past 9999-12-31T23:59:59Z), before 1970, not finite, a bool or a string.
+OUT_OF_RANGE = [
+    10**20,
+    2**63,
+    253_402_300_800,
+    -(10**20),
+    -1,
+    float("nan"),
+    float("inf"),
+    True,
+    "1700000000",
+]
+
+
+@pytest.mark.parametrize("value", OUT_OF_RANGE, ids=repr)
+@pytest.mark.parametrize("claim", ["exp", "iat", "nbf", "auth_time"])
+def test_a_numeric_claim_out_of_range_is_refused_never_a_crash(provider, pool_key, claim, value):
+    # Given a token the pool's key signed, one of whose date claims is out of any range
+    token = sign(pool_key, id_claims(**{claim: value}))
+    # Then it is refused (401), as any other invalid claim: not OverflowError, not accepted
+    with pytest.raises(Unauthorized, match="not valid here"):
+        verifier(provider).verify(token)
+
+
+def test_the_last_second_of_year_9999_is_still_a_date():
+    # The bound of the check above: the last instant a REST claim can write (four-digit year)
+    last = 253_402_300_799
+    shaped = gateway_claims({"exp": last, "iat": 0, "auth_time": last})
+    assert shaped["exp"] == "Fri Dec 31 23:59:59 UTC 9999"
+    assert shaped["iat"] == "Thu Jan 01 00:00:00 UTC 1970"
+
+
+@pytest.mark.parametrize("value", OUT_OF_RANGE, ids=repr)
+def test_shaping_claims_never_raises_whatever_a_date_claim_holds(value):
+    # gateway_claims runs only on verified claims, but shaping must not be what fails
+    shaped = gateway_claims({"exp": value, "iat": value, "sub": "s"})
+    assert shaped["sub"] == "s" and set(shaped) == {"exp", "iat", "sub"}

@@ -1,11 +1,14 @@
 """``Idempotency-Key``: the first request with a key runs, every retry of it gets the first answer.
 
 A middleware of every route (after validation: a refused body never claims a key); a key sent
-to a route not declared ``idempotent`` is refused (400), never silently ignored. The store and
-its guarantees are ``turnstile_ddb.idempotency``; this module is only the HTTP side: the key's
-syntax, its scope (method, path, key) inside its function's partition of the store, the
-fingerprint of the request, the claim handed to the route (``app.context["claim"]``, for routes
-that commit their answer in their own transaction), and which answers are stored.
+to a route not declared ``idempotent`` is refused (400), never silently ignored. On the routes
+declared ``idempotent`` the header is also a parameter of the OpenAPI document, so Powertools'
+validation refuses a malformed key first, with the same 400 (``service.api.resolver``).
+
+The store and its guarantees are ``turnstile_ddb.idempotency``; this module is only the HTTP
+side: the key's syntax, its scope (method, path, key) inside its function's partition of the
+store, the fingerprint of the request, the claim handed to the route (``app.context["claim"]``,
+for routes that commit their answer in their own transaction), and which answers are stored.
 
 Powertools' own idempotency utility is not used: it cannot commit the stored answer inside the
 route's own DynamoDB transaction (exactly-once purchases and top-ups need that), and it would make
@@ -30,7 +33,22 @@ from turnstile_ddb import idempotency, metrics, retry
 
 logger = Logger()
 
-KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")  # used with fullmatch
+# The key's syntax, one definition for the check below and the OpenAPI document
+# (``service.api.resolver``): 1-128 visible ASCII characters (0x21 "!" to 0x7e "~", no space).
+KEY_MAX_LENGTH = 128
+KEY_SCHEMA_PATTERN = f"^[!-~]{{1,{KEY_MAX_LENGTH}}}$"
+KEY_PATTERN = re.compile(KEY_SCHEMA_PATTERN)  # used with fullmatch
+KEY_MALFORMED = f"Idempotency-Key must be 1-{KEY_MAX_LENGTH} visible ASCII characters"
+KEY_DESCRIPTION = (
+    f"Optional: 1-{KEY_MAX_LENGTH} visible ASCII characters (400 BAD_REQUEST otherwise), "
+    "scoped to the caller, the method and the path. The first request with a key runs; a "
+    "retry with the same key and the same body gets the first success again (its status, "
+    "body, Location and ETag) with `Idempotent-Replayed: true`, without running again. A "
+    "refusal or a throttle is not stored: a retry runs afresh. While the first request runs "
+    "(or for 30 s after an unknown outcome): 409 IDEMPOTENCY_IN_PROGRESS. The same key with "
+    "another body: 422 IDEMPOTENCY_KEY_REUSED. Successes are kept 24 h."
+)
+REPLAYED_HEADER = "Idempotent-Replayed"
 CLAIM = "claim"
 
 # 5xx answers that promise nothing was applied: the Idempotency-Key's claim is given back.
@@ -68,7 +86,7 @@ def middleware(
         if not route.idempotent:
             raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
         if not KEY_PATTERN.fullmatch(key):
-            raise HttpError("BAD_REQUEST", "Idempotency-Key must be 1-128 visible ASCII characters")
+            raise HttpError("BAD_REQUEST", KEY_MALFORMED)
         # issue 13 (IAM): records are partitioned per function (the path's first segment), and
         # each function's role may only touch the records of its own partitions. Issue 9: a key
         # is its caller's, so two users' same key are two requests and never share an answer.
@@ -119,7 +137,7 @@ def _replay(replay: idempotency.Replay) -> Response:
         status_code=replay.status_code,
         content_type=content_types.APPLICATION_JSON,
         body=replay.body,
-        headers={**replay.headers, "Idempotent-Replayed": "true"},
+        headers={**replay.headers, REPLAYED_HEADER: "true"},
     )
 
 

@@ -20,6 +20,7 @@ Powertools' own body parsing (a multipart type without a boundary used to be a 5
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import threading
@@ -33,7 +34,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path
 
 from service import policy, runtime
 from service.api import envelope, keyed, models, routes
@@ -48,6 +49,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # A path segment that names an item: the same pattern as ids in bodies.
 Id = Annotated[str, Path(min_length=1, max_length=128, pattern=models.ID_PATTERN)]
+
+# The optional ``Idempotency-Key`` header of every route declared ``idempotent``: ``declared``
+# adds it to the route's parameters, so the OpenAPI document lists it and Powertools validates it
+# (the middleware of ``service.api.keyed`` reads it and checks it again, on every route).
+# ``str``, default None: a header is a string or absent, never JSON null, so the document says
+# ``type: string`` and an absent header is the default, not validated.
+IdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=keyed.KEY_MAX_LENGTH,
+        pattern=keyed.KEY_SCHEMA_PATTERN,
+        description=keyed.KEY_DESCRIPTION,
+    ),
+]
+_KEY_PARAMETER = "idempotency_key"
 
 
 # -- answers -----------------------------------------------------------------------------------
@@ -97,6 +115,7 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
 
 
 _IF_MATCH = ("header", "if-match")
+_IDEMPOTENCY_KEY = ("header", "idempotency-key")
 
 
 # -- success -----------------------------------------------------------------------------------
@@ -161,6 +180,14 @@ def responses(route: routes.Route) -> dict[int, Any]:
     links = routes.links(route)
     if links:
         success["links"] = links
+    if route.idempotent:
+        success["headers"] = {
+            keyed.REPLAYED_HEADER: {
+                "description": "`true` on the replay of a first success for the same "
+                "Idempotency-Key (this answer is that success's, not a new run); absent otherwise",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
+        }
     documented: dict[int, Any] = {route.status: success}
     for status, codes in sorted(by_status.items()):
         documented[status] = {
@@ -183,6 +210,28 @@ def _single_valued(result: dict[str, Any]) -> dict[str, Any]:
     multi = result.pop("multiValueHeaders", None) or {}
     result["headers"] = {**{name: ", ".join(values) for name, values in multi.items()}}
     return result
+
+
+def _taking_the_key(func: F) -> Callable[..., Any]:
+    """``func`` as Powertools sees a keyed route: its own parameters plus the optional
+    ``Idempotency-Key`` header (``IdempotencyKey``), which is dropped before ``func`` runs (the
+    keyed middleware already read it). Powertools takes a route's parameters from its signature,
+    so the header is declared, and validated, where the route is, without each handler taking a
+    parameter it does not use."""
+    signature = inspect.signature(func, eval_str=True)
+    key = inspect.Parameter(
+        _KEY_PARAMETER, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=IdempotencyKey
+    )
+
+    @functools.wraps(func)
+    def serve(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop(_KEY_PARAMETER, None)
+        return func(*args, **kwargs)
+
+    serve.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), key]
+    )
+    return serve
 
 
 # -- the resolver ------------------------------------------------------------------------------
@@ -273,8 +322,10 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
         missing = [name for name in route.params if name not in annotations]
         if missing:
             raise TypeError(f"{func.__name__} must take the path parameters {missing}")
+        if _KEY_PARAMETER in annotations:
+            raise TypeError(f"{func.__name__}: {_KEY_PARAMETER} is the resolver's parameter")
         middlewares = [keyed.middleware(route, self._idempotency_store, answer, self.caller)]
-        return self.route(
+        self.route(
             route.rule,
             route.method,
             summary=route.summary,
@@ -283,7 +334,8 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
             tags=[self.function],
             responses=responses(route),
             middlewares=middlewares,
-        )(func)
+        )(_taking_the_key(func) if route.idempotent else func)
+        return func
 
     def claim(self) -> Any:
         """The claim of this request's Idempotency-Key, for routes that commit it themselves."""
@@ -302,6 +354,9 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []
         if any(error.get("type") == "json_invalid" for error in errors):
             return refusal("BAD_JSON", "the body is not valid JSON")
+        # a malformed Idempotency-Key alone at fault: 400, as the middleware answers it
+        if errors and all(tuple(e.get("loc", ()))[:2] == _IDEMPOTENCY_KEY for e in errors):
+            return refusal("BAD_REQUEST", keyed.KEY_MALFORMED)
         # If-Match alone at fault: missing is 428 (the contract's precondition), malformed 400
         if errors and all(tuple(e.get("loc", ()))[:2] == _IF_MATCH for e in errors):
             if any(e.get("type") == "missing" for e in errors):
