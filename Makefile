@@ -35,7 +35,7 @@ help:
 	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
 	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
 	@echo "make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
-	@echo "make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack"
+	@echo "make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
 	@echo "make docs    build the documentation site into .site/ (mkdocs --strict)"
 	@echo "make examples  run examples/ from the installed wheel against DynamoDB Local"
 	@echo "make wheel   build the library's wheel into dist/"
@@ -132,11 +132,19 @@ bench: install layers synth
 
 # The post-deploy tier against a deployed stack: reads its outputs, creates its own users, runs the
 # e2e scenarios through the deployed API, removes what it created. Needs AWS credentials.
+# LOCAL=1: against a running `make local` instead (its outputs file, .local/outputs.json,
+# same keys plus where its Cognito answers); no AWS. `make test` runs it that way
+# (tests/e2e/test_make_targets.py), so this entry point cannot rot unseen.
 STACK ?= Turnstile
+LOCAL ?=
+ifneq ($(filter 1 true yes,$(LOCAL)),)
+OUTPUTS ?= .local/outputs.json
+else
 OUTPUTS ?= .local/stack-outputs.json
+endif
 
 test-deployed: $(VENV)/.installed
-	$(BIN)/python -m tests.deployed.outputs --stack $(STACK) --out $(OUTPUTS)
+	$(if $(filter 1 true yes,$(LOCAL)),,$(BIN)/python -m infra.outputs --stack $(STACK) --out $(OUTPUTS))
 	$(BIN)/python -m pytest tests/deployed -p no:cacheprovider --outputs $(OUTPUTS)
 
 SECONDS ?= 600
