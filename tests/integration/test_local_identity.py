@@ -196,5 +196,29 @@ def test_make_local_serves_the_provider_and_writes_auth_json(
             token = token_cli.id_token(stack.auth, "judy-id", admin=True)
             verifier = stack.auth.verifier()
             assert verifier.verify(token)["cognito:groups"] == ADMINS_GROUP
+        # A stopped stack leaves no file naming its dead servers (nor its empty folder)
+        assert not auth_file.parent.exists()
     finally:
         runtime.Lazy.reset_all()
+
+
+def test_a_stack_on_a_busy_port_starts_nothing_and_writes_nothing(tmp_path, monkeypatch):
+    import socket
+
+    from local import run
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    auth_file = tmp_path / ".local" / "auth.json"
+    with socket.socket() as held:
+        # Given the API's port already taken
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # Then the stack refuses to start, naming the holder, before starting anything
+        with (
+            pytest.raises(run.PortsBusy, match=f"PORT={port} is in use: pid {os.getpid()}"),
+            run.running(port=port, auth_file=auth_file, outputs_file=tmp_path / "o.json"),
+        ):
+            pass
+    # And it wrote no state a running stack might have owned
+    assert not auth_file.exists() and not (tmp_path / "o.json").exists()
