@@ -31,7 +31,7 @@ STEP := local/step.sh
 
 help:
 	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
-	@echo "make token USER=alice [ADMIN=1]   print an ID token of the local identity provider"
+	@echo "make token USER=alice [ADMIN=1]   an ID token of make local's identity provider on stdout; user id and groups on stderr"
 	@echo "make test    install everything, then lint, type-check and run every test tier"
 	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"

@@ -4,6 +4,7 @@
 AWS here, so it runs with ``LOCAL=1`` against a local stack started by the same ``local.run`` code
 as ``make local``, which writes its outputs file in a deployed stack's shape (``infra.outputs``).
 The target itself is what runs: its Make recipe, ``python -m pytest tests/deployed --outputs``.
+``make token`` runs against that same stack, and against a port where nothing runs.
 
 Every ``make`` here gets ``VENV`` (this interpreter's venv) and ``-o $(VENV)/.installed``: the
 test runs inside that venv, and must never make it rebuild itself underneath.
@@ -16,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ import pytest
 
 from infra import outputs
 from local import preflight
+from local.identity import auth_file
 from tests.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,43 +44,76 @@ def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-@pytest.fixture
-def local_stack_outputs(
-    assembly: Any, template: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Any:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def local_stack(
+    assembly: Any, template: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[int, dict[str, str], Any]]:
+    """A stack started as ``make local`` starts it, on a port of its own, its files where ``make
+    local`` writes them (``.local/<PORT>/``); with the environment to run ``make`` in (running()
+    exports its endpoints into ``os.environ``: restored afterwards)."""
     from local import run
     from service import runtime
 
-    environment = dict(os.environ)
-    monkeypatch.setattr(os, "environ", dict(os.environ))  # running() exports its endpoints
-    template_path = tmp_path / "Turnstile.template.json"
+    saved = dict(os.environ)
+    template_path = tmp_path_factory.mktemp("make-local") / "Turnstile.template.json"
     template_path.write_text(json.dumps(template))
-    written = tmp_path / "outputs.json"
+    port = free_port()
     try:
         with run.running(
-            port=0,
+            port=port,
             template_path=template_path,
             assembly_dir=Path(assembly.directory),
-            outputs_file=written,
-        ):
-            yield written, environment
+            auth_file=auth_file(port),
+            outputs_file=run.outputs_file(port),
+        ) as stack:
+            yield port, saved, stack.auth.verifier()
     finally:
+        os.environ.clear()
+        os.environ.update(saved)
         runtime.Lazy.reset_all()
 
 
-def test_make_test_deployed_runs_the_post_deploy_tier_against_a_local_stack(local_stack_outputs):
-    written, environment = local_stack_outputs
-    # Given a local stack's outputs file, in a deployed stack's shape
+def test_make_test_deployed_runs_the_post_deploy_tier_against_a_local_stack(local_stack):
+    port, environment, _ = local_stack
+    # Given a running local stack, whose outputs file has a deployed stack's keys
+    written = preflight.state_dir(port) / "outputs.json"
     assert set(outputs.STACK_OUTPUTS) <= set(outputs.load(written))
-    # When the post-deploy tier runs through its make target, pointed at that file
-    done = make("test-deployed", "LOCAL=1", f"OUTPUTS={written}", env=environment)
-    # Then it ran every scenario of the tier against that stack, and they passed
+    # When the post-deploy tier runs through its make target with LOCAL=1 and that stack's PORT
+    done = make("test-deployed", "LOCAL=1", f"PORT={port}", env=environment)
+    # Then it read that stack's outputs file, ran every test of the tier against it, and they passed
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "tests/deployed" in done.stdout and f"--outputs {written}" in done.stdout
+    assert f"tests/deployed -p no:cacheprovider --outputs .local/{port}/outputs.json" in done.stdout
     assert f" {len(SCENARIOS) + 1} passed" in done.stdout  # each scenario, and an anonymous call
     # And without LOCAL=1 the target first asks CloudFormation for the stack's outputs
     dry = make("-n", "test-deployed", "STACK=Other", env=environment)
     assert "-m infra.outputs --stack Other --out .local/stack-outputs.json" in dry.stdout
+
+
+def test_make_token_prints_the_token_alone_and_says_whose_it_is(local_stack):
+    port, environment, verifier = local_stack
+    # When a script captures make -s token's output, as docs/identity.md does
+    done = make("-s", "token", f"PORT={port}", "USER=make-root", "ADMIN=1", env=environment)
+    assert done.returncode == 0, done.stderr
+    # Then stdout is the token alone, and stderr names the user, their id and groups
+    token = done.stdout.strip()
+    assert done.stdout == token + "\n"
+    claims = verifier.verify_claims(token)  # a token of that stack's pool
+    assert claims["cognito:username"] == "make-root"
+    assert done.stderr.strip() == f"user make-root  sub (user id) {claims['sub']}  groups admins"
+
+
+def test_make_token_with_no_stack_running_says_to_start_make_local():
+    port = free_port()
+    done = make("-s", "token", f"PORT={port}", "USER=nobody")
+    assert done.returncode != 0 and done.stdout == ""
+    assert f"no make local is running on port {port}" in done.stderr
+    assert f"start it with `make local` PORT={port}" in done.stderr
 
 
 def test_make_local_on_a_busy_port_fails_before_any_set_up_and_leaves_that_stack_alone():
