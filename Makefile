@@ -23,26 +23,42 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports lock layers local token test test-deployed lint typecheck synth bench chaos clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench chaos clean docs examples wheel fuzz
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
 STEP := local/step.sh
 
 help:
-	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
-	@echo "make token USER=alice [ADMIN=1]   an ID token of make local's identity provider on stdout; user id and groups on stderr"
-	@echo "make test    install everything, then lint, type-check and run every test tier"
-	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
-	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
-	@echo "make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
-	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
-	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
-	@echo "make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
-	@echo "make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
-	@echo "make docs    build the documentation site into .site/ (mkdocs --strict)"
-	@echo "make examples  run examples/ from the installed wheel against DynamoDB Local"
-	@echo "make wheel   build the library's wheel into dist/"
+	@echo "Targets:"
+	@echo "  make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
+	@echo "  make token USER=alice [ADMIN=1]   an ID token of make local's identity provider on stdout; user id and groups on stderr"
+	@echo "  make test    install everything, then lint, type-check and run every test tier"
+	@echo "  make lint    ruff check and ruff format --check"
+	@echo "  make typecheck   mypy"
+	@echo "  make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
+	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
+	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
+	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
+	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
+	@echo "  make destroy npx cdk destroy the stack (tables and user pool are retained: docs/teardown.md)"
+	@echo "  make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
+	@echo "  make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
+	@echo "  make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
+	@echo "  make docs    build the documentation site into .site/ (mkdocs --strict)"
+	@echo "  make examples  run examples/ from the installed wheel against DynamoDB Local"
+	@echo "  make wheel   build the library's wheel into dist/"
+	@echo "  make install / install-local   set-up only: everything (make test) / what make local needs"
+	@echo "  make ports   whether make local's ports are free, and who holds a busy one (make local runs it first)"
+	@echo "  make clean   remove the venv, node_modules and every build output"
+	@echo "Variables (make VAR=value target):"
+	@echo "  PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) IDENTITY_PORT=$(IDENTITY_PORT)   make local's ports (token, test-deployed LOCAL=1: which stack)"
+	@echo "  DATA_DIR=$(DATA_DIR)   make local: persist DynamoDB Local's data there (empty: in memory)"
+	@echo "  USER=$(USER) ADMIN=$(ADMIN)   make token: who, and whether in the admins group (ADMIN=1)"
+	@echo "  STACK=$(STACK) STAGE=$(STAGE) REGION=$(REGION) DESTROY_WITH_STACK=$(DESTROY_WITH_STACK)   deploy, destroy, test-deployed: which stack (empty REGION: the CLI's)"
+	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"
+	@echo "  SECONDS=$(SECONDS) SEED=$(SEED)   chaos: duration and seed;  EXAMPLES=$(EXAMPLES)   fuzz: examples per operation"
+	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
 
 # One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
@@ -157,6 +173,9 @@ bench: install-local layers synth
 # same keys plus where its Cognito answers); no AWS. `make test` runs it that way
 # (tests/e2e/test_make_targets.py), so this entry point cannot rot unseen.
 STACK ?= Turnstile
+STAGE ?= v1
+REGION ?=
+DESTROY_WITH_STACK ?=
 LOCAL ?=
 ifneq ($(filter 1 true yes,$(LOCAL)),)
 OUTPUTS ?= .local/$(PORT)/outputs.json
@@ -165,8 +184,21 @@ OUTPUTS ?= .local/stack-outputs.json
 endif
 
 test-deployed: $(VENV)/.installed
-	$(if $(filter 1 true yes,$(LOCAL)),,$(BIN)/python -m infra.outputs --stack $(STACK) --out $(OUTPUTS))
+	$(if $(filter 1 true yes,$(LOCAL)),,$(if $(REGION),AWS_DEFAULT_REGION=$(REGION) )$(BIN)/python -m infra.outputs --stack $(STACK) --out $(OUTPUTS))
 	$(BIN)/python -m pytest tests/deployed -p no:cacheprovider --outputs $(OUTPUTS)
+
+# Deploy and tear down with the CDK CLI pinned in package.json; the variables become CDK context
+# (infra/settings.py), so one account can hold several stacks (STACK=TurnstileDev STAGE=dev).
+# DESTROY_WITH_STACK=1: a development stack whose tables and user pool go with it (docs/teardown.md).
+CDK_CONTEXT = -c turnstile:stackName=$(STACK) -c turnstile:stage=$(STAGE) \
+	$(if $(REGION),-c turnstile:region=$(REGION)) \
+	$(if $(filter 1 true yes,$(DESTROY_WITH_STACK)),-c turnstile:destroyWithStack=true)
+
+deploy: install-local layers
+	npx cdk deploy $(STACK) $(CDK_CONTEXT)
+
+destroy: install-local
+	npx cdk destroy $(STACK) $(CDK_CONTEXT)
 
 SECONDS ?= 600
 SEED ?=

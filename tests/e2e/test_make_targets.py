@@ -6,8 +6,7 @@ as ``make local``, which writes its outputs file in a deployed stack's shape (``
 The target itself is what runs: its Make recipe, ``python -m pytest tests/deployed --outputs``.
 ``make token`` runs against that same stack, and against a port where nothing runs.
 
-Every ``make`` here gets ``VENV`` (this interpreter's venv) and ``-o $(VENV)/.installed``: the
-test runs inside that venv, and must never make it rebuild itself underneath.
+Every ``make`` here is ``tests.helpers.make``: it never rebuilds the venv the tests run in.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,22 +23,8 @@ import pytest
 from infra import outputs
 from local import preflight
 from local.identity import auth_file
+from tests.helpers import make
 from tests.scenarios import SCENARIOS
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    venv = sys.prefix
-    return subprocess.run(
-        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
 
 
 def free_port() -> int:
