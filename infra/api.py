@@ -21,6 +21,7 @@ from constructs import Construct
 from infra.auth import Auth
 from infra.functions import Functions
 from infra.nag import acknowledge
+from infra.settings import Settings
 from service import config
 from service.api.routes import Route
 from service.catalog import FunctionSpec
@@ -128,7 +129,12 @@ class RestApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.authorizer = auth.authorizer(self, "Authorizer")
-        access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH)
+        access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=Settings.of(self).removal_policy,  # retained unless a dev stack
+        )
         self.api = apigw.RestApi(
             self,
             "Api",
@@ -140,7 +146,7 @@ class RestApi(Construct):
                 authorization_type=apigw.AuthorizationType.COGNITO,
             ),
             deploy_options=apigw.StageOptions(
-                stage_name="v1",
+                stage_name=Settings.of(self).stage,
                 throttling_rate_limit=config.API_RATE_LIMIT,
                 throttling_burst_limit=config.API_BURST_LIMIT,
                 logging_level=apigw.MethodLoggingLevel.ERROR,

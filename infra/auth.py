@@ -22,17 +22,19 @@ Choices, and why:
   exactly ``ADMIN_USER_PASSWORD_AUTH`` (scripts holding AWS credentials, the local ``make token``),
   ``USER_PASSWORD_AUTH`` (the contract's standard client flow), ``USER_SRP_AUTH`` (browser SDKs:
   the password never leaves the client) and refresh. No OAuth / hosted UI. ID tokens live 1 hour.
-* The pool is **retained** with deletion protection, like the tables: identities are data.
+* The pool is **retained** with deletion protection, like the tables: identities are data (a
+  development stack, ``turnstile:destroyWithStack``, deletes it with the stack: docs/teardown.md).
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cognito as cognito
 from constructs import Construct
 
 from infra.nag import acknowledge
+from infra.settings import Settings
 from service.policy import ADMINS_GROUP
 
 MIN_PASSWORD_LENGTH = 12
@@ -48,6 +50,7 @@ class Auth(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
+        settings = Settings.of(self)
         self.user_pool = cognito.UserPool(
             self,
             "UserPool",
@@ -75,8 +78,9 @@ class Auth(Construct):
             standard_threat_protection_mode=(
                 cognito.StandardThreatProtectionMode.FULL_FUNCTION if THREAT_PROTECTION else None
             ),
-            deletion_protection=True,
-            removal_policy=RemovalPolicy.RETAIN,
+            # Retained with deletion protection unless a development stack (infra.settings)
+            deletion_protection=not settings.destroy_with_stack,
+            removal_policy=settings.removal_policy,
         )
         self.client = self.user_pool.add_client(
             "AppClient",

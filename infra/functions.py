@@ -14,7 +14,7 @@ cover). ``service.snapstart`` makes what must be unique per environment after ea
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Annotations, Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -23,6 +23,7 @@ from constructs import Construct
 from infra import access, bytecode
 from infra.layer import layer_dir
 from infra.nag import acknowledge
+from infra.settings import Settings
 from infra.tables import Tables
 from service import config, observability
 from service.api.routes import partition_of
@@ -35,6 +36,7 @@ from turnstile_ddb import record_keys as idempotency
 ARCHITECTURE = lambda_.Architecture.ARM_64
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ALIAS = "live"  # what API Gateway and the event source mappings invoke
+SNAPSTART_REQUIRES_PUBLISH = "@aws-cdk/aws-lambda:snapStartRequirePublish"  # the warning's id
 
 
 def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
@@ -75,6 +77,7 @@ class Functions(Construct):
                 self,
                 f"{logical}Logs",
                 retention=_retention(retention_days),
+                removal_policy=Settings.of(self).removal_policy,  # retained unless a dev stack
             )
             # An own role instead of AWSLambdaBasicExecutionRole: write access to this
             # function's log group only, plus the table grants below.
@@ -106,6 +109,14 @@ class Functions(Construct):
                     "POWERTOOLS_METRICS_NAMESPACE": observability.NAMESPACE,
                     **{config.table_env(name): tables[name].table_name for name in spec.tables},
                 },
+            )
+            # The CDK warns that SnapStart needs a published version; each function has one
+            # (currentVersion) and its alias is all that is ever invoked, asserted on the template
+            # by tests/infra/test_coldstart_infra.py: the warning is acknowledged, with that reason.
+            Annotations.of(function).acknowledge_warning(
+                SNAPSTART_REQUIRES_PUBLISH,
+                "every function publishes a version (currentVersion) and an alias on it; API "
+                "Gateway and the stream mappings invoke that alias, never $LATEST",
             )
             grant(spec, role, tables)
             acknowledge(

@@ -5,7 +5,7 @@ of the template's ``Outputs``):
 
 * a deployed stack: ``python -m infra.outputs --stack Turnstile --out FILE`` asks CloudFormation
   (``DescribeStacks``, the caller's AWS credentials and region);
-* ``make local``: ``local.run`` writes ``.local/outputs.json`` with the same keys for its own
+* ``make local``: ``local.run`` writes ``.local/<PORT>/outputs.json`` with the same keys for its own
   stack, plus :data:`IDENTITY_ENDPOINT` (where its Cognito answers; absent on AWS, where the
   ``cognito-idp`` endpoint is the region's own).
 

@@ -34,11 +34,10 @@ from typing import Any
 import boto3
 
 from local.dynamodb_local import CREDENTIALS
+from local.preflight import state_dir
 from local.template import resources
 from local.tokens import TokenVerifier
 
-ROOT = Path(__file__).resolve().parent.parent
-AUTH_FILE = ROOT / ".local" / "auth.json"
 REGION = CREDENTIALS["AWS_DEFAULT_REGION"]
 
 # CreateUserPool / CreateUserPoolClient accept these template properties as they are.
@@ -70,7 +69,7 @@ _CLIENT_KEYS = (
 
 @dataclass(frozen=True)
 class AuthConfig:
-    """What a client needs to get a token; serialized as ``.local/auth.json`` (API.md v2)."""
+    """What a client needs to get a token; serialized as ``.local/<PORT>/auth.json``."""
 
     endpoint: str
     region: str
@@ -103,15 +102,20 @@ class AuthConfig:
         return cls(data["endpoint"], data["region"], data["userPoolId"], data["clientId"])
 
     @classmethod
-    def load(cls, path: Path = AUTH_FILE) -> AuthConfig:
+    def load(cls, path: Path) -> AuthConfig:
         return cls.from_json(json.loads(path.read_text()))
 
-    def write(self, path: Path = AUTH_FILE) -> str:
-        """Write the file (creating ``.local/``) and return its text."""
+    def write(self, path: Path) -> str:
+        """Write the file (creating its folder) and return its text."""
         text = json.dumps(self.to_json(), indent=2) + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         return text
+
+
+def auth_file(port: int) -> Path:
+    """The ``auth.json`` of the ``make local`` whose API listens on ``port``."""
+    return state_dir(port) / "auth.json"
 
 
 def cognito_client(endpoint: str, region: str = REGION) -> Any:
@@ -202,7 +206,7 @@ class IdentityProvider:
         return cognito_client(self.endpoint, self.region)
 
     def provision(self, template: dict[str, Any]) -> AuthConfig:
-        """Create the template's pool, client and groups; what ``.local/auth.json`` holds."""
+        """Create the template's pool, client and groups; what ``auth.json`` holds."""
         pool_id, client_id = create_from_template(self.client(), template)
         return AuthConfig(self.endpoint, self.region, pool_id, client_id)
 

@@ -1,28 +1,40 @@
 """Print an ID token of the local identity provider for one person (``make token``).
 
-    python -m local.issue_token alice [--admin] [--password PW] [--auth-file .local/auth.json]
+    python -m local.issue_token alice [--admin] [--password PW] [--port 3000 | --auth-file FILE]
 
-Needs ``make local`` running (it writes ``.local/auth.json``). The token is obtained the standard
-way (API.md v2): ``AdminCreateUser`` if the user is new, ``AdminSetUserPassword`` (permanent),
-``AdminAddUserToGroup admins`` with ``--admin`` (without it the user is taken out of ``admins``,
-so the token says what was asked), then ``AdminInitiateAuth`` with ``ADMIN_USER_PASSWORD_AUTH``.
+Needs ``make local`` running (it writes ``.local/<PORT>/auth.json``, ``--port`` its API's port).
+The token is obtained the standard way: ``AdminCreateUser`` if the user is new,
+``AdminSetUserPassword`` (permanent), ``AdminAddUserToGroup admins`` with ``--admin`` (without it
+the user is taken out of ``admins``, so the token says what was asked), then ``AdminInitiateAuth``
+with ``ADMIN_USER_PASSWORD_AUTH``.
 Without ``--password`` a fresh random password is set each time.
+
+Prints the token alone on stdout (``TOKEN=$(make -s token USER=alice)`` captures just it) and, on
+stderr, who it is for: the username, the user id (``sub``, the ``{userId}`` of
+``/users/{userId}/...``) and the groups. With no ``make local`` running it says to start one.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import json
+import os
 import secrets
 import sys
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import EndpointConnectionError
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
 
-from local.identity import AUTH_FILE, AuthConfig, cognito_client  # noqa: E402
+from local.identity import AuthConfig, auth_file, cognito_client  # noqa: E402
 from service.policy import ADMINS_GROUP  # noqa: E402
+
+DEFAULT_PORT = 3000  # make local's
 
 
 def random_password() -> str:
@@ -74,19 +86,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("user")
     parser.add_argument("--admin", action="store_true", help="member of the admins group")
     parser.add_argument("--password", help="set this password (default: a random one)")
-    parser.add_argument("--auth-file", type=Path, default=AUTH_FILE)
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("PORT", DEFAULT_PORT)),
+        help="the API port of the make local to ask (default: $PORT or 3000)",
+    )
+    parser.add_argument("--auth-file", type=Path, help="default: .local/<port>/auth.json")
     args = parser.parse_args(argv)
+    args.auth_file = args.auth_file or auth_file(args.port)
     if not args.auth_file.exists():
-        print(f"{args.auth_file} not found: start `make local` first", file=sys.stderr)
+        print(
+            f"no make local is running on port {args.port} ({args.auth_file} not found): "
+            f"start it with `make local`{port_hint(args.port)}",
+            file=sys.stderr,
+        )
         return 2
     config = AuthConfig.load(args.auth_file)
     try:
         token = id_token(config, args.user, admin=args.admin, password=args.password)
+    except EndpointConnectionError:
+        print(
+            f"nothing answers at {config.endpoint}, the identity provider {args.auth_file} "
+            f"names: that make local has stopped; start it with `make local`{port_hint(args.port)}",
+            file=sys.stderr,
+        )
+        return 2
     except Exception as error:  # noqa: BLE001 - a CLI: one clear line instead of a traceback
         print(f"cannot get a token from {config.endpoint}: {error}", file=sys.stderr)
         return 1
-    print(token)
+    print(token)  # stdout: the token alone, so TOKEN=$(make -s token ...) captures just it
+    print(who(token), file=sys.stderr)
     return 0
+
+
+def port_hint(port: int) -> str:
+    return "" if port == DEFAULT_PORT else f" PORT={port}"
+
+
+def who(token: str) -> str:
+    """The token's person, as the API sees them: username, user id (``sub``: the ``{userId}`` of
+    ``/users/{userId}/...``) and groups. Read from the token's payload, unverified: it was just
+    issued by the provider this command asked."""
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    groups = claims.get("cognito:groups") or []
+    return (
+        f"user {claims.get('cognito:username')}  sub (user id) {claims['sub']}  "
+        f"groups {','.join(groups) if groups else '(none)'}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
 """``make local``: DynamoDB Local, the tables of the synthesized template, the API on port 3000,
-and the identity provider with the template's user pool (``.local/auth.json`` says where). Every
-route but the documentation needs an ID token of that pool, verified by the bridge as API Gateway's
-Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
+and the identity provider with the template's user pool (``.local/<PORT>/auth.json`` says where).
+Every route but the documentation needs an ID token of that pool, verified by the bridge as API
+Gateway's Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
 
     python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
                         [--data-dir DIR] [--no-synth]
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
+
+Before anything else it checks that its three ports are free (``local.preflight``) and stops
+within a second, naming what holds a busy one. Its files (``auth.json``, ``outputs.json``) live in
+``.local/<PORT>/``, are written only once every server is bound, and are removed when it stops:
+another stack's files are never touched. Each start-up step is logged as it starts and with its
+duration when it ends.
 
 Every function runs as deployed (``local.workers``): from its synthesized asset in ``cdk.out`` and
 the dependency layer (``infra.layer``), in a clean interpreter of its own with the template's
@@ -25,11 +31,13 @@ counted, one ``contention:`` line gives the running totals per pattern (``metric
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,15 +50,52 @@ sys.path.insert(0, str(ROOT / "functions"))
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
 from infra import outputs  # noqa: E402
-from local import bridge, capacity_model, pump, template, workers  # noqa: E402
+from local import bridge, capacity_model, preflight, pump, template, workers  # noqa: E402
 from local.dynamo_proxy import DynamoProxy  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
-from local.identity import AUTH_FILE, AuthConfig, IdentityProvider  # noqa: E402
+from local.identity import AuthConfig, IdentityProvider  # noqa: E402
+from local.identity import auth_file as auth_file_of  # noqa: E402
 from service import observability  # noqa: E402
 from turnstile_ddb import metrics  # noqa: E402
 
 SUMMARY_SECONDS = 10.0
-OUTPUTS_FILE = ROOT / ".local" / "outputs.json"  # the stack outputs' shape (infra.outputs)
+DEFAULT_PORT = 3000
+
+
+def outputs_file(port: int) -> Path:
+    """The outputs (a deployed stack's keys, ``infra.outputs``) of the stack on ``port``."""
+    return preflight.state_dir(port) / "outputs.json"
+
+
+class PortsBusy(RuntimeError):
+    """A port the stack needs is taken: nothing was started."""
+
+
+@contextmanager
+def step(name: str, beat: float = 5.0) -> Iterator[None]:
+    """Log ``name`` as it starts, a line every ``beat`` seconds while it runs (never a long
+    silence), and its duration once it is done."""
+    started = time.monotonic()
+    bridge.log.info("%s ...", name)
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(beat):
+            bridge.log.info("    ... %s: %.0f s so far", name, time.monotonic() - started)
+
+    threading.Thread(target=heartbeat, name="step", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+    bridge.log.info("%s: done in %.1f s", name, time.monotonic() - started)
+
+
+def check_ports(host: str, **ports: int) -> None:
+    """Raise :class:`PortsBusy` naming what holds each busy port (0: any free port)."""
+    taken = preflight.busy(ports, host)
+    if taken:
+        raise PortsBusy("\n".join([*taken, preflight.advice(ports)]))
 
 
 @dataclass
@@ -169,14 +214,18 @@ def running(
     ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
     folder). Each function runs from its asset and the layer, its role's policy enforced.
     ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
-    db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
+    with step("starting DynamoDB Local (a JVM)"):
+        db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
     identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
     functions: workers.Workers | None = None
     front: DynamoProxy | None = None
+    written: list[Path] = []
     try:
         loaded = template.load(template_path)
-        prepare_environment(db, loaded)
+        with step("creating the template's tables"):
+            prepare_environment(db, loaded)
         function_environment = db.environment()
         scale = capacity_model.scale_from_env()
         if scale is not None:
@@ -189,25 +238,34 @@ def running(
                 model.rcu,
                 front.endpoint,
             )
-        functions = workers.start(
-            loaded, assembly_dir or template_path.parent, function_environment
-        )
-        auth = identity.start().provision(loaded)
-        if auth_file is not None:
-            auth.write(auth_file)
+        with step("starting the functions' workers"):
+            functions = workers.start(
+                loaded, assembly_dir or template_path.parent, function_environment
+            )
+        with step("starting the identity provider"):
+            auth = identity.start().provision(loaded)
         pumps = start_pumps(db, loaded, stop, functions)
         verifier = bridge.CachedVerifier(auth.verifier())  # as the deployed authorizer caches
         server = bridge.serve(bridge.Bridge(verifier=verifier, functions=functions), host, port)
         stack = LocalStack(
             db, server, f"http://{host}:{server.server_port}", pumps, identity, auth, functions
         )
+        # Every server is bound: only now is this stack's state written (never before a failure)
+        if auth_file is not None:
+            auth.write(auth_file)
+            written.append(auth_file)
         if outputs_file is not None:
             outputs.write(outputs_file, local_outputs(stack))
+            written.append(outputs_file)
         try:
             yield stack
         finally:
             server.shutdown()
     finally:
+        for path in written:  # ours alone: a stopped stack leaves no file naming dead servers
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # its folder too, unless something else is there
+                path.parent.rmdir()
         stop.set()
         if functions is not None:
             functions.stop()
@@ -218,7 +276,7 @@ def running(
 
 
 def local_outputs(stack: LocalStack) -> dict[str, str]:
-    """What ``.local/outputs.json`` holds: the deployed stack's output keys, for this stack."""
+    """What ``.local/<PORT>/outputs.json`` holds: a deployed stack's output keys, for this one."""
     return {
         outputs.API_URL: f"{stack.url}/",  # as API Gateway's stage URL, with its trailing slash
         outputs.USER_POOL_ID: stack.auth.user_pool_id,
@@ -229,7 +287,9 @@ def local_outputs(stack: LocalStack) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("PORT", DEFAULT_PORT)), help="the API's"
+    )
     parser.add_argument(
         "--dynamodb-port", type=int, default=int(os.environ.get("DYNAMODB_PORT", "8000"))
     )
@@ -246,27 +306,38 @@ def main(argv: list[str] | None = None) -> int:
 
     bridge.configure_logging()
     log = bridge.log
+    ports = {
+        "PORT": args.port,
+        "DYNAMODB_PORT": args.dynamodb_port,
+        "IDENTITY_PORT": args.identity_port,
+    }
+    taken = preflight.busy(ports)
+    if taken:  # before the synth, before anything: a busy port costs a second, nothing else
+        print("\n".join([*taken, preflight.advice(ports)]), file=sys.stderr)
+        return 1
     if not args.no_synth or not template.TEMPLATE.exists():
-        log.info("synthesizing the stack (python app.py)...")
-        template.synthesize()
+        with step("synthesizing the stack (python app.py)"):
+            template.synthesize()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
+    state = auth_file_of(args.port)
     with running(
         port=args.port,
         dynamodb_port=args.dynamodb_port,
         data_dir=args.data_dir,
         identity_port=args.identity_port,
-        auth_file=AUTH_FILE,
-        outputs_file=OUTPUTS_FILE,
+        auth_file=state,
+        outputs_file=outputs_file(args.port),
     ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
         log.info(
             "Identity        %s (local Cognito; public dev signing key; users in memory)\n"
-            "%s: %s  token: make token USER=alice [ADMIN=1]",
+            "%s: %s  token: make token USER=alice [ADMIN=1]%s",
             stack.auth.endpoint,
-            AUTH_FILE.relative_to(ROOT),
+            state.relative_to(ROOT),
             json.dumps(stack.auth.to_json()),
+            "" if args.port == DEFAULT_PORT else f" PORT={args.port}",
         )
         log.info(
             "API             %s   (OpenAPI: %s/openapi.json, Swagger UI: %s/swagger)",

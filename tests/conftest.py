@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="a stack's outputs as JSON (python -m infra.outputs): tests/deployed runs against "
         "that stack instead of make local's",
     )
+
+
+DEPLOYED = Path(__file__).resolve().parent / "deployed"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The post-deploy tier needs a stack's outputs (``--outputs``, given by ``make
+    test-deployed``); without them it is left out of the run: ``make test`` runs it through that
+    target against a local stack (``tests/e2e/test_make_targets.py``)."""
+    if collection_path == DEPLOYED and not config.getoption("--outputs"):
+        return True
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,15 @@ test module never imports another test module (which would also collect its test
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -469,3 +472,22 @@ def metric_totals() -> Iterator[metrics.Tally]:
         yield tally
     finally:
         metrics.remove_sink(tally)
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in the repository, as a user runs it, output captured. With ``VENV`` set to
+    this interpreter's venv and ``-o $(VENV)/.installed``: the test runs inside that venv, and must
+    never make it rebuild itself underneath."""
+    venv = sys.prefix
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )

@@ -1,17 +1,19 @@
 """The post-deploy tier: the e2e scenarios (``tests/scenarios.py``) against a stack, known only by
-its outputs (``infra.outputs``: ``ApiUrl``, ``UserPoolId``, ``UserPoolClientId``).
+its outputs file (``--outputs FILE``; ``infra.outputs``: ``ApiUrl``, ``UserPoolId``,
+``UserPoolClientId``). It runs through one entry point, ``make test-deployed``:
 
-* ``make test-deployed STACK=<name>``: the deployed stack's outputs (``--outputs FILE``, written
-  by ``python -m infra.outputs``); users are created in its Cognito pool with the caller's AWS
+* ``make test-deployed STACK=<name>``: the deployed stack's outputs, written by
+  ``python -m infra.outputs``; users are created in its Cognito pool with the caller's AWS
   credentials (``AdminCreateUser``, ``AdminSetUserPassword``, ``AdminAddUserToGroup``,
   ``AdminInitiateAuth``) and deleted at the end (``AdminDeleteUser``).
-* ``make test`` (no ``--outputs``): ``make local``'s stack, started by the same ``local.run``
-  code, which writes its outputs file in the same shape; the tier reads that file, nothing else.
+* ``make test-deployed LOCAL=1``: a running ``make local``'s outputs file, same keys plus
+  ``IdentityEndpoint`` (where its Cognito answers). ``make test`` runs exactly that against a
+  local stack of its own (``tests/e2e/test_make_targets.py``); a plain ``pytest`` run leaves this
+  folder out (``tests/conftest.py``), having no stack to point it at.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,30 +39,14 @@ class Person(requests.Session):
 
 
 @pytest.fixture(scope="package")
-def stack_outputs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
+def stack_outputs(request: pytest.FixtureRequest) -> dict[str, str]:
     given = request.config.getoption("--outputs")
-    if given:
-        yield outputs.load(Path(given))
-        return
-    from local import run
-    from service import runtime
-
-    assembly = request.getfixturevalue("assembly")
-    written = tmp_path_factory.mktemp("local-stack") / "outputs.json"
-    saved = dict(os.environ)  # local.run exports the handlers' environment: undo it afterwards
-    try:
-        with run.running(
-            port=0,
-            template_path=Path(assembly.directory) / "Turnstile.template.json",
-            outputs_file=written,
-        ):
-            yield outputs.load(written)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        runtime.Lazy.reset_all()
+    if not given:
+        raise pytest.UsageError(
+            "tests/deployed needs a stack's outputs: make test-deployed STACK=<name> "
+            "(a deployed stack) or LOCAL=1 (a running make local), or --outputs FILE"
+        )
+    return outputs.load(Path(given))
 
 
 @pytest.fixture(scope="package")

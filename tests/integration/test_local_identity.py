@@ -166,11 +166,37 @@ def test_a_second_pool_on_the_same_provider_is_another_pool(provider, auth, temp
 def test_token_cli_prints_a_token_and_explains_a_missing_file(auth, tmp_path, capsys):
     path = tmp_path / "auth.json"
     assert token_cli.main(["ivan-id", "--auth-file", str(path)]) == 2
-    assert "make local" in capsys.readouterr().err
+    assert "start it with `make local`" in capsys.readouterr().err
     auth.write(path)
     assert token_cli.main(["ivan-id", "--admin", "--auth-file", str(path)]) == 0
-    printed = capsys.readouterr().out.strip()
-    assert claims_of(printed)[1]["cognito:groups"] == [ADMINS_GROUP]
+    captured = capsys.readouterr()
+    # stdout is the token alone (scripts capture it); stderr says whose it is
+    token = captured.out.strip()
+    assert captured.out == token + "\n" and token.count(".") == 2
+    claims = claims_of(token)[1]
+    assert claims["cognito:groups"] == [ADMINS_GROUP]
+    assert captured.err.strip() == (
+        f"user ivan-id  sub (user id) {claims['sub']}  groups {ADMINS_GROUP}"
+    )
+    assert token_cli.main(["ivan-id", "--auth-file", str(path)]) == 0
+    assert capsys.readouterr().err.strip().endswith("groups (none)")
+
+
+def test_token_cli_with_the_stack_stopped_says_to_start_it(auth, tmp_path, capsys):
+    import socket
+
+    # Given the auth file of a stack whose identity provider no longer answers
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    path = tmp_path / "auth.json"
+    AuthConfig(dead, auth.region, auth.user_pool_id, auth.client_id).write(path)
+    # Then make token says to start make local, instead of a connection error
+    assert token_cli.main(["ivan-id", "--auth-file", str(path), "--port", "3001"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"nothing answers at {dead}" in captured.err
+    assert "start it with `make local` PORT=3001" in captured.err
 
 
 def test_make_local_serves_the_provider_and_writes_auth_json(
@@ -196,5 +222,29 @@ def test_make_local_serves_the_provider_and_writes_auth_json(
             token = token_cli.id_token(stack.auth, "judy-id", admin=True)
             verifier = stack.auth.verifier()
             assert verifier.verify(token)["cognito:groups"] == ADMINS_GROUP
+        # A stopped stack leaves no file naming its dead servers (nor its empty folder)
+        assert not auth_file.parent.exists()
     finally:
         runtime.Lazy.reset_all()
+
+
+def test_a_stack_on_a_busy_port_starts_nothing_and_writes_nothing(tmp_path, monkeypatch):
+    import socket
+
+    from local import run
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    auth_file = tmp_path / ".local" / "auth.json"
+    with socket.socket() as held:
+        # Given the API's port already taken
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # Then the stack refuses to start, naming the holder, before starting anything
+        with (
+            pytest.raises(run.PortsBusy, match=f"PORT={port} is in use: pid {os.getpid()}"),
+            run.running(port=port, auth_file=auth_file, outputs_file=tmp_path / "o.json"),
+        ):
+            pass
+    # And it wrote no state a running stack might have owned
+    assert not auth_file.exists() and not (tmp_path / "o.json").exists()
