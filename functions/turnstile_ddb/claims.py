@@ -27,8 +27,14 @@ Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``Up
 ``quantity`` is 1, which is all or nothing by itself)::
 
     SET #status = :held, #holder = :holder, #until = :until, #ticket = :until,
-        #seq = if_not_exists(#seq, :zero) + :one [, #members = :keys on the lead unit]
+        #seq = if_not_exists(#seq, :zero) + :one,
+        #previous = if_not_exists(#holder, :nobody) [, #members = :keys on the lead unit]
     ConditionExpression: #status = :free OR (#status = :held AND #until <= :now)
+
+``#previous`` (``previousHolder``, :attr:`UnitTable.previous_attr`) keeps the holder whose lapsed
+hold the claim replaced (``""`` for a free unit, whose holder a release removed): a lapsed
+reservation whose lead unit was taken again is still known to have existed (the service answers
+EXPIRED for it, and 404 for an id nobody issued), until the unit is claimed once more.
 
 The first (*lead*) unit also carries the list of the reservation's units, so the reservation's
 record is written in the same transaction as its claims: there is no moment at which units are
@@ -166,6 +172,9 @@ class UnitTable:
     seq_attr: str = "seq"
     members_attr: str = "members"  # on a reservation's lead unit: the keys of all its units
     owner_attr: str = "owner"  # on a reservation's lead unit: who made the reservation
+    # On a claimed unit: the holder whose lapsed hold the claim replaced ("" when the unit was
+    # free), so that a lapsed reservation can still be told from one that never existed.
+    previous_attr: str = "previousHolder"
 
     def names(self) -> dict[str, str]:
         return {
@@ -696,16 +705,19 @@ def _claim_item(
 ) -> dict[str, Any]:
     """One unit's conditional claim inside the reservation's transaction. The lead unit (the first)
     also records which units the reservation holds (``members``) and who made it (``owner``);
-    every other unit drops whatever a lapsed reservation left on it."""
+    every other unit drops whatever a lapsed reservation left on it. Every unit keeps the holder
+    it replaced (``previousHolder``: a lapsed hold's, or ``""`` for a free unit)."""
     names = {k: v for k, v in units.names().items() if k != "#pool"}
     names["#members"] = units.members_attr
     names["#owner"] = units.owner_attr
+    names["#previous"] = units.previous_attr
     values = codec.values(
-        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1
+        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1, nobody=""
     )
+    # (every operand reads the item as it was before the update: #previous gets the old holder)
     update = (
         "SET #status = :held, #holder = :holder, #until = :until, #ticket = :until, "
-        "#seq = if_not_exists(#seq, :zero) + :one"
+        "#seq = if_not_exists(#seq, :zero) + :one, #previous = if_not_exists(#holder, :nobody)"
     )
     if members is None:
         update += " REMOVE #members, #owner"

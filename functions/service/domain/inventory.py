@@ -20,8 +20,11 @@ A unit never changes pool: an expired or released unit is claimable again in its
 A reservation has no item of its own: its record is its *lead* unit (the first it took), which
 lists all its units (``members``) and who made it (``owner``, the caller's ``sub``), and is written
 in the same transaction as the claims. The reservation id is ``<lead unit id>-<hold expiry
-ms>-<random>``: where the record is (the unit number gives its pool), and when the hold lapses (so
-a confirm whose lapsed lead unit was reclaimed still answers EXPIRED, not 404).
+ms>-<random>``: where the record is (the unit number gives its pool), and when the hold lapses.
+Whether it is EXPIRED or 404 is read from the lead unit, never from the id: a unit remembers the
+holder whose lapsed hold a claim replaced (``previousHolder``), so a confirm whose lapsed lead
+unit was taken again answers EXPIRED, and an id the server never issued is 404 whatever expiry it
+names.
 
 Table ``inventory_summary`` (same keys), written by the stream consumer
 (:class:`service.domain.inventory_summary.Summaries`):
@@ -84,7 +87,6 @@ READY = "READY"
 # Called with a reservation's recorded owner before it is confirmed or released; raises to refuse
 # (the rule itself is ``service.policy.require_owner``).
 Authorize = Callable[[str | None], None] | None
-CLOCK_SKEW_MS = 1000  # how far apart two processes' clocks may be when telling EXPIRED from 404
 
 # The creation worker's event filter (config: the stack and the local pump read it too).
 CREATION_FILTER: dict[str, Any] = config.INVENTORY_CREATION_FILTER
@@ -100,7 +102,8 @@ def unit_id(sk: str) -> str:
 
 def reservation_id(lead: str, until_ms: int, token: str) -> str:
     """``<lead unit id>-<hold expiry, epoch ms>-<random>``: where the reservation's record is,
-    and when it lapses (so a confirm after a lapsed hold was reclaimed can still say EXPIRED)."""
+    and when it lapses. Only the lead unit says whether it was issued (see :meth:`Inventory._lead`):
+    anyone can write an id of this shape."""
     return f"{lead}-{until_ms}-{token}"
 
 
@@ -623,21 +626,23 @@ class Inventory:
             return None
         return lambda key: int(unit_id(str(key["sk"]))) < created
 
-    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, int, bool]:
-        """The reservation's lead unit if it still names this reservation, its expiry, and
-        whether another reservation holds (or bought) the lead unit now."""
+    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, bool]:
+        """The reservation's lead unit if it still names this reservation; else whether it
+        names it as the holder whose lapsed hold a later claim replaced (``previousHolder``):
+        then the reservation was issued and lapsed. An id the server never issued is named by
+        no unit, whatever expiry it encodes (only the unit is evidence, never the id)."""
         parsed = parse_reservation_id(reservation)
         if parsed is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
-        lead, until_ms = parsed
+        lead, _ = parsed
         pools = int(self.header(sku)["pools"])
         unit = claims.holders_units(
             self.client, self.units, unit_key(sku, int(lead), pools), backoff=self.backoff
         )
         if unit is None or unit.get("holder") != reservation:
-            taken = unit is not None and unit.get("holder") not in (None, reservation)
-            return None, until_ms, taken
-        return unit, until_ms, False
+            lapsed = unit is not None and unit.get(self.units.previous_attr) == reservation
+            return None, lapsed
+        return unit, False
 
     def _unit_keys(self, sku: str, lead: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -653,13 +658,13 @@ class Inventory:
         Repeating a confirm that succeeded answers the same (the units are already ours, sold).
         """
         self.header(sku)
-        lead, until_ms, taken = self._lead(sku, reservation)
+        lead, lapsed = self._lead(sku, reservation)
         if lead is None:
-            # Lapsed (by this clock), or its lead unit is another reservation's within a clock
-            # skew of the expiry: it lapsed by the reclaimer's clock. A lead unit taken well
-            # before the expiry was released first: the reservation is gone (404).
-            now_ms = self._now_ms()
-            if until_ms <= now_ms or (taken and until_ms <= now_ms + CLOCK_SKEW_MS):
+            # Its lead unit was taken by a claim that replaced its lapsed hold: it was issued
+            # and expired. Otherwise it was released, or never issued: 404 (an id's expiry is
+            # not evidence, anyone can write one). A lead unit claimed again after that claim
+            # no longer remembers it: 404 too.
+            if lapsed:
                 raise Expired(f"reservation {reservation!r} expired and its units were taken")
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         if authorize is not None:
@@ -694,7 +699,7 @@ class Inventory:
     def release(self, sku: str, reservation: str, authorize: Authorize = None) -> None:
         """Free the units this reservation still holds, in one transaction."""
         self.header(sku)
-        lead, _, _ = self._lead(sku, reservation)
+        lead, _ = self._lead(sku, reservation)
         if lead is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         if authorize is not None:
