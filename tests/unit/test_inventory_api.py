@@ -90,6 +90,26 @@ def test_exact_counts_read_every_unit_so_only_administrators_may_ask(moto_ddb, m
     assert (admin["statusCode"], admin["json"]["available"]) == (200, 3)
 
 
+def test_reserving_on_a_sku_with_no_unit_created_yet_is_409_with_its_progress(
+    moto_ddb, moto_tables
+):
+    # Given a sku too large to be created before the answer (its units follow in the background)
+    created = call("POST", "/inventory", "/inventory", {"sku": "big", "units": 40_000})
+    assert created["json"]["status"] == "CREATING"
+    before = everything(moto_ddb, moto_tables)
+    # When a customer reserves a unit before any is offered
+    short = call(
+        "POST", RESERVATIONS, "/inventory/big/reservations", {"quantity": 1}, ALICE, sku="big"
+    )
+    # Then it is the contract's 409 OUT_OF_STOCK, saying the sku is being created and when to
+    # come back, and nothing was written
+    assert (short["statusCode"], short["json"]["error"]) == (409, "OUT_OF_STOCK")
+    body = short["json"]
+    assert (body["status"], body["unitsCreated"], body["units"]) == ("CREATING", 0, 40_000)
+    assert int(short["headers"]["Retry-After"]) == body["retryAfterSeconds"] > 0
+    assert everything(moto_ddb, moto_tables) == before
+
+
 def test_release_is_204_and_then_404(moto_ddb, moto_tables):
     # Given a reservation
     call("POST", "/inventory", "/inventory", {"sku": "s2", "units": 1})

@@ -558,8 +558,23 @@ class Inventory:
         The reservation's record is its lead unit: the reservation id names it, and it lists the
         units, so the record is written in the same transaction as the claims (a separate record
         item would make 101 items at quantity 100, over the limit of 100 per transaction).
+
+        What it reads is bounded whatever the sku's state: each read of a pool is at most
+        :data:`turnstile_ddb.claims.PAGES_PER_POOL` (4) Queries. While the sku is CREATING, the
+        index also lists units written but not yet offered (their chunk is not recorded), so
+        the reads take pages of ``INVENTORY_CREATING_PAGE_KEYS`` keys, and a reservation that
+        finds too few offered units within the bound is :class:`OutOfStock` with the creation's
+        progress (``status``, ``unitsCreated``, ``units``) and ``retryAfterSeconds`` (the HTTP
+        answer's ``Retry-After``): with no unit offered yet, before any read. Once READY a read
+        stopped at its bound is not a refusal (it never is in practice: a page holds more units
+        than the read needs) but a retryable 503 (:class:`turnstile_ddb.retry.RetriesExhausted`).
         """
         header = self.header(sku)
+        progress = self.progress(header)
+        creating = progress["status"] != READY
+        if creating and progress["unitsCreated"] == 0:
+            metrics.count("ReserveWhileCreating", pattern="inventory")
+            raise self._not_offered_yet(progress, quantity)
         token = uuid.uuid4().hex[:16]
         now_ms = self._now_ms()
         until_ms = now_ms + max(1, int(hold_seconds * 1000))
@@ -581,8 +596,14 @@ class Inventory:
                 unit_cache=self.unit_cache,
                 guess=self._guess(sku, header) if self.guess and quantity == 1 else None,
                 clock_ms=self._now_ms,
+                page_size=config.INVENTORY_CREATING_PAGE_KEYS if creating else None,
             )
-        except claims.NotEnough as exc:
+        except (claims.NotEnough, claims.Unsettled) as exc:
+            if creating:
+                metrics.count("ReserveWhileCreating", pattern="inventory")
+                raise self._not_offered_yet(progress, quantity) from exc
+            if isinstance(exc, claims.Unsettled):
+                raise retry.RetriesExhausted(exc.pages, exc) from exc
             raise OutOfStock(
                 f"fewer than {quantity} units of {sku!r} are available", requested=quantity
             ) from exc
@@ -592,6 +613,21 @@ class Inventory:
             "units": [unit_id(key["sk"]) for key in taken.keys],
             "expiresAt": until_ms,
         }
+
+    @staticmethod
+    def _not_offered_yet(progress: Mapping[str, Any], quantity: int) -> OutOfStock:
+        """The refusal while a sku is still being created: not exact (units of chunks recorded
+        later, or further on in the index than the bounded read went, may come free), so it says
+        the creation's progress and when to try again."""
+        return OutOfStock(
+            f"fewer than {quantity} units of {progress['sku']!r} are offered yet: it is still "
+            f"being created ({progress['unitsCreated']} of {progress['units']} units); retry later",
+            requested=quantity,
+            status=progress["status"],
+            unitsCreated=progress["unitsCreated"],
+            units=progress["units"],
+            retryAfterSeconds=config.INVENTORY_CREATING_RETRY_SECONDS,
+        )
 
     def _guess(
         self, sku: str, header: Mapping[str, Any]
