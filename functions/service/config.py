@@ -114,6 +114,14 @@ INVENTORY_CREATE_PACE_ENV = "TURNSTILE_INVENTORY_CREATE_UNITS_PER_SECOND"
 # longest step so far (its record is retried if it times out all the same).
 INVENTORY_CREATE_STEP_MARGIN = 2.0
 INVENTORY_RESERVE_ROUNDS = 12  # lost reservation writes before a retryable 503, never OUT_OF_STOCK
+# While a sku is CREATING, a reservation that found too few offered units answers OUT_OF_STOCK with
+# the creation's progress and this Retry-After: about one chunk's time at the paced rate (10,000
+# units at 2,000 a second), when more units are offered.
+INVENTORY_CREATING_RETRY_SECONDS = 5
+# While a sku is CREATING, a reservation's index reads take pages of this many keys (most units
+# the index lists may not be offered yet); each read of a pool still sends at most
+# turnstile_ddb.claims.PAGES_PER_POOL Queries.
+INVENTORY_CREATING_PAGE_KEYS = 100
 
 # Throttling and transient errors on any single call.
 CALL_ATTEMPTS = 6

@@ -110,6 +110,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ClaimCacheStale",  # a remembered unit had been taken meanwhile (replaced from a read)
         "ClaimGuess",  # a one-unit reservation tried a unit named without reading (no Query)
         "ClaimGuessMiss",  # the guessed unit was not free: the pool is read first for a while
+        "ClaimReadsBounded",  # a read stopped at PAGES_PER_POOL Queries a pool, too few units seen
         *RETRY_METRICS,
     ),
     "sharded": (
@@ -122,7 +123,13 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "ShortHint",  # refused from the shards' known counts, without a call
         *RETRY_METRICS,
     ),
-    "inventory": ("CreationReplayed", "ChunkAlreadyRecorded", "UnitAlreadyCreated", *RETRY_METRICS),
+    "inventory": (
+        "CreationReplayed",
+        "ChunkAlreadyRecorded",
+        "UnitAlreadyCreated",
+        "ReserveWhileCreating",  # too few units offered yet: OUT_OF_STOCK with the progress
+        *RETRY_METRICS,
+    ),
     "slots": ("SlotTaken", *RETRY_METRICS),
     "lease": (
         "LeaseAttempt",

@@ -12,8 +12,8 @@ Rules (API.md v2). ``ACCESS`` names, for every declared route, who may call it; 
 ``docs/identity.md`` says the same and ``tests/unit/test_policy.py`` walks both, so a route added
 without a rule fails a test (and is refused at run time: ``admit`` fails closed).
 
-* catalogue writes (``CATALOGUE_WRITES``: every ``Access.ADMINISTRATORS`` route) are for
-  administrators (``require_admin``);
+* catalogue writes (``CATALOGUE_WRITES``: every ``Access.ADMINISTRATORS`` route but the exact
+  counts of a sku, which read every unit) are for administrators (``require_admin``);
 * a body ``userId`` / ``owner`` defaults to the caller; naming someone else needs an
   administrator, acting on their behalf (``acting_for``, ``lease_owner``);
 * a path naming a user is the caller's own or an administrator's (``require_self_or_admin``);
@@ -72,7 +72,7 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/wallets/{walletId}"): Access.OWNER_OR_ADMIN_READS,
     ("POST", "/inventory"): Access.ADMINISTRATORS,
     ("GET", "/inventory/{sku}"): Access.ANY_CALLER,
-    ("GET", "/inventory/{sku}/exact"): Access.ANY_CALLER,
+    ("GET", "/inventory/{sku}/exact"): Access.ADMINISTRATORS,
     ("POST", "/inventory/{sku}/reservations"): Access.ANY_CALLER,
     ("POST", "/inventory/{sku}/reservations/{reservationId}/confirm"): Access.OWNER,
     ("DELETE", "/inventory/{sku}/reservations/{reservationId}"): Access.OWNER,
@@ -85,8 +85,12 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/events/{eventId}/registration-requests/{requestId}"): Access.OWNER_OR_ADMIN_READS,
 }
 
-# (method, resource path) of the routes that change the catalogue (stock included).
-CATALOGUE_WRITES = frozenset(key for key, who in ACCESS.items() if who is Access.ADMINISTRATORS)
+# (method, resource path) of the routes that change the catalogue (stock included). The exact
+# counts (``GET /inventory/{sku}/exact``) are administrators' too, but they read: they read every
+# unit of the sku, which a loop of requests would turn into a cost attack.
+CATALOGUE_WRITES = frozenset(
+    key for key, who in ACCESS.items() if who is Access.ADMINISTRATORS and key[0] != "GET"
+)
 
 
 _DECLARED = frozenset((route.method, route.path) for route in routes.ROUTES)

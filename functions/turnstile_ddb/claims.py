@@ -17,6 +17,9 @@ Finding candidates never scans: :func:`reserve` queries the index of one pool wi
 takes the next ``quantity`` units: a *run* of one pool (:class:`_Reader`). A pool known to be small
 (:meth:`PoolHints.is_sparse`) is read in one range ``BETWEEN 0 AND :now`` instead. The index is
 only a hint (it is eventually consistent on AWS): the conditional write on the unit itself decides.
+Every read of a pool is bounded: at most :data:`PAGES_PER_POOL` (4) Queries, whatever the index
+holds (units not ``eligible`` yet included); a read that stops there short is
+:class:`Unsettled`, not a refusal.
 
 When no pool shows ``quantity`` units (every pool read to its end), the answer is
 :class:`NotEnough` without a single write (once a sku has sold out: one keys-only Query per pool;
@@ -27,8 +30,14 @@ Reserve: ONE ``TransactWriteItems`` with one ``Update`` per unit (one plain ``Up
 ``quantity`` is 1, which is all or nothing by itself)::
 
     SET #status = :held, #holder = :holder, #until = :until, #ticket = :until,
-        #seq = if_not_exists(#seq, :zero) + :one [, #members = :keys on the lead unit]
+        #seq = if_not_exists(#seq, :zero) + :one,
+        #previous = if_not_exists(#holder, :nobody) [, #members = :keys on the lead unit]
     ConditionExpression: #status = :free OR (#status = :held AND #until <= :now)
+
+``#previous`` (``previousHolder``, :attr:`UnitTable.previous_attr`) keeps the holder whose lapsed
+hold the claim replaced (``""`` for a free unit, whose holder a release removed): a lapsed
+reservation whose lead unit was taken again is still known to have existed (the service answers
+EXPIRED for it, and 404 for an id nobody issued), until the unit is claimed once more.
 
 The first (*lead*) unit also carries the list of the reservation's units, so the reservation's
 record is written in the same transaction as its claims: there is no moment at which units are
@@ -95,7 +104,9 @@ Metrics (pattern ``claims``): ``ClaimLost`` for every candidate another request 
 ``ClaimCacheStale`` (remembered units that had been taken meanwhile); ``ClaimBackoff`` (a lost
 round waited before reading again); ``ClaimGuess`` (a reservation started from a guessed unit)
 and ``ClaimGuessMiss`` (the guessed unit was not free); ``ClaimHoldLapsed`` (the request took
-so long that its hold would have lapsed before it was written: see ``clock_ms``).
+so long that its hold would have lapsed before it was written: see ``clock_ms``);
+``ClaimReadsBounded`` (a read stopped at :data:`PAGES_PER_POOL` Queries in a pool with fewer
+units seen than wanted: :class:`Unsettled`).
 
 ``seq`` increases by one with every change of a unit, which lets a stream consumer recognise a
 record it has already applied (see ``service.domain.inventory``).
@@ -120,6 +131,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FREE",
     "HELD",
+    "PAGES_PER_POOL",
     "SOLD",
     "SPARSE",
     "TICKET_SPACE",
@@ -130,6 +142,7 @@ __all__ = [
     "PoolHints",
     "UnitCache",
     "UnitTable",
+    "Unsettled",
     "free",
     "free_unit",
     "holders_units",
@@ -147,6 +160,9 @@ SOLD = "sold"
 TICKET_SPACE = 2**20  # random tickets of free units live in [0, TICKET_SPACE)
 _SPREAD = 4  # how many units past a run's first candidate it may start (see _Reader.pick)
 SPARSE = 16  # a pool not seen with this many claimable units is read in one whole-range Query
+# The most Queries one read of one pool sends (pages of at most 100 keys): what bounds a
+# reservation's reads whatever the index holds, e.g. units that exist but are not offered yet.
+PAGES_PER_POOL = 4
 
 Key = dict[str, Any]
 
@@ -166,6 +182,9 @@ class UnitTable:
     seq_attr: str = "seq"
     members_attr: str = "members"  # on a reservation's lead unit: the keys of all its units
     owner_attr: str = "owner"  # on a reservation's lead unit: who made the reservation
+    # On a claimed unit: the holder whose lapsed hold the claim replaced ("" when the unit was
+    # free), so that a lapsed reservation can still be told from one that never existed.
+    previous_attr: str = "previousHolder"
 
     def names(self) -> dict[str, str]:
         return {
@@ -203,6 +222,26 @@ class NotEnough(errors.Refused):
         super().__init__(f"only {got} of {wanted} units could be claimed")
         self.wanted = wanted
         self.got = got
+
+
+class Unsettled(errors.Retryable):
+    """The reads stopped at their bound (:data:`PAGES_PER_POOL` Queries per pool) with fewer than
+    ``wanted`` claimable units seen and some pool not read to its end: not a refusal (the pools
+    may hold enough units further on), so a later attempt may succeed. Nothing was written.
+
+    Where every unit listed in the index is claimable this does not happen in practice: a page
+    holds a few more units than a read needs. It happens when most units the index lists are not
+    ``eligible`` (units of a sku still being created, say): without the bound a reservation
+    would page through all of them."""
+
+    def __init__(self, wanted: int, got: int, pages: int) -> None:
+        super().__init__(
+            f"{got} of {wanted} units seen in at most {pages} Queries per pool; "
+            "the pools were not read to their end"
+        )
+        self.wanted = wanted
+        self.got = got
+        self.pages = pages
 
 
 @dataclass
@@ -497,7 +536,11 @@ class _Reader:
     eligible: Callable[[Key], bool] | None
     page_size: int | None
     unit_cache: UnitCache | None = None
+    pages_per_pool: int = PAGES_PER_POOL
     pool_of: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    # Whether the last :meth:`pick` left a pool unread past its bound (``pages_per_pool``): its
+    # reads then did not go through every pool to its end, and a short pick is no refusal.
+    cut: bool = False
     # After a :meth:`pick` that came back short: how many distinct claimable (and eligible)
     # units its reads showed, counting the ones it was told to skip. Those reads went through
     # every pool to its end, so this is what a read skipping nothing showed. None otherwise.
@@ -583,7 +626,10 @@ class _Reader:
         ticket: ``[pivot, now]``, then ``[0, pivot)``, in pages of a few more than ``n`` (and the
         ``skipped`` units it may meet again): concurrent
         requests start at different places of the ticket order and meet different runs of units,
-        and no request reads more than it takes."""
+        and no request reads more than it takes.
+
+        Either way at most ``pages_per_pool`` Queries: a read that would need more stops there
+        and sets :attr:`cut` (the pool was not read to its end)."""
         if self.pool_hints.is_sparse(pool):
             limit = self.page_size or 100
             pivot = None
@@ -595,9 +641,14 @@ class _Reader:
             if pivot > 0:
                 ranges.append((0, pivot - 1, True))
         shown = 0
+        pages = 0
         for low, high, forward in ranges:
             start: Key | None = None
             while True:
+                if pages == self.pages_per_pool:
+                    self.cut = True  # more to read, beyond the bound
+                    return
+                pages += 1
                 response = self._query(pool, low, high, forward, limit, start, last_chance)
                 page = [
                     self.units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]
@@ -633,12 +684,15 @@ class _Reader:
         that out.
 
         A pool whose key throttles is left for after the others (``PoolFailover``) and then read
-        under the usual backoff."""
+        under the usual backoff. Each read of a pool sends at most ``pages_per_pool`` Queries;
+        when one stopped there (:attr:`cut`), a short answer is not what a read of every pool to
+        its end showed (:attr:`showed` stays None)."""
         avoid = {_identity(self.units, key) for key in skip}
         gathered: list[Key] = []
         deferred: list[str] = []
         shown: set[tuple[Any, ...]] = set()  # every claimable unit read, skipped ones included
         self.showed = None
+        self.cut = False
 
         def from_pool(pool: str, last_chance: bool) -> list[Key]:
             got: list[Key] = []
@@ -679,7 +733,7 @@ class _Reader:
             if len(got) == n:
                 return got
             gathered += got
-        if len(gathered) < n:
+        if len(gathered) < n and not self.cut:
             self.showed = len(shown)  # every pool was read to its end
         return gathered[:n]
 
@@ -696,16 +750,19 @@ def _claim_item(
 ) -> dict[str, Any]:
     """One unit's conditional claim inside the reservation's transaction. The lead unit (the first)
     also records which units the reservation holds (``members``) and who made it (``owner``);
-    every other unit drops whatever a lapsed reservation left on it."""
+    every other unit drops whatever a lapsed reservation left on it. Every unit keeps the holder
+    it replaced (``previousHolder``: a lapsed hold's, or ``""`` for a free unit)."""
     names = {k: v for k, v in units.names().items() if k != "#pool"}
     names["#members"] = units.members_attr
     names["#owner"] = units.owner_attr
+    names["#previous"] = units.previous_attr
     values = codec.values(
-        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1
+        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1, nobody=""
     )
+    # (every operand reads the item as it was before the update: #previous gets the old holder)
     update = (
         "SET #status = :held, #holder = :holder, #until = :until, #ticket = :until, "
-        "#seq = if_not_exists(#seq, :zero) + :one"
+        "#seq = if_not_exists(#seq, :zero) + :one, #previous = if_not_exists(#holder, :nobody)"
     )
     if members is None:
         update += " REMOVE #members, #owner"
@@ -748,6 +805,7 @@ def reserve(
     unit_cache: UnitCache | None = None,
     guess: Callable[[str, int], Sequence[Key]] | None = None,
     clock_ms: Callable[[], int] | None = None,
+    pages_per_pool: int = PAGES_PER_POOL,
 ) -> Claimed:
     """Claim ``quantity`` units until ``until_ms`` in ONE write, skipping units others hold;
     ``holder(lead)`` names the reservation after its lead unit (the first), which records
@@ -779,6 +837,15 @@ def reserve(
     if held): units that exist but are not yet offered, say. ``page_size``: a fixed Limit for
     every Query (by default a few more than the units wanted; 100 for a sparse pool).
 
+    **What it reads is bounded.** One read of a pool sends at most ``pages_per_pool`` Queries
+    (:data:`PAGES_PER_POOL`, 4), so a read of every pool at most ``4 x pools`` (a pool whose key
+    throttled is read once more, last). A reservation reads once, and once or twice more after
+    each lost round, of at most ``rounds``: nothing the index holds can make it page on. Where
+    every unit the index lists may be claimed, a read stops long before the bound (a page holds
+    a few more units than it needs). When a read stops at the bound with fewer than ``quantity``
+    units seen, the pools were not read to their end, so it is no refusal:
+    :class:`Unsettled` (retryable, ``ClaimReadsBounded``), never :class:`NotEnough`.
+
     ``unit_cache``: when given, the units a read showed beyond the run it took are remembered
     there, and a reservation first tries ``quantity`` remembered units of one pool (no Query: one
     call in all for ``quantity`` 1); a remembered unit taken meanwhile is replaced from a fresh
@@ -804,6 +871,8 @@ def reserve(
     """
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
+    if pages_per_pool < 1:
+        raise ValueError("a read of a pool sends at least one Query")
     claimed = Claimed()
     reader = _Reader(
         client=client,
@@ -817,12 +886,17 @@ def reserve(
         eligible=eligible,
         page_size=page_size,
         unit_cache=unit_cache,
+        pages_per_pool=pages_per_pool,
     )
 
     def fresh() -> list[Key]:
-        """A full answer from a fresh read that skips nothing, or the exact refusal."""
+        """A full answer from a fresh read that skips nothing, or the exact refusal (or, when a
+        read stopped at its bound, :class:`Unsettled`)."""
         chosen = reader.pick(quantity)
         if len(chosen) < quantity:
+            if reader.cut:
+                metrics.count("ClaimReadsBounded", pattern=PATTERN)
+                raise Unsettled(quantity, len(chosen), pages_per_pool)
             metrics.count("ClaimRefused", pattern=PATTERN)
             raise NotEnough(quantity, len(chosen))
         return chosen
@@ -898,6 +972,11 @@ def reserve(
                 if reader.showed is not None and reader.showed < quantity:
                     metrics.count("ClaimRefused", pattern=PATTERN)
                     raise NotEnough(quantity, reader.showed) from exc
+                if reader.cut:
+                    # That read stopped at its bound: a second one would only stop there too.
+                    metrics.count("ClaimReadsBounded", pattern=PATTERN)
+                    got = quantity - len(taken) + len(spares)
+                    raise Unsettled(quantity, got, pages_per_pool) from exc
                 chosen = fresh()  # enough shown, but not beside the ones kept: read again
                 continue
             for index, spare in zip(taken, spares, strict=True):

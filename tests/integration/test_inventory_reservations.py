@@ -231,3 +231,59 @@ def test_unknown_sku_and_duplicate_creation(ddb, tables, unique):
     assert len(units_in_table(ddb, tables["inventory"], unique)) == 1
     with pytest.raises(NotFound):
         service.reserve(f"{unique}-none", 1)
+
+
+@pytest.mark.parametrize("route", ["confirm", "release"])
+def test_a_reservation_id_never_issued_is_404_whatever_expiry_it_names(ddb, tables, unique, route):
+    # Given a sku of three units, one held by a real reservation, one sold, one free
+    clock = Clock()
+    service = inventory(ddb, tables, clock)
+    service.create(unique, 3)
+    held = service.reserve(unique, 1, hold_seconds=60)
+    sold = service.reserve(unique, 1, hold_seconds=60)
+    service.confirm(unique, sold["reservationId"])
+    (free,) = {"000000", "000001", "000002"} - {*held["units"], *sold["units"]}
+    now_ms = int(clock.now * 1000)
+    # When ids the server never issued are sent, naming each unit (and one that does not exist),
+    # with an expiry in the past and in the future
+    forged = [
+        f"{lead}-{until}-0123456789abcdef"
+        for lead in (held["units"][0], sold["units"][0], free, "999999")
+        for until in (1, now_ms - 1, now_ms + 60_000)
+    ]
+    answers = []
+    for reservation in forged:
+        try:
+            getattr(service, route)(unique, reservation)
+            answers.append("done")
+        except (NotFound, Expired) as exc:
+            answers.append(type(exc).__name__)
+    # Then every one is 404: only a reservation that was issued can be EXPIRED
+    assert answers == ["NotFound"] * len(forged), dict(zip(forged, answers, strict=True))
+    # And nothing changed: the real reservation still holds its unit, the sale stands
+    table = units_in_table(ddb, tables["inventory"], unique)
+    units = {u["sk"].removeprefix(UNIT): u for u in table}
+    assert units[held["units"][0]]["holder"] == held["reservationId"]
+    assert units[sold["units"][0]]["status"] == "sold"
+    assert units[free]["status"] == "free"
+
+
+def test_a_lapsed_reservation_whose_lead_unit_was_taken_again_is_still_expired(ddb, tables, unique):
+    # Given a one-unit reservation whose hold lapsed and whose unit another reservation took
+    clock = Clock()
+    service = inventory(ddb, tables, clock)
+    service.create(unique, 1)
+    lapsed = service.reserve(unique, 1, hold_seconds=5)
+    clock.now += 5
+    taker = service.reserve(unique, 1, hold_seconds=60)
+    assert taker["units"] == lapsed["units"]
+    # Then confirming the lapsed one is EXPIRED (it was issued), not 404, and sells nothing
+    with pytest.raises(Expired):
+        service.confirm(unique, lapsed["reservationId"])
+    # And so it stays after the taker released the unit, long after, whatever the clock says
+    service.release(unique, taker["reservationId"])
+    clock.now += 3600
+    with pytest.raises(Expired):
+        service.confirm(unique, lapsed["reservationId"])
+    (unit,) = units_in_table(ddb, tables["inventory"], unique)
+    assert unit["status"] == "free"

@@ -9,19 +9,27 @@ from typing import Any
 import pytest
 
 from service.handlers import inventory
-from tests.helpers import proxy_event, scan_all
+from tests.helpers import ADMIN, ALICE, proxy_event, scan_all
 
 RESERVATIONS = "/inventory/{sku}/reservations"
 RESERVATION = "/inventory/{sku}/reservations/{reservationId}"
 
 
-def call(method: str, resource: str, path: str, body: Any = None, **params: str) -> dict:
+def call(
+    method: str,
+    resource: str,
+    path: str,
+    body: Any = None,
+    caller: dict[str, str] = ADMIN,
+    **params: str,
+) -> dict:
     event = proxy_event(
         method,
         resource,
         path,
         body=None if body is None else (body if isinstance(body, str) else json.dumps(body)),
         params=params or None,
+        caller=caller,
     )
     response = inventory.handler(event, None)
     response["json"] = json.loads(response["body"]) if response["body"] else None
@@ -69,6 +77,37 @@ def test_create_reserve_confirm_through_the_handler(moto_ddb, moto_tables):
         "sold": 2,
         "consistency": "strong",
     }
+
+
+def test_exact_counts_read_every_unit_so_only_administrators_may_ask(moto_ddb, moto_tables):
+    # Given a sku (the exact counts read each of its units: a cost attack in a loop)
+    call("POST", "/inventory", "/inventory", {"sku": "s9", "units": 3})
+    # When a signed-in customer asks for them, and then an administrator
+    customer = call("GET", "/inventory/{sku}/exact", "/inventory/s9/exact", caller=ALICE, sku="s9")
+    admin = call("GET", "/inventory/{sku}/exact", "/inventory/s9/exact", sku="s9")
+    # Then the customer is refused before anything is read, the administrator answered
+    assert (customer["statusCode"], customer["json"].get("error")) == (403, "FORBIDDEN")
+    assert (admin["statusCode"], admin["json"]["available"]) == (200, 3)
+
+
+def test_reserving_on_a_sku_with_no_unit_created_yet_is_409_with_its_progress(
+    moto_ddb, moto_tables
+):
+    # Given a sku too large to be created before the answer (its units follow in the background)
+    created = call("POST", "/inventory", "/inventory", {"sku": "big", "units": 40_000})
+    assert created["json"]["status"] == "CREATING"
+    before = everything(moto_ddb, moto_tables)
+    # When a customer reserves a unit before any is offered
+    short = call(
+        "POST", RESERVATIONS, "/inventory/big/reservations", {"quantity": 1}, ALICE, sku="big"
+    )
+    # Then it is the contract's 409 OUT_OF_STOCK, saying the sku is being created and when to
+    # come back, and nothing was written
+    assert (short["statusCode"], short["json"]["error"]) == (409, "OUT_OF_STOCK")
+    body = short["json"]
+    assert (body["status"], body["unitsCreated"], body["units"]) == ("CREATING", 0, 40_000)
+    assert int(short["headers"]["Retry-After"]) == body["retryAfterSeconds"] > 0
+    assert everything(moto_ddb, moto_tables) == before
 
 
 def test_release_is_204_and_then_404(moto_ddb, moto_tables):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import claims, retry
+from turnstile_ddb import claims, errors, retry
 
 UNITS = claims.UnitTable(table="t", index="claimable", key_attrs=("sku", "sk"))
 FAST = retry.Backoff(attempts=2, sleep=lambda _: None)
@@ -78,3 +79,49 @@ def test_a_pool_is_guessed_into_only_while_nothing_says_it_is_short():
     assert hints.may_guess("p")
     hints.seen("p", True, 0)
     assert not hints.may_guess("p")
+
+
+class EndlessIndex:
+    """A claimable index whose every page is full and has more after it (units that exist but
+    are never offered, as while a sku is being created): records each Query."""
+
+    def __init__(self) -> None:
+        self.queries: list[dict[str, Any]] = []
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        self.queries.append(request)
+        pool = request["ExpressionAttributeValues"][":pool"]["S"]
+        first = len(self.queries) * 1000
+        items = [
+            {"sku": {"S": pool}, "sk": {"S": f"unit#{first + n:06d}"}}
+            for n in range(request["Limit"])
+        ]
+        return {"Items": items, "LastEvaluatedKey": items[-1]}
+
+
+def test_a_read_stops_at_its_bound_in_every_pool_and_that_is_no_refusal():
+    # Given three pools listing endless units the caller does not accept
+    client = EndlessIndex()
+    pools = ["s#0", "s#1", "s#2"]
+    # When one unit is reserved
+    with pytest.raises(claims.Unsettled) as refused:
+        claims.reserve(
+            client,  # type: ignore[arg-type]
+            UNITS,
+            pools=pools,
+            quantity=1,
+            holder=lambda lead: "r",
+            now_ms=2_000_000_000_000,
+            until_ms=2_000_000_060_000,
+            backoff=FAST,
+            pool_hints=claims.PoolHints(),
+            eligible=lambda key: False,
+        )
+    # Then each pool was read PAGES_PER_POOL pages and no more, and the answer is not NotEnough
+    # (the pools were not read to their end): a retryable Unsettled
+    per_pool = {pool: 0 for pool in pools}
+    for request in client.queries:
+        per_pool[request["ExpressionAttributeValues"][":pool"]["S"]] += 1
+    assert per_pool == {pool: claims.PAGES_PER_POOL for pool in pools}
+    assert not isinstance(refused.value, claims.NotEnough)
+    assert isinstance(refused.value, errors.Retryable)

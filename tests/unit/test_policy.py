@@ -231,6 +231,15 @@ def test_catalogue_writes_are_the_contracts_routes_and_restocks():
         policy.admit(BOB, "post", "/products")
 
 
+def test_exact_counts_read_every_unit_and_are_for_administrators_only():
+    # (a read, not a catalogue write: but a loop of them by anyone would be a cost attack)
+    assert policy.ACCESS[("GET", "/inventory/{sku}/exact")] is policy.Access.ADMINISTRATORS
+    policy.admit(ADMIN, "GET", "/inventory/{sku}/exact")
+    with pytest.raises(Forbidden):
+        policy.admit(ALICE, "GET", "/inventory/{sku}/exact")
+    policy.admit(ALICE, "GET", "/inventory/{sku}")  # the summary stays open
+
+
 def test_a_declared_route_without_a_rule_is_refused_to_everyone(monkeypatch):
     monkeypatch.delitem(policy.ACCESS, ("POST", "/products/{productId}/purchases"))
     for caller in (ALICE, ADMIN):

@@ -185,7 +185,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/inventory/{sku}/exact",
         "count_inventory",
-        "Exact counts from the units themselves (a Query of the sku, never a scan)",
+        "Exact counts from the units themselves, for administrators: a consistent Query of "
+        "every unit of the sku (never a scan), about its units x item size in read units",
         errors=("NOT_FOUND",),
     ),
     Route(

@@ -20,8 +20,11 @@ A unit never changes pool: an expired or released unit is claimable again in its
 A reservation has no item of its own: its record is its *lead* unit (the first it took), which
 lists all its units (``members``) and who made it (``owner``, the caller's ``sub``), and is written
 in the same transaction as the claims. The reservation id is ``<lead unit id>-<hold expiry
-ms>-<random>``: where the record is (the unit number gives its pool), and when the hold lapses (so
-a confirm whose lapsed lead unit was reclaimed still answers EXPIRED, not 404).
+ms>-<random>``: where the record is (the unit number gives its pool), and when the hold lapses.
+Whether it is EXPIRED or 404 is read from the lead unit, never from the id: a unit remembers the
+holder whose lapsed hold a claim replaced (``previousHolder``), so a confirm whose lapsed lead
+unit was taken again answers EXPIRED, and an id the server never issued is 404 whatever expiry it
+names.
 
 Table ``inventory_summary`` (same keys), written by the stream consumer
 (:class:`service.domain.inventory_summary.Summaries`):
@@ -84,7 +87,6 @@ READY = "READY"
 # Called with a reservation's recorded owner before it is confirmed or released; raises to refuse
 # (the rule itself is ``service.policy.require_owner``).
 Authorize = Callable[[str | None], None] | None
-CLOCK_SKEW_MS = 1000  # how far apart two processes' clocks may be when telling EXPIRED from 404
 
 # The creation worker's event filter (config: the stack and the local pump read it too).
 CREATION_FILTER: dict[str, Any] = config.INVENTORY_CREATION_FILTER
@@ -100,7 +102,8 @@ def unit_id(sk: str) -> str:
 
 def reservation_id(lead: str, until_ms: int, token: str) -> str:
     """``<lead unit id>-<hold expiry, epoch ms>-<random>``: where the reservation's record is,
-    and when it lapses (so a confirm after a lapsed hold was reclaimed can still say EXPIRED)."""
+    and when it lapses. Only the lead unit says whether it was issued (see :meth:`Inventory._lead`):
+    anyone can write an id of this shape."""
     return f"{lead}-{until_ms}-{token}"
 
 
@@ -494,8 +497,11 @@ class Inventory:
 
     def exact(self, sku: str) -> dict[str, Any]:
         """Counts from the units themselves: a strongly consistent Query of each pool's partition
-        (never a scan), costing about one read unit per 25 units. A lapsed hold counts as
-        available, as it is claimable."""
+        (never a scan). It reads every unit of the sku, and DynamoDB bills the size of the items
+        read whatever the projection: units x item size in consistent reads (one read unit per
+        4 KB; about 10 MB and 2,500 read units for 100,000 units), which is why the route is for
+        administrators only (``service.policy.ACCESS``). A lapsed hold counts as available, as it
+        is claimable."""
         header = self.header(sku)
         now_ms = self._now_ms()
         counts = {"available": 0, "reserved": 0, "sold": 0}
@@ -552,8 +558,23 @@ class Inventory:
         The reservation's record is its lead unit: the reservation id names it, and it lists the
         units, so the record is written in the same transaction as the claims (a separate record
         item would make 101 items at quantity 100, over the limit of 100 per transaction).
+
+        What it reads is bounded whatever the sku's state: each read of a pool is at most
+        :data:`turnstile_ddb.claims.PAGES_PER_POOL` (4) Queries. While the sku is CREATING, the
+        index also lists units written but not yet offered (their chunk is not recorded), so
+        the reads take pages of ``INVENTORY_CREATING_PAGE_KEYS`` keys, and a reservation that
+        finds too few offered units within the bound is :class:`OutOfStock` with the creation's
+        progress (``status``, ``unitsCreated``, ``units``) and ``retryAfterSeconds`` (the HTTP
+        answer's ``Retry-After``): with no unit offered yet, before any read. Once READY a read
+        stopped at its bound is not a refusal (it never is in practice: a page holds more units
+        than the read needs) but a retryable 503 (:class:`turnstile_ddb.retry.RetriesExhausted`).
         """
         header = self.header(sku)
+        progress = self.progress(header)
+        creating = progress["status"] != READY
+        if creating and progress["unitsCreated"] == 0:
+            metrics.count("ReserveWhileCreating", pattern="inventory")
+            raise self._not_offered_yet(progress, quantity)
         token = uuid.uuid4().hex[:16]
         now_ms = self._now_ms()
         until_ms = now_ms + max(1, int(hold_seconds * 1000))
@@ -575,8 +596,14 @@ class Inventory:
                 unit_cache=self.unit_cache,
                 guess=self._guess(sku, header) if self.guess and quantity == 1 else None,
                 clock_ms=self._now_ms,
+                page_size=config.INVENTORY_CREATING_PAGE_KEYS if creating else None,
             )
-        except claims.NotEnough as exc:
+        except (claims.NotEnough, claims.Unsettled) as exc:
+            if creating:
+                metrics.count("ReserveWhileCreating", pattern="inventory")
+                raise self._not_offered_yet(progress, quantity) from exc
+            if isinstance(exc, claims.Unsettled):
+                raise retry.RetriesExhausted(exc.pages, exc) from exc
             raise OutOfStock(
                 f"fewer than {quantity} units of {sku!r} are available", requested=quantity
             ) from exc
@@ -586,6 +613,21 @@ class Inventory:
             "units": [unit_id(key["sk"]) for key in taken.keys],
             "expiresAt": until_ms,
         }
+
+    @staticmethod
+    def _not_offered_yet(progress: Mapping[str, Any], quantity: int) -> OutOfStock:
+        """The refusal while a sku is still being created: not exact (units of chunks recorded
+        later, or further on in the index than the bounded read went, may come free), so it says
+        the creation's progress and when to try again."""
+        return OutOfStock(
+            f"fewer than {quantity} units of {progress['sku']!r} are offered yet: it is still "
+            f"being created ({progress['unitsCreated']} of {progress['units']} units); retry later",
+            requested=quantity,
+            status=progress["status"],
+            unitsCreated=progress["unitsCreated"],
+            units=progress["units"],
+            retryAfterSeconds=config.INVENTORY_CREATING_RETRY_SECONDS,
+        )
 
     def _guess(
         self, sku: str, header: Mapping[str, Any]
@@ -620,21 +662,23 @@ class Inventory:
             return None
         return lambda key: int(unit_id(str(key["sk"]))) < created
 
-    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, int, bool]:
-        """The reservation's lead unit if it still names this reservation, its expiry, and
-        whether another reservation holds (or bought) the lead unit now."""
+    def _lead(self, sku: str, reservation: str) -> tuple[dict[str, Any] | None, bool]:
+        """The reservation's lead unit if it still names this reservation; else whether it
+        names it as the holder whose lapsed hold a later claim replaced (``previousHolder``):
+        then the reservation was issued and lapsed. An id the server never issued is named by
+        no unit, whatever expiry it encodes (only the unit is evidence, never the id)."""
         parsed = parse_reservation_id(reservation)
         if parsed is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
-        lead, until_ms = parsed
+        lead, _ = parsed
         pools = int(self.header(sku)["pools"])
         unit = claims.holders_units(
             self.client, self.units, unit_key(sku, int(lead), pools), backoff=self.backoff
         )
         if unit is None or unit.get("holder") != reservation:
-            taken = unit is not None and unit.get("holder") not in (None, reservation)
-            return None, until_ms, taken
-        return unit, until_ms, False
+            lapsed = unit is not None and unit.get(self.units.previous_attr) == reservation
+            return None, lapsed
+        return unit, False
 
     def _unit_keys(self, sku: str, lead: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -650,13 +694,13 @@ class Inventory:
         Repeating a confirm that succeeded answers the same (the units are already ours, sold).
         """
         self.header(sku)
-        lead, until_ms, taken = self._lead(sku, reservation)
+        lead, lapsed = self._lead(sku, reservation)
         if lead is None:
-            # Lapsed (by this clock), or its lead unit is another reservation's within a clock
-            # skew of the expiry: it lapsed by the reclaimer's clock. A lead unit taken well
-            # before the expiry was released first: the reservation is gone (404).
-            now_ms = self._now_ms()
-            if until_ms <= now_ms or (taken and until_ms <= now_ms + CLOCK_SKEW_MS):
+            # Its lead unit was taken by a claim that replaced its lapsed hold: it was issued
+            # and expired. Otherwise it was released, or never issued: 404 (an id's expiry is
+            # not evidence, anyone can write one). A lead unit claimed again after that claim
+            # no longer remembers it: 404 too.
+            if lapsed:
                 raise Expired(f"reservation {reservation!r} expired and its units were taken")
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         if authorize is not None:
@@ -691,7 +735,7 @@ class Inventory:
     def release(self, sku: str, reservation: str, authorize: Authorize = None) -> None:
         """Free the units this reservation still holds, in one transaction."""
         self.header(sku)
-        lead, _, _ = self._lead(sku, reservation)
+        lead, _ = self._lead(sku, reservation)
         if lead is None:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         if authorize is not None:
