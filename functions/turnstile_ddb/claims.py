@@ -112,7 +112,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry, transact
+from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -233,6 +233,7 @@ def _skippable(exc: BaseException) -> bool:
     return retry.condition_failed(exc) or retry.error_code(exc) == "TransactionConflictException"
 
 
+@_contract.write
 def sell(
     client: DynamoDBClient,
     units: UnitTable,
@@ -729,6 +730,7 @@ def _claim_item(
     }
 
 
+@_contract.write
 def reserve(
     client: DynamoDBClient,
     units: UnitTable,
@@ -1012,6 +1014,7 @@ def _read_now(
     return codec.decode_item(response.get("Item"))
 
 
+@_contract.read
 def holders_units(
     client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
@@ -1019,6 +1022,7 @@ def holders_units(
     return _read_now(client, units.table, codec.encode_item(lead), backoff=backoff)
 
 
+@_contract.write
 def free(
     client: DynamoDBClient,
     units: UnitTable,

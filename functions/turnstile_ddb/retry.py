@@ -35,7 +35,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from turnstile_ddb import errors, metrics
+from turnstile_ddb import _contract, errors, metrics
 from turnstile_ddb.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
 
 __all__ = [
@@ -77,6 +77,9 @@ class RetriesExhausted(errors.Retryable):
 
 
 def error_code(exc: BaseException) -> str:
+    """The AWS error code of ``exc`` (a ``ClientError`` or an ``errors.AwsCause``), else ""."""
+    if isinstance(exc, errors.AwsCause):
+        return exc.code
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Code", ""))
     return ""
@@ -135,6 +138,7 @@ class Backoff:
         self.sleep(self.delay(attempt))
 
 
+@_contract.write
 def call(
     operation: Callable[[], T],
     *,
