@@ -132,7 +132,7 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before attempt number ``attempt + 1`` (attempt counts from 1)."""
-        return self.rand() * min(self.cap, self.base * (2 ** (attempt - 1)))
+        return self.rand() * min(self.cap, self.base * 2.0 ** (attempt - 1))
 
     def pause(self, attempt: int) -> None:
         self.sleep(self.delay(attempt))
