@@ -145,8 +145,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The project as configured (pyproject.toml), then the library and its typing tests (tests/typing:
+# assert_type on the public API) under --strict, as a user's strict checker would read them.
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy --strict functions/turnstile_ddb tests/typing
 
 test: install layers lint typecheck
 	$(BIN)/python -m pytest

@@ -20,12 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from chaos.history import FAIL, OK, UNKNOWN, History, Op
 from chaos.nemesis import Crash, Nemesis
 from local.bridge import Bridge, LocalContext
-from turnstile_ddb import lease, retry
+from turnstile_ddb import errors, lease, retry
 from turnstile_ddb.lease_queue import Heartbeat, LeaseQueue, WaitTimedOut
 
 log = logging.getLogger("chaos")
@@ -341,8 +339,19 @@ def fenced_append(
             client.history.complete(write, OK, 200, {"fence": held.fence})
         except lease.LeaseLost as exc:
             client.history.complete(write, FAIL, 409, {"current": exc.current})
-        except (Crash, retry.OutcomeUnknown, retry.RetriesExhausted, ClientError, BotoCoreError):
+        except NO_ANSWER:
             client.history.complete(write, UNKNOWN, None, "no answer")
+
+
+# Whatever leaves a call without a definite answer: the nemesis's crash, an outcome in doubt, a
+# spent retry budget, or an AWS error the pattern did not read (turnstile_ddb.errors.Aws*).
+NO_ANSWER = (
+    Crash,
+    retry.OutcomeUnknown,
+    retry.RetriesExhausted,
+    errors.AwsRefused,
+    errors.AwsRetryable,
+)
 
 
 class Killed(BaseException):
@@ -418,7 +427,7 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
             client.history.complete(op, FAIL, None, {"tickets": list(tickets), "killed": True})
             time.sleep(settings.expiry_ms / 1000)  # a new process takes a while to come back
             return
-        except (Crash, retry.OutcomeUnknown, retry.RetriesExhausted, ClientError, BotoCoreError):
+        except NO_ANSWER:
             client.history.complete(op, UNKNOWN, None, {"tickets": list(tickets)})
             return
         client.history.complete(
@@ -454,8 +463,8 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
                 lease.LeaseLost,
                 retry.OutcomeUnknown,
                 retry.RetriesExhausted,
-                ClientError,
-                BotoCoreError,
+                errors.AwsRefused,
+                errors.AwsRetryable,
             ),
         ):
             waiting.leases.release(beat.lease)

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from turnstile_ddb import codec, errors, retry, transact
+from turnstile_ddb import _contract, codec, errors, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -176,6 +176,7 @@ def leave_ops(counter: CapacityRow, member: Member) -> list[dict[str, Any]]:
     ]
 
 
+@_contract.write
 def join(
     client: DynamoDBClient,
     counter: CapacityRow,
@@ -207,6 +208,7 @@ def join(
         raise
 
 
+@_contract.write
 def leave(
     client: DynamoDBClient,
     counter: CapacityRow,

@@ -123,7 +123,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry, transact
+from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -272,6 +272,7 @@ def _skippable(exc: BaseException) -> bool:
     return retry.condition_failed(exc) or retry.error_code(exc) == "TransactionConflictException"
 
 
+@_contract.write
 def sell(
     client: DynamoDBClient,
     units: UnitTable,
@@ -786,6 +787,7 @@ def _claim_item(
     }
 
 
+@_contract.write
 def reserve(
     client: DynamoDBClient,
     units: UnitTable,
@@ -1091,6 +1093,7 @@ def _read_now(
     return codec.decode_item(response.get("Item"))
 
 
+@_contract.read
 def holders_units(
     client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
@@ -1098,6 +1101,7 @@ def holders_units(
     return _read_now(client, units.table, codec.encode_item(lead), backoff=backoff)
 
 
+@_contract.write
 def free(
     client: DynamoDBClient,
     units: UnitTable,

@@ -72,6 +72,7 @@ def values(**named: Any) -> dict[str, Any]:
 
 
 def old_item(exc: BaseException) -> dict[str, Any] | None:
-    """The ALL_OLD item a ConditionalCheckFailedException carries, decoded (None if absent)."""
-    response = getattr(exc, "response", {}) or {}
+    """The ALL_OLD item a ConditionalCheckFailedException carries, decoded (None if absent);
+    ``exc`` may be the ``ClientError`` or the ``errors.AwsRefused`` that wraps it."""
+    response = getattr(getattr(exc, "cause", exc), "response", {}) or {}
     return decode_item(response.get("Item"))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, retry
+from turnstile_ddb import _contract, codec, errors, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -55,6 +55,7 @@ def put_new_op(table: str, item: Mapping[str, Any], key_attr: str) -> dict[str, 
     }
 
 
+@_contract.write
 def create_if_absent(
     client: DynamoDBClient,
     *,

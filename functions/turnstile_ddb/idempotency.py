@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry
+from turnstile_ddb import _contract, codec, errors, metrics, retry
 from turnstile_ddb.record_keys import record_id as record_id  # re-exported (deploy-safe)
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ class IdempotencyStore:
     def _names(self, *placeholders: str) -> dict[str, str]:
         return {k: self.key_attr if k == "#id" else _NAMES[k] for k in placeholders}
 
+    @_contract.write
     def begin(self, key: str, request_fingerprint: str) -> Claim | Replay:
         now_ms = int(self.clock() * 1000)
         claim = Claim(
@@ -242,6 +243,7 @@ class IdempotencyStore:
             }
         }
 
+    @_contract.write
     def complete(
         self,
         claim: Claim,
@@ -267,6 +269,7 @@ class IdempotencyStore:
         claim.completed = True
         return True
 
+    @_contract.write
     def release(self, claim: Claim) -> None:
         """Give the key back (the request changed nothing; a retry must run it again).
 

@@ -106,7 +106,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry, transact
+from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -292,6 +292,7 @@ class Leases:
 
     # -- acquire ---------------------------------------------------------------------------------
 
+    @_contract.write
     def acquire(
         self,
         resource: str,
@@ -353,6 +354,7 @@ class Leases:
             for name in ("expiresAt", "releasedAt", "skippedAt", "queuedAt", "beatAt")
         )
 
+    @_contract.write
     def take(
         self,
         resource: str,
@@ -402,6 +404,7 @@ class Leases:
         )
         return codec.decode_item(response.get("Attributes"))
 
+    @_contract.write
     def acquire_wait(
         self,
         resource: str,
@@ -448,6 +451,7 @@ class Leases:
 
     # -- renew, release --------------------------------------------------------------------------
 
+    @_contract.write
     def renew(
         self, lease: Lease, ttl_ms: int, *, remaining_ms: Callable[[], int] | None = None
     ) -> Lease:
@@ -463,6 +467,7 @@ class Leases:
         )
         return replace(lease, expires_at=expires_at)
 
+    @_contract.write
     def release(self, lease: Lease) -> None:
         """Expire ``lease`` now (the item stays, so the fence keeps counting); :class:`LeaseLost`
         if a successor holds it. Safe to repeat."""
@@ -529,6 +534,7 @@ class Leases:
             }
         }
 
+    @_contract.write
     def transact(
         self, lease: Lease, items: Sequence[dict[str, Any]], *, token: str | None = None
     ) -> None:
@@ -578,11 +584,12 @@ class Leases:
         finally:
             # Taken over already, or the database is away: either way it expires by itself.
             with contextlib.suppress(
-                LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown, ClientError
+                LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown, errors.TurnstileError
             ):
                 self.release(lease)
 
 
+@_contract.write
 def fenced_update(
     client: DynamoDBClient,
     *,

@@ -164,7 +164,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from turnstile_ddb import codec, errors, lease, metrics, retry, transact
+from turnstile_ddb import _contract, codec, errors, lease, metrics, retry, transact
 
 __all__ = [
     "Heartbeat",
@@ -335,6 +335,7 @@ class LeaseQueue:
 
     # -- acquire ---------------------------------------------------------------------------------
 
+    @_contract.write
     def acquire(
         self,
         resource: str,

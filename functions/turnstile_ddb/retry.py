@@ -35,7 +35,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from turnstile_ddb import errors, metrics
+from turnstile_ddb import _contract, errors, metrics
 from turnstile_ddb.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
 
 __all__ = [
@@ -77,6 +77,9 @@ class RetriesExhausted(errors.Retryable):
 
 
 def error_code(exc: BaseException) -> str:
+    """The AWS error code of ``exc`` (a ``ClientError`` or an ``errors.AwsCause``), else ""."""
+    if isinstance(exc, errors.AwsCause):
+        return exc.code
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Code", ""))
     return ""
@@ -129,12 +132,13 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before attempt number ``attempt + 1`` (attempt counts from 1)."""
-        return self.rand() * min(self.cap, self.base * (2 ** (attempt - 1)))
+        return self.rand() * min(self.cap, self.base * 2.0 ** (attempt - 1))
 
     def pause(self, attempt: int) -> None:
         self.sleep(self.delay(attempt))
 
 
+@_contract.write
 def call(
     operation: Callable[[], T],
     *,

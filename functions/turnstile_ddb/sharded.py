@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry, transact
+from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -261,6 +261,7 @@ class ShardHints:
 shard_hints = ShardHints()
 
 
+@_contract.read
 def read_items(
     client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff
 ) -> list[dict[str, Any]]:
@@ -299,6 +300,7 @@ def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> di
     return found.get(tuple(key.values()))
 
 
+@_contract.read
 def read_with(
     client: DynamoDBClient,
     counter: ShardedCounter,
@@ -317,6 +319,7 @@ def read_with(
     return [item for item in shards if item is not None], [_at(found, key) for key in extra]
 
 
+@_contract.read
 def read_shards(
     client: DynamoDBClient, counter: ShardedCounter, shards: Sequence[int], backoff: retry.Backoff
 ) -> dict[int, dict[str, Any]]:
@@ -329,6 +332,7 @@ def read_shards(
     return {k: item for k, item in items.items() if item is not None}
 
 
+@_contract.read
 def read_all(client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff) -> list[int]:
     """Every shard's count (see :func:`read_items`)."""
     return [int(item.get(counter.count_attr, 0)) for item in read_items(client, counter, backoff)]
@@ -382,6 +386,7 @@ def spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[in
     return takes
 
 
+@_contract.write
 def take(
     client: DynamoDBClient,
     counter: ShardedCounter,
@@ -509,6 +514,7 @@ def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str,
     return names, sets, values
 
 
+@_contract.write
 def set_total(
     client: DynamoDBClient,
     counter: ShardedCounter,
@@ -560,6 +566,7 @@ def set_total(
     raise retry.RetriesExhausted(attempts, RuntimeError("sales kept changing the shards"))
 
 
+@_contract.write
 def add(
     client: DynamoDBClient,
     counter: ShardedCounter,

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry
+from turnstile_ddb import _contract, codec, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -84,6 +84,7 @@ class NotHolder(errors.Refused):
         self.slot = slot
 
 
+@_contract.write
 def create(
     client: DynamoDBClient,
     table: str,
@@ -119,6 +120,7 @@ def create(
     return created
 
 
+@_contract.write
 def claim(
     client: DynamoDBClient,
     table: str,
@@ -164,6 +166,7 @@ def claim(
     return codec.new_item(response)
 
 
+@_contract.write
 def claim_any(
     client: DynamoDBClient,
     table: str,
@@ -191,6 +194,7 @@ def claim_any(
     return None
 
 
+@_contract.write
 def release(
     client: DynamoDBClient,
     table: str,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry
+from turnstile_ddb import _contract, codec, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -94,6 +94,7 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
+@_contract.write
 def transact_write(
     client: DynamoDBClient,
     items: Sequence[dict[str, Any]],

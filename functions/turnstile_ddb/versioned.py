@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, metrics, retry, transact
+from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -201,6 +201,7 @@ def _update_parts(
     }
 
 
+@_contract.read
 def read(
     client: DynamoDBClient, table: str, key: Mapping[str, Any], backoff: retry.Backoff
 ) -> Item | None:
@@ -239,6 +240,7 @@ def _update(
     return codec.new_item(response)
 
 
+@_contract.write
 def update_if_version(
     client: DynamoDBClient,
     *,
@@ -261,6 +263,7 @@ def update_if_version(
         raise
 
 
+@_contract.write
 def update_versioned(
     client: DynamoDBClient,
     *,
@@ -399,6 +402,7 @@ def _positive(amount: int) -> int:
     return amount
 
 
+@_contract.write
 def decrement(
     client: DynamoDBClient,
     *,
@@ -432,6 +436,7 @@ def decrement(
     )
 
 
+@_contract.write
 def increment(
     client: DynamoDBClient,
     *,
@@ -510,6 +515,7 @@ def bump_op(
     }
 
 
+@_contract.write
 def bump(
     client: DynamoDBClient,
     *,

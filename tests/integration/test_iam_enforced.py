@@ -19,7 +19,7 @@ from service.domain.events import Events
 from service.domain.products import Products
 from service.handlers import products as products_handler
 from tests.helpers import invoke, proxy_event
-from turnstile_ddb import retry
+from turnstile_ddb import errors, retry
 
 
 def test_a_sharded_product_read_works_under_the_products_role_and_not_without_batch_get(
@@ -32,14 +32,16 @@ def test_a_sharded_product_read_works_under_the_products_role_and_not_without_ba
     # When it is read under the role, and under a copy of the role without BatchGetItem
     product = Products(client=client, table=tables["products"]).get(unique)
     reduced = policy.without("dynamodb:BatchGetItem").attach(dynamodb_local.client())
-    with pytest.raises(ClientError) as denied:
+    with pytest.raises(errors.AwsRefused) as denied:
         Products(client=reduced, table=tables["products"]).get(unique)
     # Then the role reads the shards' sum, the copy is denied in AWS's words
     assert product["stock"] == 8
-    error = denied.value.response["Error"]
-    assert error["Code"] == "AccessDeniedException"
-    assert error["Message"].startswith(f"User: {policy.principal} is not authorized to perform: ")
-    assert "dynamodb:BatchGetItem on resource: arn:aws:dynamodb:" in error["Message"]
+    assert denied.value.code == "AccessDeniedException"
+    message = denied.value.aws_message
+    assert message.startswith(f"User: {policy.principal} is not authorized to perform: ")
+    assert "dynamodb:BatchGetItem on resource: arn:aws:dynamodb:" in message
+    assert denied.value.operation == "BatchGetItem"
+    assert isinstance(denied.value.cause, ClientError)
 
 
 def test_a_sharded_event_registration_works_under_the_events_role(
@@ -83,8 +85,8 @@ def test_the_decider_reads_a_full_sharded_events_shards_at_once(
     # When the decider seats one more: it fails over to the other shards (one BatchGetItem)
     with pytest.raises(DomainError) as full:
         Events(client=granted, table=tables["events"]).register(unique, "cy")
-    with pytest.raises(ClientError) as denied:
+    with pytest.raises(errors.AwsRefused) as denied:
         Events(client=reduced, table=tables["events"]).register(unique, "cy")
     # Then under its role it learns the event is full; without BatchGetItem it is denied
     assert full.value.code == "EVENT_FULL"
-    assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert denied.value.code == "AccessDeniedException"

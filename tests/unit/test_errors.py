@@ -20,7 +20,11 @@ def _library_exceptions() -> list[type[BaseException]]:
     for info in pkgutil.iter_modules(turnstile_ddb.__path__):
         module = importlib.import_module(f"turnstile_ddb.{info.name}")
         for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__ == module.__name__:
+            if (
+                issubclass(value, BaseException)
+                and not issubclass(value, Warning)  # deprecation.TurnstileDeprecationWarning
+                and value.__module__ == module.__name__
+            ):
                 found.append(value)
     return found
 

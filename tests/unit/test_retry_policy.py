@@ -7,7 +7,7 @@ import pytest
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 
 from tests.helpers import Faults
-from turnstile_ddb import retry
+from turnstile_ddb import errors, retry
 
 
 def client_error(code: str) -> ClientError:
@@ -42,9 +42,10 @@ def test_throttling_is_retried_until_it_passes():
 
 def test_a_condition_failure_is_never_retried():
     operation, calls = flaky(client_error("ConditionalCheckFailedException"))
-    with pytest.raises(ClientError):
+    with pytest.raises(errors.AwsRefused) as raised:
         retry.call(operation, backoff=no_sleep(), idempotent=True)
     assert len(calls) == 1
+    assert retry.condition_failed(raised.value)
 
 
 def test_a_timeout_after_sending_a_plain_write_is_outcome_unknown_not_a_resend():

@@ -64,8 +64,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain.errors import (
     AlreadyConfirmed,
@@ -74,7 +72,7 @@ from service.domain.errors import (
     NotFound,
     OutOfStock,
 )
-from turnstile_ddb import claims, codec, metrics, retry, transact, versioned
+from turnstile_ddb import claims, codec, errors, metrics, retry, transact, versioned
 
 HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
@@ -272,7 +270,7 @@ class Inventory:
                 # as the same creation.
                 idempotent=True,
             )
-        except ClientError as exc:
+        except errors.AwsRefused as exc:
             if not retry.condition_failed(exc):
                 raise
             existing = codec.old_item(exc) or {}
@@ -290,7 +288,7 @@ class Inventory:
     def _nudge(self, sku: str) -> None:
         """A header change the worker sees again: resumes a creation whose chain of stream
         records stopped (its record went to the dead-letter queue)."""
-        with contextlib.suppress(ClientError):
+        with contextlib.suppress(errors.AwsRefused):
             retry.call(
                 lambda: self.client.update_item(
                     TableName=self.table,

@@ -10,8 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain.inventory import SUMMARY, UNIT, sku_of
 from turnstile_ddb import claims, codec, errors, retry, transact
@@ -99,7 +97,12 @@ class Summaries:
             if items:
                 try:
                     transact.transact_write(self.client, items, backoff=self.backoff)
-                except (transact.Cancelled, errors.Retryable, errors.OutcomeUnknown, ClientError):
+                except (
+                    transact.Cancelled,
+                    errors.Retryable,
+                    errors.OutcomeUnknown,
+                    errors.Refused,
+                ):
                     return False  # the rest goes one by one (see above)
             done.update((sequence, change is not None) for sequence, change in chunk)
             chunk.clear()

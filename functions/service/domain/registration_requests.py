@@ -38,12 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain.errors import AlreadyRegistered, EventFull, NotFound
 from service.domain.events import Events, now_iso
-from turnstile_ddb import capacity, codec, creation, retry, transact, versioned
+from turnstile_ddb import capacity, codec, creation, errors, retry, transact, versioned
 
 PENDING = "PENDING"
 ACCEPTED = "ACCEPTED"
@@ -155,7 +153,7 @@ class RegistrationRequests:
                 # A resend after a lost answer finds the request decided: same end state.
                 idempotent=True,
             )
-        except ClientError as exc:
+        except errors.AwsRefused as exc:
             if retry.condition_failed(exc):
                 return None
             raise

@@ -52,13 +52,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from service import config
 from service.domain import locks
 from service.domain.errors import LockLost, NotFound, PaymentFailed
 from service.domain.payments import PaymentProvider, ProviderError
-from turnstile_ddb import codec, creation, idempotency, lease, metrics, retry, transact, versioned
+from turnstile_ddb import (
+    codec,
+    creation,
+    errors,
+    idempotency,
+    lease,
+    metrics,
+    retry,
+    transact,
+    versioned,
+)
 from turnstile_ddb.idempotency import Claim, IdempotencyStore
 
 WALLET_KEY = "walletId"  # the table's partition key
@@ -257,7 +265,7 @@ class Wallets:
                 backoff=self.backoff,
                 idempotent=True,  # a resend meets its own marker: recognised below by topUpId
             )
-        except ClientError as exc:
+        except errors.AwsRefused as exc:
             if not retry.condition_failed(exc):
                 raise
             current = codec.old_item(exc) or {}

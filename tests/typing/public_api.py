@@ -1,0 +1,136 @@
+"""Typing tests: what a caller's type checker infers from the public API (``typing.assert_type``).
+
+Nothing here runs: mypy checks this file (``files`` in pyproject.toml, and ``mypy --strict``
+in ``make typecheck``), and a changed return type, a lost annotation or an ``Any`` leaking out of
+a public function fails it. The functions take their arguments so that no call is ever made.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, assert_type
+
+import turnstile_ddb
+from turnstile_ddb import (
+    capacity,
+    claims,
+    codec,
+    creation,
+    errors,
+    idempotency,
+    lease,
+    lease_queue,
+    retry,
+    sharded,
+    slots,
+    transact,
+    versioned,
+)
+from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+def versioned_api(client: DynamoDBClient, backoff: retry.Backoff) -> None:
+    key = {"id": "1"}
+    assert_type(versioned.read(client, "t", key, backoff), dict[str, Any] | None)
+    assert_type(
+        versioned.update_if_version(
+            client, table="t", key=key, expected=1, changes={"a": 1}, backoff=backoff
+        ),
+        dict[str, Any],
+    )
+    written = versioned.update_versioned(
+        client, table="t", key=key, decide=lambda item: {"a": 1}, backoff=backoff, conflicts=backoff
+    )
+    assert_type(written, versioned.Written)
+    assert_type(
+        versioned.decrement(client, table="t", key=key, attr="n", amount=1, backoff=backoff),
+        dict[str, Any],
+    )
+    assert_type(
+        versioned.bump(client, table="t", key=key, changes={"a": 1}, backoff=backoff),
+        dict[str, Any],
+    )
+
+
+def lease_api(client: DynamoDBClient, waits: retry.Backoff) -> None:
+    leases = lease.Leases(client=client, table="leases")
+    held = leases.acquire("r", "me", 1000)
+    assert_type(held, lease.Lease)
+    assert_type(held.fence, int)
+    assert_type(leases.renew(held, 1000), lease.Lease)
+    assert_type(leases.release(held), None)
+    assert_type(leases.transact(held, []), None)
+    with leases.hold("r", "me", 1000, wait_ms=100, waits=waits) as inside:
+        assert_type(inside, lease.Lease)
+    queue = lease_queue.LeaseQueue(leases)
+    assert_type(queue.acquire("r", "me", wait_ms=100), lease.Lease)
+    with queue.heartbeat(held) as beat:
+        assert_type(beat, lease_queue.Heartbeat)
+
+
+def other_patterns(client: DynamoDBClient, backoff: retry.Backoff) -> None:
+    assert_type(
+        creation.create_if_absent(
+            client, table="t", item={"id": "1"}, key_attr="id", backoff=backoff
+        ),
+        None,
+    )
+    store = idempotency.IdempotencyStore(client=client, table="idem")
+    assert_type(store.begin("k", "f"), idempotency.Claim | idempotency.Replay)
+    assert_type(transact.transact_write(client, [], backoff=backoff), None)
+    assert_type(transact.new_token(), str)
+    row = capacity.CapacityRow(table="t", key={"id": "e"})
+    member = capacity.Member(table="t", key={"id": "e", "u": "1"}, item={"id": "e", "u": "1"})
+    assert_type(capacity.join(client, row, member, backoff=backoff), None)
+    assert_type(slots.claim(client, "t", {"id": "1"}, "me", backoff=backoff), dict[str, Any])
+    assert_type(
+        slots.claim_any(client, "t", [{"id": "1"}], "me", backoff=backoff), dict[str, Any] | None
+    )
+    counter = sharded.ShardedCounter(
+        table="t", key_attr="id", base="p", shards=4, count_attr="stock"
+    )
+    assert_type(sharded.read_all(client, counter, backoff), list[int])
+    taken = sharded.take(client, counter, 1, backoff=backoff)
+    assert_type(taken, sharded.Taken)
+    units = claims.UnitTable(table="u", index="i", key_attrs=("sku", "sk"))
+    got = claims.reserve(
+        client, units, pools=["p"], quantity=1, holder=lambda k: "h", now_ms=0, until_ms=1,
+        backoff=backoff,
+    )  # fmt: skip
+    assert_type(got, claims.Claimed)
+    assert_type(got.keys, list[dict[str, Any]])
+
+
+def helpers(exc: BaseException) -> None:
+    assert_type(retry.call(lambda: 3, backoff=retry.Backoff(), idempotent=True), int)
+    assert_type(retry.error_code(exc), str)
+    assert_type(retry.condition_failed(exc), bool)
+    assert_type(codec.encode(1), dict[str, Any])
+    assert_type(codec.old_item(exc), dict[str, Any] | None)
+    assert_type(turnstile_ddb.__version__, str)
+
+
+def error_tree(exc: errors.AwsRefused) -> None:
+    assert_type(exc.cause, BaseException)
+    assert_type(exc.code, str)
+    assert_type(exc.aws_message, str)
+    assert_type(exc.operation, str)
+    refused: turnstile_ddb.Refused = exc
+    retryable: turnstile_ddb.Retryable = errors.AwsRetryable(exc, "ThrottlingException")
+    unknown: turnstile_ddb.OutcomeUnknown = errors.AwsOutcomeUnknown(exc, "ReadTimeoutError")
+    held: turnstile_ddb.Retryable = lease.Held("r", "them", 0, 1)
+    assert_type(
+        (refused, retryable, unknown, held),
+        tuple[errors.Refused, errors.Retryable, errors.OutcomeUnknown, errors.Retryable],
+    )
+
+
+def deprecation_keeps_the_signature() -> None:
+    @deprecated(since="0.4.0", removed_in="0.5.0", use="new")
+    def old(a: int) -> str:
+        return str(a)
+
+    assert_type(old(1), str)
+    assert_type(TurnstileDeprecationWarning("x"), TurnstileDeprecationWarning)
