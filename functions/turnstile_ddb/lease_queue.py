@@ -348,9 +348,12 @@ class LeaseQueue:
 
         Waits at most ``wait_ms`` (and never past ``remaining_ms() - margin_ms``); then leaves the
         queue and raises :class:`WaitTimedOut`. The lease lasts ``ttl_ms`` (default ``L``): renew
-        it every ``H`` (:class:`Heartbeat`). A waiter passed over (it did not come for its turn
-        within L) takes a new ticket while time is left. ``Lease.attempts`` counts the DynamoDB
-        calls spent.
+        it every ``H`` (:class:`Heartbeat`); given ``remaining_ms`` it is also cut to end before
+        the invocation does, which suits a lease the invocation holds itself: for a lease handed
+        to someone outside it (an HTTP client), bound ``wait_ms`` by the remaining time instead
+        and leave ``remaining_ms`` out, so the lease lasts ``ttl_ms``. A waiter passed over (it
+        did not come for its turn within L) takes a new ticket while time is left.
+        ``Lease.attempts`` counts the DynamoDB calls spent.
         """
         deadline = self.deadline(wait_ms, remaining_ms)
         duration = ttl_ms if ttl_ms is not None else self.settings.expiry_ms
