@@ -46,9 +46,13 @@ never extend or free a successor's lease (a successor always has a higher fence)
                                    AND attribute_not_exists(#releasedAt)
     release:  SET #expiresAt = :zero, #releasedAt = :now
               ConditionExpression: #owner = :owner AND #fence = :fence
+                                   AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now
 
-Release is idempotent (a resend matches the same owner and fence). Renewing a lease that expired
-but that nobody took is allowed: the fence is unchanged, so nobody else held it in between.
+Release is idempotent: refused with this owner and fence still on the item (ALL_OLD), the lease
+was released already or ran out with nobody taking it, and the release is answered as done
+without a write (``LeaseReleaseRepeated``). A resend or a late release therefore never moves
+``releasedAt``, which the queue reads as the moment the lease came free. Renewing a lease that
+expired but that nobody took is allowed: the fence is unchanged, so nobody else held it in between.
 
 **Fenced writes.** A holder can be paused (GC, a slow network, a frozen Lambda) past its expiry
 while a successor acquires. Mutual exclusion by time alone then fails, so every protected write
@@ -86,7 +90,8 @@ the lease ends ``safety_margin_ms`` before the invocation does, unless it is ren
 **Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
 that found a live holder or a queue, ``LeaseQueueCleared`` per stale queue cleared,
 ``LeaseWait`` (ms) per waiting acquisition, acquired or not, ``LeaseWaitGaveUp`` when the wait
-ran out, ``LeaseLost`` for a renew or release refused, ``FencedWriteRefused`` for a protected
+ran out, ``LeaseLost`` for a renew or release refused, ``LeaseReleaseRepeated`` for a release
+of a lease already released or run out (no write), ``FencedWriteRefused`` for a protected
 write refused for its stale fence (either form).
 
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
@@ -465,13 +470,22 @@ class Leases:
 
     def release(self, lease: Lease) -> None:
         """Expire ``lease`` now (the item stays, so the fence keeps counting); :class:`LeaseLost`
-        if a successor holds it. Safe to repeat."""
+        if a successor holds it. Safe to repeat.
+
+        Only a live lease is written: one already released, or run out with nobody taking it,
+        is answered as released without a write (metric ``LeaseReleaseRepeated``), so a resent
+        or late release never moves ``releasedAt``, the clock the queue passes a dead head by."""
+        now = self.now_ms()
         self._owned_update(
             lease,
             "SET #expiresAt = :zero, #releasedAt = :now",
-            "#owner = :owner AND #fence = :fence",
+            "#owner = :owner AND #fence = :fence "
+            "AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now",
             attribute_names("#owner", "#fence", "#expiresAt", "#releasedAt"),
-            codec.values(zero=0, now=self.now_ms()),
+            codec.values(zero=0, now=now),
+            already=lambda item: (
+                int(item.get("fence", -1)) == lease.fence and item.get("owner") == lease.owner
+            ),
         )
 
     def _owned_update(
@@ -481,7 +495,10 @@ class Leases:
         condition: str,
         names: dict[str, str],
         values: dict[str, Any],
+        already: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
+        """The update of ``lease``'s own item; refused, :class:`LeaseLost`, unless ``already``
+        says the item as it is (its ALL_OLD image) is the update's outcome already."""
         try:
             retry.call(
                 lambda: self.client.update_item(
@@ -502,8 +519,12 @@ class Leases:
             )
         except ClientError as exc:
             if retry.condition_failed(exc):
+                current = codec.old_item(exc)
+                if already is not None and current is not None and already(current):
+                    metrics.count("LeaseReleaseRepeated", pattern=PATTERN)
+                    return
                 metrics.count("LeaseLost", pattern=PATTERN)
-                raise LeaseLost(lease.resource, codec.old_item(exc)) from exc
+                raise LeaseLost(lease.resource, current) from exc
             raise
 
     # -- fenced writes ---------------------------------------------------------------------------
