@@ -8,6 +8,9 @@ One item per resource in a lease table whose partition key is ``resource``:
 ``expiresAt``  epoch milliseconds by the acquirer's clock; ``0`` once released
 ``acquiredAt`` epoch milliseconds by the acquirer's clock (history and diagnostics only)
 ``releasedAt`` set by a release, removed by the next acquisition
+``acquisition`` an id unique to the acquisition that wrote the item (random, new on every
+               acquisition): what tells a write in doubt (its reply lost) that it was the one
+               applied, where the owner cannot (one owner may acquire many times at once)
 =============  ====================================================================================
 
 Lease items are kept, never deleted: the item is what carries the fence, and fences must
@@ -104,6 +107,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -131,6 +135,7 @@ __all__ = [
     "StaleFence",
     "attribute_names",
     "fenced_update",
+    "new_acquisition",
 ]
 
 PATTERN = "lease"
@@ -147,6 +152,7 @@ _NAMES = {
     "#expiresAt": "expiresAt",
     "#acquiredAt": "acquiredAt",
     "#releasedAt": "releasedAt",
+    "#acquisition": "acquisition",
     "#purgeAt": "purgeAt",
     "#reapAt": "reapAt",
     # the FIFO queue in front of the item (turnstile_ddb.lease_queue)
@@ -185,6 +191,11 @@ STALE_QUEUE = (
     "AND (attribute_not_exists(#queuedAt) OR #queuedAt < :stale) "
     "AND (attribute_not_exists(#beatAt) OR #beatAt < :stale)"
 )
+
+
+def new_acquisition() -> str:
+    """A new acquisition id (random, 128 bits): written by every acquisition on the lease item."""
+    return uuid.uuid4().hex
 
 
 def attribute_names(*placeholders: str) -> dict[str, str]:
@@ -369,21 +380,27 @@ class Leases:
         also_set: str = "",
         also_remove: str = "",
         extra_values: Mapping[str, Any] | None = None,
+        acquisition: str | None = None,
     ) -> dict[str, Any] | None:
         """The one acquisition write, for every kind of acquisition (plain here, queued in
         :mod:`turnstile_ddb.lease_queue`)::
 
             UpdateItem <resource>
-              SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now <also_set>
+              SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                  #acquisition = :acquisition <also_set>
               REMOVE #releasedAt, #purgeAt, #reapAt <also_remove>
               ADD #fence :one
               ConditionExpression: <condition>
               ReturnValues: ALL_OLD, ReturnValuesOnConditionCheckFailure: ALL_OLD
 
+        ``acquisition`` (default: a new random id) is written on the item, so a caller whose reply
+        was lost can read whether this write was the one applied (:func:`new_acquisition`).
         Returns the item as it was (new fence = its fence + 1); a refusal is the ClientError.
         """
+        acquisition = acquisition or new_acquisition()
         update = (
-            f"SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now{also_set} "
+            "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
+            f"#acquisition = :acquisition{also_set} "
             f"REMOVE #releasedAt, #purgeAt, #reapAt{also_remove} ADD #fence :one"
         )
         used = [name for name in _NAMES if name in update or name in condition]
@@ -395,7 +412,13 @@ class Leases:
                 ConditionExpression=condition,
                 ExpressionAttributeNames=self.names(*used),
                 ExpressionAttributeValues={
-                    **codec.values(owner=owner, expiresAt=expires_at, now=now, one=1),
+                    **codec.values(
+                        owner=owner,
+                        expiresAt=expires_at,
+                        now=now,
+                        one=1,
+                        acquisition=acquisition,
+                    ),
                     **(extra_values or {}),
                 },
                 ReturnValues="ALL_OLD",

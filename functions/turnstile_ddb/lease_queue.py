@@ -139,6 +139,12 @@ after I like any silent waiter. A waiter that finds the head past its ticket (pa
 ticket counter behind its ticket (a restore took it back, so the number may be handed out again),
 takes a new ticket while its deadline allows.
 
+A claim or grab whose answer was lost is settled by one consistent read: every acquisition writes
+an id of its own on the item (``acquisition``, :func:`turnstile_ddb.lease.new_acquisition`), so
+the item shows this write's id only if it was applied and nobody has acquired since. The owner
+cannot tell: one owner (a user, over HTTP) may be queued many times at once, and a successor with
+the same owner would hand this waiter its own fence.
+
 **Clocks.** ``now`` is the caller's clock (:attr:`Leases.clock`), compared by the database with
 times written by other clients' clocks, as in :mod:`turnstile_ddb.lease`. A skewed clock can pass
 over
@@ -616,6 +622,7 @@ class LeaseQueue:
         wait.calls += 1
         metrics.count("LeaseAttempt", pattern=PATTERN)
         asked = self.monotonic()
+        acquisition = lease.new_acquisition()
         try:
             seen = self.leases.take(
                 wait.resource,
@@ -623,6 +630,7 @@ class LeaseQueue:
                 expires_at,
                 now,
                 condition,
+                acquisition=acquisition,
                 also_set=(
                     f", #head = :next, #turnMs = :turn, #holdMs = :hold, #lastHoldMs = {LAST_HOLD}"
                 ),
@@ -639,10 +647,11 @@ class LeaseQueue:
             wait.item = codec.old_item(exc) or {}
             return None
         except errors.OutcomeUnknown:
-            # Settled by a read: this owner holds it, on this ticket's head move: ours. Still
-            # before this ticket: not applied, look again. Otherwise queue again.
+            # Settled by a read: the item records this write's acquisition id: ours (nobody
+            # acquired since; the owner alone would not tell, one owner may queue many times at
+            # once). Still before this ticket: not applied, look again. Otherwise queue again.
             wait.item = self._get(wait)
-            if str(wait.item.get("owner", "")) == wait.owner and wait.head == wait.ticket + 1:
+            if wait.item.get("acquisition") == acquisition:
                 return self._held(wait, {}, int(wait.item.get("fence", 0)), expires_at, now)
             if wait.head <= wait.ticket:
                 return None
@@ -664,6 +673,7 @@ class LeaseQueue:
         now = self.leases.now_ms()
         expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
         metrics.count("LeaseAttempt", pattern=PATTERN)
+        acquisition = lease.new_acquisition()
         try:
             seen = self.leases.take(
                 resource,
@@ -671,6 +681,7 @@ class LeaseQueue:
                 expires_at,
                 now,
                 lease.FREE_AND_NO_QUEUE,
+                acquisition=acquisition,
                 also_set=(
                     ", #tickets = if_not_exists(#head, :one), "
                     f"#head = if_not_exists(#head, :one) + :one, #lastHoldMs = {LAST_HOLD}"
@@ -683,10 +694,10 @@ class LeaseQueue:
             self.quiet.discard(resource)
             return None
         except errors.OutcomeUnknown:
-            # Settled by a read: this owner holds it until this expiry: ours; else queue.
+            # Settled by a read: the item records this write's acquisition id: ours; else queue.
             self.quiet.discard(resource)
             item = self._get(_Wait(resource, owner, 0, self.monotonic(), {}))
-            if item.get("owner") != owner or int(item.get("expiresAt", 0)) != expires_at:
+            if item.get("acquisition") != acquisition:
                 return None
             fence, ticket, seen = int(item["fence"]), int(item["tickets"]), {}
         else:

@@ -1,14 +1,106 @@
-"""What a release may still change on a lease item.
+"""Which acquisition a lease item records, and what a release may still change.
 
-Over HTTP a client may resend ``DELETE`` on a lease it already released; the queue in front of the
-lease reads ``releasedAt`` as the moment the lease came free, so only a live lease's release may
-write it.
+Over HTTP a lease's owner is the caller's identity, shared by all of one user's concurrent
+requests: the fence tells two of their leases apart, and the acquisition id the item records tells
+a request whose reply was lost whether its write was the one applied. Faults DynamoDB Local never
+produces (a lost reply) are injected with a botocore hook on a client of the test's own. A client
+may also resend ``DELETE`` on a lease it already released; the queue reads ``releasedAt`` as the
+moment the lease came free, so only a live lease's release may write it.
 """
 
 from __future__ import annotations
 
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+from botocore.exceptions import ReadTimeoutError
+
+from local.dynamodb_local import DynamoDBLocal
+from service.domain import locks as domain
+from service.domain.errors import Locked
 from tests.helpers import Clock, item
-from turnstile_ddb import lease
+from turnstile_ddb import lease, retry
+from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings
+
+SETTINGS = QueueSettings(heartbeat_ms=100, expiry_ms=300, poll_ms=20, margin_ms=100)
+
+
+@pytest.fixture
+def faulty(dynamodb_local: DynamoDBLocal) -> Iterator[Any]:
+    """A client of its own (hooks stay off the session's shared one)."""
+    client = dynamodb_local.client(config=retry.client_config())
+    yield client
+    client.close()
+
+
+def lose_reply_of(client: Any, operation: str, nth: int, meanwhile: Callable[[], None]) -> None:
+    """Send the ``nth`` call of ``operation`` for real, run ``meanwhile`` on another thread to its
+    end, then raise a read timeout as if the reply had been lost on the way back."""
+    seen = [0]
+
+    def hook(request: Any, **_: Any) -> None:
+        target = request.headers.get("X-Amz-Target", b"")
+        name = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+        if name != operation:
+            return
+        seen[0] += 1
+        if seen[0] != nth:
+            return
+        requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=10)
+        other = threading.Thread(target=meanwhile)
+        other.start()
+        other.join()
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+    client.meta.events.register("before-send.dynamodb", hook, unique_id=uuid.uuid4().hex)
+
+
+def locks_on(client: Any, table: str, clock: Clock, monotonic: list[float]) -> domain.Locks:
+    """The service's locks on ``client``, with a clock and sleeps the test moves by hand."""
+
+    def nap(seconds: float) -> None:
+        clock.now += seconds
+        monotonic[0] += seconds
+
+    leases = lease.Leases(client=client, table=table, clock=clock, backoff=retry.Backoff())
+    waiting = LeaseQueue(leases, SETTINGS, sleep=nap, monotonic=lambda: monotonic[0])
+    return domain.Locks(leases, waiting)
+
+
+def test_two_requests_of_one_user_are_never_handed_the_same_fence_after_a_lost_claim_reply(
+    faulty, ddb, tables, unique
+):
+    # Given two concurrent requests of one user: request A queues for a free lock (waitMs) with
+    # a one-second lease, and its claim is applied but the reply lost; while A's claim is in
+    # doubt its lease runs out and request B, same user, takes the lock plainly
+    table, clock, monotonic = tables["leases"], Clock(8_400_000.0), [0.0]
+    resource = f"same-user-{unique}"
+    a_side = locks_on(faulty, table, clock, monotonic)
+    b_side = locks_on(ddb, table, clock, monotonic)
+    answers: dict[str, Any] = {}
+
+    def request_b() -> None:
+        clock.now += 5  # A's one-second lease is over
+        answers["B"] = b_side.acquire(resource, "alice", 60)
+
+    lose_reply_of(faulty, "UpdateItem", 2, request_b)  # call 1: the ticket, call 2: the claim
+    # When request A settles its claim by reading the item
+    try:
+        answers["A"] = a_side.acquire(resource, "alice", 1, wait_ms=2_000)
+    except Locked as refused:
+        answers["A"] = refused
+    # Then B holds the lock, and A was not handed B's fence: it is told the lock is held, or
+    # holds a fence of its own
+    current = item(ddb, table, resource)
+    assert current is not None and current["fence"] == answers["B"]["fence"]
+    a_answer = answers["A"]
+    assert isinstance(a_answer, Locked) or a_answer["fence"] != answers["B"]["fence"], (
+        f"both requests hold fence {answers['B']['fence']}"
+    )
 
 
 def test_a_resent_release_does_not_move_the_queues_clocks(ddb, tables, unique):
