@@ -35,9 +35,14 @@ found an expired-but-present item still fails ``attribute_not_exists``).
 **Queue.** The second half of the condition keeps a plain acquisition from jumping the FIFO
 queue of :mod:`turnstile_ddb.lease_queue` (``tickets``/``head`` on the same item): while anyone is
 queued it raises :class:`Held` (``waiting`` says how many tickets are out) even for a free lease.
-A queue whose waiters are all gone (nobody came for the free lease, beat, was passed over or
-queued for ``QUEUE_EXPIRY_MS``: :data:`STALE_QUEUE`) does not block it for ever: a second write
-under that condition clears the queue (``SET #head = #tickets + :one``) and takes the lease.
+A queue whose waiters are all gone does not block it for ever: when the queue itself would have
+passed its head over (the lease free for L, the head silent: see :mod:`turnstile_ddb.lease_queue`,
+*Liveness*) already I ago, and nobody queued for 2 I, every live waiter would have come for the
+lease or passed the head over since (each looks at least every I - H), so a second write under
+that condition (:data:`STALE_QUEUE`) clears the queue (``SET #head = #tickets + :one``) and takes
+the lease. L and I are the waiters' own: each ticket writes them on the item (``queueExpiryMs``,
+``queueIdleMs``; :meth:`QueueSettings.of`), so a plain caller never judges a queue by settings of
+its own.
 Both kinds of acquisition make the same write (:meth:`Leases.take`), so fences strictly increase
 across them.
 
@@ -125,6 +130,7 @@ __all__ = [
     "QUEUE_EXPIRY_MS",
     "REAP_ATTRIBUTE",
     "SAFETY_MARGIN_MS",
+    "SILENT_HEAD",
     "STALE_HEAD",
     "STALE_QUEUE",
     "Held",
@@ -132,6 +138,7 @@ __all__ = [
     "LeaseLost",
     "Leases",
     "NoTimeLeft",
+    "QueueSettings",
     "StaleFence",
     "attribute_names",
     "fenced_update",
@@ -166,10 +173,11 @@ _NAMES = {
     "#lastHoldMs": "lastHoldMs",
     "#beatTicket": "beatTicket",
     "#beatAt": "beatAt",
+    "#expiryMs": "queueExpiryMs",
+    "#idleMs": "queueIdleMs",
 }
 
-# A queue whose head has not come for the lease for this long (ms) is stale (see *Queue*); the
-# default of turnstile_ddb.lease_queue.QueueSettings.expiry_ms (L).
+# The default of QueueSettings.expiry_ms (L); a queue's own L is the one its tickets wrote.
 QUEUE_EXPIRY_MS = 1500
 
 # The queue's head has not come for a free lease for L (``:stale`` = now - L): nobody released,
@@ -185,12 +193,71 @@ FREE_AND_NO_QUEUE = (
     "(attribute_not_exists(#resource) OR #expiresAt < :now) "
     "AND (attribute_not_exists(#tickets) OR #head > #tickets)"
 )
-# ... or free with a queue nobody has come for or joined for L: the queue is cleared.
+# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
+# been the head for I (``:idle`` = now - I): no claim or pass-over since.
+SILENT_HEAD = (
+    "((#beatTicket = :head AND #beatAt < :stale) OR "
+    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
+    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
+    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
+)  # rows passed over per transaction (TransactWriteItems takes 100 items)
+
+
+# ... or free with a queue whose head the queue itself would pass over, and would have for I
+# already (``:stale`` = now - I - L, ``:idle`` = now - 2 I, ``:head`` the head as read): every
+# live waiter looks at least every I - H, so one would have come for the lease or passed the head
+# over since. The queue is then cleared. L and I are the waiters' own (see QueueSettings.of).
 STALE_QUEUE = (
-    f"#expiresAt < :now AND #head <= #tickets AND {STALE_HEAD} "
-    "AND (attribute_not_exists(#queuedAt) OR #queuedAt < :stale) "
-    "AND (attribute_not_exists(#beatAt) OR #beatAt < :stale)"
+    f"#expiresAt < :now AND #head = :head AND #head <= #tickets AND {STALE_HEAD} "
+    f"AND {SILENT_HEAD} AND (attribute_not_exists(#queuedAt) OR #queuedAt < :idle)"
 )
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
+    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
+    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
+    that never said it was next may leave its turn unclaimed (waiters further back write nothing
+    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
+    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
+    before a Lambda invocation ends waits and heartbeats stop.
+
+    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
+    writes are slow (a loaded machine), raise H and L together.
+    """
+
+    heartbeat_ms: int = 500
+    expiry_ms: int = QUEUE_EXPIRY_MS
+    poll_ms: int = 50
+    margin_ms: int = 1000
+    idle_ms: int = 0  # 0: four times expiry_ms
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_ms < self.expiry_ms:
+            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
+        if self.poll_ms <= 0 or self.margin_ms < 0:
+            raise ValueError("poll_ms must be positive and margin_ms not negative")
+        if self.idle_ms == 0:
+            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
+        if self.idle_ms < self.expiry_ms:
+            raise ValueError("need idle_ms >= expiry_ms")
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> QueueSettings:
+        """L and I as the queue's waiters wrote them on the lease item with their ticket
+        (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were
+        recorded). A plain acquisition judges a queue by these, never by settings of its own."""
+        expiry = int(item.get("queueExpiryMs", 0)) or cls.expiry_ms
+        idle = max(int(item.get("queueIdleMs", 0)), expiry)
+        return cls(heartbeat_ms=min(cls.heartbeat_ms, expiry - 1), expiry_ms=expiry, idle_ms=idle)
+
+    def stale_queue_times(self, now: int) -> tuple[int, int]:
+        """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` at ``now``: the queue's own pass-over
+        rule (``SILENT_HEAD``) as it stood I ago (every live waiter looks within I - H)."""
+        since = now - self.idle_ms
+        return since - self.expiry_ms, since - self.idle_ms
 
 
 def new_acquisition() -> str:
@@ -332,10 +399,11 @@ class Leases:
                 raise
             metrics.count("LeaseBusy", pattern=PATTERN)
             item = codec.old_item(exc) or {}
-            if not self._stale_queue(item, now):
+            stale, idle = QueueSettings.of(item).stale_queue_times(now)
+            if not self._stale_queue(item, now, stale, idle):
                 raise Held.from_item(resource, item) from exc
-            # Waiters are queued but the head has not come for the free lease in L, and nobody
-            # queued since: they are gone (a restore, dead waiters). Clear the queue and take it.
+            # Waiters are queued but the queue itself would have passed its head over I ago, and
+            # nobody queued since: they are gone (a restore, dead waiters). Clear it and take it.
             try:
                 previous = self.take(
                     resource,
@@ -345,7 +413,9 @@ class Leases:
                     STALE_QUEUE,
                     also_set=", #head = #tickets + :one",
                     also_remove=", #left",
-                    extra_values=codec.values(stale=now - QUEUE_EXPIRY_MS),
+                    extra_values=codec.values(
+                        head=int(item.get("head", 1)), stale=stale, idle=idle
+                    ),
                 )
             except ClientError as again:
                 if not retry.condition_failed(again):
@@ -356,18 +426,23 @@ class Leases:
         return Lease(resource, owner, fence, expires_at, now, previous=previous)
 
     @staticmethod
-    def _stale_queue(item: Mapping[str, Any], now: int) -> bool:
-        """Free, waiters queued, and none of them has come for it or queued for L (the
-        condition :data:`STALE_QUEUE` decides; this only saves a call that would fail)."""
+    def _stale_queue(item: Mapping[str, Any], now: int, stale: int, idle: int) -> bool:
+        """Free, waiters queued, and :data:`STALE_QUEUE` holds (it decides; this only saves a
+        call that would fail)."""
         if not item or int(item.get("expiresAt", 0)) >= now:
             return False
-        if int(item.get("head", 1)) > int(item.get("tickets", 0)):
+        head = int(item.get("head", 1))
+        if head > int(item.get("tickets", 0)):
             return False
-        stale = now - QUEUE_EXPIRY_MS
-        return all(
-            int(item.get(name, 0)) < stale
-            for name in ("expiresAt", "releasedAt", "skippedAt", "queuedAt", "beatAt")
-        )
+        if any(
+            int(item.get(name, 0)) >= stale for name in ("expiresAt", "releasedAt", "skippedAt")
+        ):
+            return False
+        if int(item.get("queuedAt", 0)) >= idle:
+            return False
+        if int(item.get("beatTicket", 0)) == head:
+            return int(item.get("beatAt", 0)) < stale
+        return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
 
     def take(
         self,

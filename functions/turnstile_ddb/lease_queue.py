@@ -44,17 +44,19 @@ call latencies (at least one poll), or the serving rate it has seen if that is s
 
 **The lease item** (:mod:`turnstile_ddb.lease`'s, plus the queue's attributes):
 
-==============  =================================================================================
-``tickets``     the last ticket handed out
-``head``        the lowest ticket not yet served or passed over (``head > tickets``: empty queue)
-``queuedAt``    when the last ticket was taken (epoch ms, the waiter's clock)
-``turnMs``      a running average of the time between acquisitions, written by each claim
-``lastHoldMs``  the hold the last claim ended (its ``releasedAt - acquiredAt``; 0: none ended)
-``holdMs``      a running average of ``lastHoldMs`` (one claim behind), written by each claim
-``beatTicket``  the ticket that last said it was next in line, ``beatAt`` when (see *Liveness*)
-``skippedAt``   when the head was last moved past a ticket nobody came for
-``left``        a number set: tickets whose waiters left at their deadline
-==============  =================================================================================
+=================  =================================================================================
+``tickets``        the last ticket handed out
+``head``           the lowest ticket not yet served or passed over (``head > tickets``: empty queue)
+``queuedAt``       when the last ticket was taken (epoch ms, the waiter's clock)
+``turnMs``         a running average of the time between acquisitions, written by each claim
+``lastHoldMs``     the hold the last claim ended (its ``releasedAt - acquiredAt``; 0: none ended)
+``holdMs``         a running average of ``lastHoldMs`` (one claim behind), written by each claim
+``beatTicket``     the ticket that last said it was next in line, ``beatAt`` when (see *Liveness*)
+``skippedAt``      when the head was last moved past a ticket nobody came for
+``left``           a number set: tickets whose waiters left at their deadline
+``queueExpiryMs``  L, and I (``queueIdleMs``), of the last ticket's waiter (:class:`QueueSettings`):
+                   what a plain acquisition judges the queue by
+=================  =================================================================================
 
 A waiter that leaves also writes a tombstone row ``<resource>#q#<ticket>`` (``owner``,
 ``ticket``, ``queueOf``, ``expiresAt = 0``, and ``reapAt``, the table's TTL attribute, a day
@@ -67,7 +69,8 @@ Resource names containing ``#q#`` are reserved (the service's names cannot conta
       UpdateExpression: ADD #tickets :one
                         SET #head = if_not_exists(#head, :one),
                             #fence = if_not_exists(#fence, :zero),
-                            #expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now
+                            #expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now,
+                            #queueExpiryMs = L, #queueIdleMs = I      (this waiter's settings)
       ReturnValues: ALL_NEW           (ticket = tickets)
 
 **Claim** (:meth:`turnstile_ddb.lease.Leases.take`, the same write a plain acquisition makes, so the
@@ -85,9 +88,10 @@ behind the item it lives on: a restored table continues from the restored item's
       ReturnValues: ALL_OLD  (new fence = old fence + 1; ALL_OLD on a refusal too: the look)
 
 A plain :meth:`Leases.acquire` adds ``#head > #tickets`` (nobody queued) to its condition, so it
-never jumps the queue; it takes a free lease past a queue only when the queue is stale (nobody
-came for the free lease, beat, was passed over or queued for L: its waiters are gone, as after
-a restore), and then clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
+never jumps the queue; it takes a free lease past a queue only when the queue's own pass-over
+rule below (with the L and I the tickets wrote) held for its head already I ago and nobody queued
+for 2 I (its waiters are gone, as after a restore: a live one would have acted since), and then
+clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
 
 **Liveness** (passing over a waiter that does not come). Waiter ``t`` may pass over the head
 ``k < t`` when the lease has been free for L (no release, expiry or pass-over since ``:stale`` =
@@ -186,14 +190,8 @@ SEPARATOR = "#q#"
 TOMBSTONE_REAP_S = 86_400  # a tombstone's TTL: a day, far past any wait
 MAX_SKIP = 50
 MAX_QUIET = 1024  # resources a process remembers as quiet (an arbitrary one is forgotten past it)
-# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
-# been the head for I (``:idle`` = now - I): no claim or pass-over since.
-SILENT_HEAD = (
-    "((#beatTicket = :head AND #beatAt < :stale) OR "
-    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
-    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
-    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
-)  # rows passed over per transaction (TransactWriteItems takes 100 items)
+SILENT_HEAD = lease.SILENT_HEAD
+QueueSettings = lease.QueueSettings
 
 
 # The claim records the hold it ends (its release minus its acquisition, from the item's own
@@ -205,38 +203,6 @@ LAST_HOLD = "if_not_exists(#releasedAt, :now) - if_not_exists(#acquiredAt, :now)
 def waiter_key(resource: str, ticket: int) -> str:
     """The key of the waiter row of ``ticket`` in ``resource``'s queue."""
     return f"{resource}{SEPARATOR}{ticket}"
-
-
-@dataclass(frozen=True)
-class QueueSettings:
-    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
-    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
-    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
-    that never said it was next may leave its turn unclaimed (waiters further back write nothing
-    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
-    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
-    before a Lambda invocation ends waits and heartbeats stop.
-
-    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
-    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
-    writes are slow (a loaded machine), raise H and L together.
-    """
-
-    heartbeat_ms: int = 500
-    expiry_ms: int = lease.QUEUE_EXPIRY_MS
-    poll_ms: int = 50
-    margin_ms: int = 1000
-    idle_ms: int = 0  # 0: four times expiry_ms
-
-    def __post_init__(self) -> None:
-        if not 0 < self.heartbeat_ms < self.expiry_ms:
-            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
-        if self.poll_ms <= 0 or self.margin_ms < 0:
-            raise ValueError("poll_ms must be positive and margin_ms not negative")
-        if self.idle_ms == 0:
-            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
-        if self.idle_ms < self.expiry_ms:
-            raise ValueError("need idle_ms >= expiry_ms")
 
 
 class PassedOver(errors.Retryable):
@@ -408,12 +374,19 @@ class LeaseQueue:
                 UpdateExpression=(
                     "ADD #tickets :one SET #head = if_not_exists(#head, :one), "
                     "#fence = if_not_exists(#fence, :zero), "
-                    "#expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now"
+                    "#expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now, "
+                    "#expiryMs = :expiry, #idleMs = :idle"
                 ),
                 ExpressionAttributeNames=lease.attribute_names(
-                    "#tickets", "#head", "#fence", "#expiresAt", "#queuedAt"
+                    "#tickets", "#head", "#fence", "#expiresAt", "#queuedAt", "#expiryMs", "#idleMs"
                 ),
-                ExpressionAttributeValues=codec.values(one=1, zero=0, now=self.leases.now_ms()),
+                ExpressionAttributeValues=codec.values(
+                    one=1,
+                    zero=0,
+                    now=self.leases.now_ms(),
+                    expiry=self.settings.expiry_ms,
+                    idle=self.settings.idle_ms,
+                ),
                 ReturnValues="ALL_NEW",
             ),
             backoff=self.leases.backoff,
