@@ -414,21 +414,30 @@ def queue(
       waiter is only ever served on the head ticket, and the head only moves forward);
     * **no live waiter passed over**: a waiter that had to take a second ticket was silent for L
       (killed, paused, or slowed by a fault of its own) or some queue client's clock was skewed;
+    * **no live waiter overtaken by a later arrival**: no acquisition, queued or plain, that
+      arrived after a waiter took its (last) ticket is served before that waiter (a lower fence),
+      unless the waiter was silent for L (a fault of its own) or some queue client's clock was
+      skewed; a plain acquisition may clear a queue only when its waiters are gone;
     * **takeover bound**: after a holder died without releasing, a waiter already waiting when its
       lease ran out is served within L + H + one poll (+ slack), unless a fault or a skewed clock
       excuses it.
+
+    A note counts the queued acquisitions served and refused, and the plain ones, so a run shows
+    the properties were exercised and not only bounded-wait refusals.
     """
     report = leases(ops, logs, pattern="queue")
     processes = {op.process for op in ops}
     by_resource: dict[str, list[Op]] = defaultdict(list)
     for op in ops:
         by_resource[op.args["resource"]].append(op)
+    checked = 0
     for resource, mine in by_resource.items():
         served = sorted(
             (op for op in mine if op.f == "acquire" and op.type == OK),
             key=lambda o: int(o.value["fence"]),
         )
-        for a, b in itertools.pairwise(served):
+        queued = [op for op in served if op.value.get("ticket") is not None]
+        for a, b in itertools.pairwise(queued):
             report.expect(
                 int(a.value["ticket"]) < int(b.value["ticket"]),
                 "queue",
@@ -452,6 +461,7 @@ def queue(
                 f"{op.value['tickets']}) with no fault, pause or clock skew to excuse it",
                 [op],
             )
+        checked += _no_overtaking(report, resource, served, faults, processes)
         for kill in (op for op in mine if op.f == "kill"):
             dead_fence = int(kill.args["fence"])
             expiry = kill.invoked + bounds.expiry_s  # its lease ran out by then at the latest
@@ -479,7 +489,60 @@ def queue(
                 f"served {took:.2f} s later (bound {bounds.takeover_s:.2f} s)",
                 [kill, nxt],
             )
+    report.notes.append(_queue_counts(ops, checked))
     return report
+
+
+def _no_overtaking(
+    report: Report,
+    resource: str,
+    served: list[Op],
+    faults: Sequence[Disturbance],
+    processes: set[str],
+) -> int:
+    """No acquisition that arrived after a live waiter took its ticket holds a lower fence;
+    returns how many live waiters it checked."""
+    checked = 0
+    for waiter in served:
+        since = waiter.value.get("ticketedAt")
+        if since is None or waiter.args.get("role") != "normal":
+            continue
+        skewed = _skewed_at(waiter.completed, faults, processes)
+        if _disturbed(waiter.process, waiter.invoked, waiter.completed, faults, skewed):
+            continue
+        checked += 1
+        fence = int(waiter.value["fence"])
+        later = [op for op in served if op.invoked > since and int(op.value["fence"]) < fence]
+        report.expect(
+            not later,
+            "queue",
+            "no live waiter overtaken by a later arrival",
+            f"{resource}: {waiter.args['owner']} (ticket {waiter.value['ticket']}, fence {fence})"
+            + "".join(
+                f" was overtaken by {op.args['owner']} ({op.args.get('role')}, fence "
+                f"{op.value['fence']}), which arrived after its ticket"
+                for op in later[:1]
+            ),
+            [waiter, *later[:1]],
+        )
+    return checked
+
+
+def _queue_counts(ops: list[Op], overtaking_checked: int) -> str:
+    """How many queued and plain acquisitions were served and refused."""
+    acquires = [op for op in ops if op.f == "acquire"]
+    plain = [op for op in acquires if op.args.get("role") == "plain"]
+    queued = [op for op in acquires if op.args.get("role") != "plain"]
+    refused = [op for op in queued if op.type == FAIL and op.status == 409]
+    return (
+        f"queue: {sum(op.type == OK for op in queued)} queued acquisitions served, "
+        f"{len(refused)} refused at their deadline, "
+        f"{sum(op.type == UNKNOWN for op in queued)} unknown, "
+        f"{len(queued) - len(refused) - sum(op.type in (OK, UNKNOWN) for op in queued)} killed; "
+        f"plain: {sum(op.type == OK for op in plain)} served, "
+        f"{sum(op.type == FAIL for op in plain)} refused; "
+        f"{overtaking_checked} live waiters checked for overtaking"
+    )
 
 
 # -- wallets -----------------------------------------------------------------------------------
