@@ -364,6 +364,12 @@ class QueueBounds:
     idle_s: float = 0.0  # how long a waiter that never said it was next may stay silent (I)
 
     @property
+    def fair_skew_s(self) -> float:
+        """A clock skewed by more than this (H/4: two clocks then differ by more than H/2)
+        excuses unfairness: the queue assumes clocks closer than that."""
+        return self.heartbeat_s / 4
+
+    @property
     def takeover_s(self) -> float:
         return self.expiry_s + self.heartbeat_s + self.poll_s + self.slack_s
 
@@ -390,15 +396,17 @@ def _disturbed(
     return any(f.process == process and start - 0.5 <= f.at <= end for f in faults)
 
 
-def _skewed_at(at: float, faults: Sequence[Disturbance], processes: set[str]) -> set[str]:
-    """The queue clients whose clock was skewed (by more than 0.1 s) at time ``at``."""
+def _skewed_at(
+    at: float, faults: Sequence[Disturbance], processes: set[str], limit: float = 0.1
+) -> set[str]:
+    """The queue clients whose clock was skewed by more than ``limit`` (s) at time ``at``."""
     current: dict[str, float] = {}
     for fault in sorted(faults, key=lambda f: f.at):
         if fault.at > at:
             break
         if fault.kind == "clock_skew" and fault.process in processes:
             current[fault.process] = fault.skew
-    return {process for process, skew in current.items() if abs(skew) > 0.1}
+    return {process for process, skew in current.items() if abs(skew) > limit}
 
 
 def queue(
@@ -452,7 +460,7 @@ def queue(
             if len(op.value.get("tickets", [])) < 2 or op.args.get("role") != "normal":
                 continue
             end = op.completed if op.completed != float("inf") else op.invoked + 30
-            skewed = _skewed_at(end, faults, processes)
+            skewed = _skewed_at(end, faults, processes, bounds.fair_skew_s)
             report.expect(
                 _disturbed(op.process, op.invoked, end, faults, skewed),
                 "queue",
@@ -461,14 +469,14 @@ def queue(
                 f"{op.value['tickets']}) with no fault, pause or clock skew to excuse it",
                 [op],
             )
-        checked += _no_overtaking(report, resource, served, faults, processes)
+        checked += _no_overtaking(report, resource, served, faults, processes, bounds)
         for kill in (op for op in mine if op.f == "kill"):
             dead_fence = int(kill.args["fence"])
             expiry = kill.invoked + bounds.expiry_s  # its lease ran out by then at the latest
             nxt = next((o for o in served if int(o.value["fence"]) == dead_fence + 1), None)
             if nxt is None or nxt.invoked > expiry or nxt.completed == float("inf"):
                 continue  # nobody was waiting when it ran out
-            skewed = _skewed_at(nxt.completed, faults, processes)
+            skewed = _skewed_at(nxt.completed, faults, processes, bounds.fair_skew_s)
             if _disturbed(nxt.process, nxt.invoked, nxt.completed, faults, skewed):
                 continue
             silent_s = max(bounds.expiry_s, bounds.idle_s)
@@ -499,6 +507,7 @@ def _no_overtaking(
     served: list[Op],
     faults: Sequence[Disturbance],
     processes: set[str],
+    bounds: QueueBounds,
 ) -> int:
     """No acquisition that arrived after a live waiter took its ticket holds a lower fence;
     returns how many live waiters it checked."""
@@ -507,7 +516,7 @@ def _no_overtaking(
         since = waiter.value.get("ticketedAt")
         if since is None or waiter.args.get("role") != "normal":
             continue
-        skewed = _skewed_at(waiter.completed, faults, processes)
+        skewed = _skewed_at(waiter.completed, faults, processes, bounds.fair_skew_s)
         if _disturbed(waiter.process, waiter.invoked, waiter.completed, faults, skewed):
             continue
         checked += 1
