@@ -423,7 +423,7 @@ def queue(
     * **no live waiter passed over**: a waiter that had to take a second ticket was silent for L
       (killed, paused, or slowed by a fault of its own) or some queue client's clock was skewed;
     * **no live waiter overtaken by a later arrival**: no acquisition, queued or plain, that
-      arrived after a waiter took its (last) ticket is served before that waiter (a lower fence),
+      arrived after a waiter took its first ticket is served before that waiter (a lower fence),
       unless the waiter was silent for L (a fault of its own) or some queue client's clock was
       skewed; a plain acquisition may clear a queue only when its waiters are gone;
     * **takeover bound**: after a holder died without releasing, a waiter already waiting when its
@@ -529,7 +529,7 @@ def _no_overtaking(
             f"{resource}: {waiter.args['owner']} (ticket {waiter.value['ticket']}, fence {fence})"
             + "".join(
                 f" was overtaken by {op.args['owner']} ({op.args.get('role')}, fence "
-                f"{op.value['fence']}), which arrived after its ticket"
+                f"{op.value['fence']}), which arrived after it queued"
                 for op in later[:1]
             ),
             [waiter, *later[:1]],

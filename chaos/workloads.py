@@ -368,15 +368,16 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
     or whose heartbeat pauses past L before their fenced write; and plain acquisitions (one
     attempt, :meth:`turnstile_ddb.lease.Leases.acquire`) arriving among the waiters. The history
     records every ticket each acquisition took (more than one: it was passed over and queued
-    again) and when it took its last one (``ticketedAt``, on the history's clock), so the checker
-    can tell a later arrival served before a live waiter."""
+    again) and when it took its first (``ticketedAt``, on the history's clock: its arrival in the
+    queue), so the checker can tell a later arrival served before a live waiter."""
     tickets: list[int] = []
     ticketed: list[float] = []
     settings = waiting.settings
 
     def took(resource: str, owner: str, ticket: int) -> None:
         tickets.append(ticket)
-        ticketed[:] = [time.monotonic()]
+        if not ticketed:
+            ticketed.append(time.monotonic())  # when it first queued: its arrival
 
     def dies(seconds: float) -> None:
         raise Killed("waiter killed mid-wait")

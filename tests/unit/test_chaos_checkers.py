@@ -269,7 +269,7 @@ def served(
 ) -> Op:
     value: dict[str, Any] = {"fence": fence, "ticket": ticket, "tickets": tickets or [ticket]}
     if ticketed_at is not None:
-        value["ticketedAt"] = ticketed_at  # when it took its last ticket (the history's clock)
+        value["ticketedAt"] = ticketed_at  # when it first queued (the history's clock)
     made = op(
         "acquire",
         start,
