@@ -2,16 +2,16 @@
 
 One item per resource in a lease table whose partition key is ``resource``:
 
-=============  ====================================================================================
-``owner``      who holds, or last held, the lease
-``fence``      grows by one with every successful acquisition; a release never resets it
-``expiresAt``  epoch milliseconds by the acquirer's clock; ``0`` once released
-``acquiredAt`` epoch milliseconds by the acquirer's clock (history and diagnostics only)
-``releasedAt`` set by a release, removed by the next acquisition
-``acquisition`` an id unique to the acquisition that wrote the item (random, new on every
-               acquisition): what tells a write in doubt (its reply lost) that it was the one
-               applied, where the owner cannot (one owner may acquire many times at once)
-=============  ====================================================================================
+===============  ==================================================================================
+``owner``        who holds, or last held, the lease
+``fence``        grows by one with every successful acquisition; a release never resets it
+``expiresAt``    epoch milliseconds by the acquirer's clock; ``0`` once released
+``acquiredAt``   epoch milliseconds by the acquirer's clock (history and diagnostics only)
+``releasedAt``   set by a release of a live lease, removed by the next acquisition
+``acquisition``  an id unique to the acquisition that wrote the item (random, new on every
+                 acquisition): what tells a write in doubt (its reply lost) that it was the one
+                 applied, where the owner cannot (one owner may acquire many times at once)
+===============  ==================================================================================
 
 Lease items are kept, never deleted: the item is what carries the fence, and fences must
 strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
@@ -24,7 +24,8 @@ found an expired-but-present item still fails ``attribute_not_exists``).
 **acquire** (one call, no read first)::
 
     UpdateItem
-      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now
+      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                               #acquisition = :acquisition       (a new random id)
                            REMOVE #releasedAt, #purgeAt, #reapAt
                            ADD #fence :one
       ConditionExpression: (attribute_not_exists(#resource) OR #expiresAt < :now)

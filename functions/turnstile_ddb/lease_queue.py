@@ -23,7 +23,7 @@ in one write, under the plain acquisition's condition, so it never jumps a queue
 only: the condition decides, and a wrong hint costs one refused write, never order or a fence::
 
     UpdateItem <resource>  (Leases.take, like a claim)
-      UpdateExpression: SET #owner, #expiresAt, #acquiredAt as a claim,
+      UpdateExpression: SET #owner, #expiresAt, #acquiredAt, #acquisition as a claim,
                             #tickets = if_not_exists(#head, :one),        (ticket = old head)
                             #head = if_not_exists(#head, :one) + :one,
                             #lastHoldMs = <as a claim>
@@ -79,6 +79,7 @@ behind the item it lives on: a restored table continues from the restored item's
 
     UpdateItem <resource>
       UpdateExpression: SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                            #acquisition = :acquisition,
                             #head = :next, #turnMs = :turn, #holdMs = :hold, (:next = t + 1)
                             #lastHoldMs = if_not_exists(#releasedAt, :now)
                                           - if_not_exists(#acquiredAt, :now)
