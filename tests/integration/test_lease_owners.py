@@ -37,9 +37,12 @@ def faulty(dynamodb_local: DynamoDBLocal) -> Iterator[Any]:
     client.close()
 
 
-def lose_reply_of(client: Any, operation: str, nth: int, meanwhile: Callable[[], None]) -> None:
-    """Send the ``nth`` call of ``operation`` for real, run ``meanwhile`` on another thread to its
-    end, then raise a read timeout as if the reply had been lost on the way back."""
+def lose_reply_of(
+    client: Any, operation: str, nth: int, meanwhile: Callable[[], None], *, applied: bool = True
+) -> None:
+    """Send the ``nth`` call of ``operation`` for real (not if ``applied`` is False: the request
+    itself was lost), run ``meanwhile`` on another thread to its end, then raise a read timeout as
+    if the reply had been lost on the way back."""
     seen = [0]
 
     def hook(request: Any, **_: Any) -> None:
@@ -50,13 +53,22 @@ def lose_reply_of(client: Any, operation: str, nth: int, meanwhile: Callable[[],
         seen[0] += 1
         if seen[0] != nth:
             return
-        requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=10)
+        if applied:
+            requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=10)
         other = threading.Thread(target=meanwhile)
         other.start()
         other.join()
         raise ReadTimeoutError(endpoint_url=request.url)
 
     client.meta.events.register("before-send.dynamodb", hook, unique_id=uuid.uuid4().hex)
+
+
+def one_users_two_requests(
+    faulty: Any, ddb: Any, table: str, start: float
+) -> tuple[Clock, domain.Locks, domain.Locks]:
+    """A stopped clock, request A's locks (on the faulty client) and request B's."""
+    clock, monotonic = Clock(start), [0.0]
+    return clock, locks_on(faulty, table, clock, monotonic), locks_on(ddb, table, clock, monotonic)
 
 
 def locks_on(client: Any, table: str, clock: Clock, monotonic: list[float]) -> domain.Locks:
@@ -71,16 +83,29 @@ def locks_on(client: Any, table: str, clock: Clock, monotonic: list[float]) -> d
     return domain.Locks(leases, waiting)
 
 
+def request_a(a_side: domain.Locks, resource: str) -> dict[str, Any] | Locked:
+    """Request A: queue for ``resource`` as alice (one-second lease, 2 s wait)."""
+    try:
+        return a_side.acquire(resource, "alice", 1, wait_ms=2_000)
+    except Locked as refused:
+        return refused
+
+
+def assert_not_handed(a_answer: dict[str, Any] | Locked, b_fence: int) -> None:
+    """A is told the lock is held, or holds a fence of its own: never B's."""
+    assert isinstance(a_answer, Locked) or a_answer["fence"] != b_fence, (
+        f"both requests hold fence {b_fence}"
+    )
+
+
 def test_two_requests_of_one_user_are_never_handed_the_same_fence_after_a_lost_claim_reply(
     faulty, ddb, tables, unique
 ):
     # Given two concurrent requests of one user: request A queues for a free lock (waitMs) with
     # a one-second lease, and its claim is applied but the reply lost; while A's claim is in
     # doubt its lease runs out and request B, same user, takes the lock plainly
-    table, clock, monotonic = tables["leases"], Clock(8_400_000.0), [0.0]
-    resource = f"same-user-{unique}"
-    a_side = locks_on(faulty, table, clock, monotonic)
-    b_side = locks_on(ddb, table, clock, monotonic)
+    table, resource = tables["leases"], f"same-user-{unique}"
+    clock, a_side, b_side = one_users_two_requests(faulty, ddb, table, 8_400_000.0)
     answers: dict[str, Any] = {}
 
     def request_b() -> None:
@@ -89,18 +114,34 @@ def test_two_requests_of_one_user_are_never_handed_the_same_fence_after_a_lost_c
 
     lose_reply_of(faulty, "UpdateItem", 2, request_b)  # call 1: the ticket, call 2: the claim
     # When request A settles its claim by reading the item
-    try:
-        answers["A"] = a_side.acquire(resource, "alice", 1, wait_ms=2_000)
-    except Locked as refused:
-        answers["A"] = refused
-    # Then B holds the lock, and A was not handed B's fence: it is told the lock is held, or
-    # holds a fence of its own
+    a_answer = request_a(a_side, resource)
+    # Then B holds the lock, and A was not handed B's fence
     current = item(ddb, table, resource)
     assert current is not None and current["fence"] == answers["B"]["fence"]
-    a_answer = answers["A"]
-    assert isinstance(a_answer, Locked) or a_answer["fence"] != answers["B"]["fence"], (
-        f"both requests hold fence {answers['B']['fence']}"
-    )
+    assert_not_handed(a_answer, answers["B"]["fence"])
+
+
+def test_a_lost_grab_is_never_taken_for_the_same_users_lease_of_the_same_millisecond(
+    faulty, ddb, tables, unique
+):
+    # Given request A of a user, whose process saw the lock quiet (it took and released it), so
+    # its next acquisition tries the one-write grab; the grab is lost before it reaches the
+    # database, and meanwhile request B of the same user takes the lock plainly, in the same
+    # millisecond and for the same ttlSeconds (so with the same expiresAt)
+    resource = f"same-user-grab-{unique}"
+    _, a_side, b_side = one_users_two_requests(faulty, ddb, tables["leases"], 8_450_000.0)
+    first = a_side.acquire(resource, "alice", 1, wait_ms=0)
+    a_side.release(resource, "alice", first["fence"])
+    answers: dict[str, Any] = {}
+
+    def request_b() -> None:
+        answers["B"] = b_side.acquire(resource, "alice", 1)
+
+    lose_reply_of(faulty, "UpdateItem", 1, request_b, applied=False)  # its next call: the grab
+    # When request A settles its grab by reading the item
+    a_answer = request_a(a_side, resource)
+    # Then A was not handed B's fence
+    assert_not_handed(a_answer, answers["B"]["fence"])
 
 
 def test_a_resent_release_does_not_move_the_queues_clocks(ddb, tables, unique):
