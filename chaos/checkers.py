@@ -364,6 +364,12 @@ class QueueBounds:
     idle_s: float = 0.0  # how long a waiter that never said it was next may stay silent (I)
 
     @property
+    def fair_skew_s(self) -> float:
+        """A clock skewed by more than this (H/4: two clocks then differ by more than H/2)
+        excuses unfairness: the queue assumes clocks closer than that."""
+        return self.heartbeat_s / 4
+
+    @property
     def takeover_s(self) -> float:
         return self.expiry_s + self.heartbeat_s + self.poll_s + self.slack_s
 
@@ -390,15 +396,17 @@ def _disturbed(
     return any(f.process == process and start - 0.5 <= f.at <= end for f in faults)
 
 
-def _skewed_at(at: float, faults: Sequence[Disturbance], processes: set[str]) -> set[str]:
-    """The queue clients whose clock was skewed (by more than 0.1 s) at time ``at``."""
+def _skewed_at(
+    at: float, faults: Sequence[Disturbance], processes: set[str], limit: float = 0.1
+) -> set[str]:
+    """The queue clients whose clock was skewed by more than ``limit`` (s) at time ``at``."""
     current: dict[str, float] = {}
     for fault in sorted(faults, key=lambda f: f.at):
         if fault.at > at:
             break
         if fault.kind == "clock_skew" and fault.process in processes:
             current[fault.process] = fault.skew
-    return {process for process, skew in current.items() if abs(skew) > 0.1}
+    return {process for process, skew in current.items() if abs(skew) > limit}
 
 
 def queue(
@@ -414,21 +422,30 @@ def queue(
       waiter is only ever served on the head ticket, and the head only moves forward);
     * **no live waiter passed over**: a waiter that had to take a second ticket was silent for L
       (killed, paused, or slowed by a fault of its own) or some queue client's clock was skewed;
+    * **no live waiter overtaken by a later arrival**: no acquisition, queued or plain, that
+      arrived after a waiter took its first ticket is served before that waiter (a lower fence),
+      unless the waiter was silent for L (a fault of its own) or some queue client's clock was
+      skewed; a plain acquisition may clear a queue only when its waiters are gone;
     * **takeover bound**: after a holder died without releasing, a waiter already waiting when its
       lease ran out is served within L + H + one poll (+ slack), unless a fault or a skewed clock
       excuses it.
+
+    A note counts the queued acquisitions served and refused, and the plain ones, so a run shows
+    the properties were exercised and not only bounded-wait refusals.
     """
     report = leases(ops, logs, pattern="queue")
     processes = {op.process for op in ops}
     by_resource: dict[str, list[Op]] = defaultdict(list)
     for op in ops:
         by_resource[op.args["resource"]].append(op)
+    checked = 0
     for resource, mine in by_resource.items():
         served = sorted(
             (op for op in mine if op.f == "acquire" and op.type == OK),
             key=lambda o: int(o.value["fence"]),
         )
-        for a, b in itertools.pairwise(served):
+        queued = [op for op in served if op.value.get("ticket") is not None]
+        for a, b in itertools.pairwise(queued):
             report.expect(
                 int(a.value["ticket"]) < int(b.value["ticket"]),
                 "queue",
@@ -443,7 +460,7 @@ def queue(
             if len(op.value.get("tickets", [])) < 2 or op.args.get("role") != "normal":
                 continue
             end = op.completed if op.completed != float("inf") else op.invoked + 30
-            skewed = _skewed_at(end, faults, processes)
+            skewed = _skewed_at(end, faults, processes, bounds.fair_skew_s)
             report.expect(
                 _disturbed(op.process, op.invoked, end, faults, skewed),
                 "queue",
@@ -452,13 +469,14 @@ def queue(
                 f"{op.value['tickets']}) with no fault, pause or clock skew to excuse it",
                 [op],
             )
+        checked += _no_overtaking(report, resource, served, faults, processes, bounds)
         for kill in (op for op in mine if op.f == "kill"):
             dead_fence = int(kill.args["fence"])
             expiry = kill.invoked + bounds.expiry_s  # its lease ran out by then at the latest
             nxt = next((o for o in served if int(o.value["fence"]) == dead_fence + 1), None)
             if nxt is None or nxt.invoked > expiry or nxt.completed == float("inf"):
                 continue  # nobody was waiting when it ran out
-            skewed = _skewed_at(nxt.completed, faults, processes)
+            skewed = _skewed_at(nxt.completed, faults, processes, bounds.fair_skew_s)
             if _disturbed(nxt.process, nxt.invoked, nxt.completed, faults, skewed):
                 continue
             silent_s = max(bounds.expiry_s, bounds.idle_s)
@@ -479,7 +497,61 @@ def queue(
                 f"served {took:.2f} s later (bound {bounds.takeover_s:.2f} s)",
                 [kill, nxt],
             )
+    report.notes.append(_queue_counts(ops, checked))
     return report
+
+
+def _no_overtaking(
+    report: Report,
+    resource: str,
+    served: list[Op],
+    faults: Sequence[Disturbance],
+    processes: set[str],
+    bounds: QueueBounds,
+) -> int:
+    """No acquisition that arrived after a live waiter took its ticket holds a lower fence;
+    returns how many live waiters it checked."""
+    checked = 0
+    for waiter in served:
+        since = waiter.value.get("ticketedAt")
+        if since is None or waiter.args.get("role") != "normal":
+            continue
+        skewed = _skewed_at(waiter.completed, faults, processes, bounds.fair_skew_s)
+        if _disturbed(waiter.process, waiter.invoked, waiter.completed, faults, skewed):
+            continue
+        checked += 1
+        fence = int(waiter.value["fence"])
+        later = [op for op in served if op.invoked > since and int(op.value["fence"]) < fence]
+        report.expect(
+            not later,
+            "queue",
+            "no live waiter overtaken by a later arrival",
+            f"{resource}: {waiter.args['owner']} (ticket {waiter.value['ticket']}, fence {fence})"
+            + "".join(
+                f" was overtaken by {op.args['owner']} ({op.args.get('role')}, fence "
+                f"{op.value['fence']}), which arrived after it queued"
+                for op in later[:1]
+            ),
+            [waiter, *later[:1]],
+        )
+    return checked
+
+
+def _queue_counts(ops: list[Op], overtaking_checked: int) -> str:
+    """How many queued and plain acquisitions were served and refused."""
+    acquires = [op for op in ops if op.f == "acquire"]
+    plain = [op for op in acquires if op.args.get("role") == "plain"]
+    queued = [op for op in acquires if op.args.get("role") != "plain"]
+    refused = [op for op in queued if op.type == FAIL and op.status == 409]
+    return (
+        f"queue: {sum(op.type == OK for op in queued)} queued acquisitions served, "
+        f"{len(refused)} refused at their deadline, "
+        f"{sum(op.type == UNKNOWN for op in queued)} unknown, "
+        f"{len(queued) - len(refused) - sum(op.type in (OK, UNKNOWN) for op in queued)} killed; "
+        f"plain: {sum(op.type == OK for op in plain)} served, "
+        f"{sum(op.type == FAIL for op in plain)} refused; "
+        f"{overtaking_checked} live waiters checked for overtaking"
+    )
 
 
 # -- wallets -----------------------------------------------------------------------------------

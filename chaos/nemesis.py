@@ -285,10 +285,12 @@ class Nemesis:
         state: _Thread | None = getattr(self._local, "state", None)
         return time.time() + (state.skew if state is not None and self.enabled else 0.0)
 
-    def maybe_skew(self) -> None:
+    def maybe_skew(self, max_skew: float | None = None) -> None:
+        """Now and then, skew this client's clock by up to ``max_skew`` (default: the rates')."""
+        bound = self.rates.max_skew if max_skew is None else max_skew
         state = self._state()
         if state is not None and self._draw(state, self.rates.skew):
-            state.skew = state.rng.uniform(-self.rates.max_skew, self.rates.max_skew)
+            state.skew = state.rng.uniform(-bound, bound)
             self.log("clock_skew", f"{state.name} {state.skew:+.2f}s")
 
     def maybe_pause(self, what: str, seconds: float) -> None:

@@ -359,24 +359,34 @@ class Killed(BaseException):
 
 
 QUEUE_ROLES = (
-    ("normal", 0.64),
-    ("waiter-killed", 0.09),
-    ("waiter-paused", 0.09),
-    ("holder-killed", 0.09),
-    ("holder-paused", 0.09),
+    ("normal", 0.62),
+    ("plain", 0.14),  # a plain acquisition: one attempt, it must not jump a live waiter
+    ("waiter-killed", 0.06),
+    ("waiter-paused", 0.06),
+    ("holder-killed", 0.06),
+    ("holder-paused", 0.06),
 )
+# How long a queued acquisition waits (ms): long enough that most are served even behind a dead
+# waiter, which holds the queue up for I (6 s by default), as the HTTP API allows (up to 20 s).
+QUEUE_WAITS_MS = (3_000, 9_000, 15_000)
 
 
 def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) -> Callable[[], None]:
     """FIFO waiting through the library (:mod:`turnstile_ddb.lease_queue`) on the faulty client with
     a skewed clock: waiters that die mid-wait or stall past L, holders that die without release
-    or whose heartbeat pauses past L before their fenced write. The history records every ticket
-    each acquisition took (more than one: it was passed over and queued again)."""
+    or whose heartbeat pauses past L before their fenced write; and plain acquisitions (one
+    attempt, :meth:`turnstile_ddb.lease.Leases.acquire`) arriving among the waiters. The history
+    records every ticket each acquisition took (more than one: it was passed over and queued
+    again) and when it took its first (``ticketedAt``, on the history's clock: its arrival in the
+    queue), so the checker can tell a later arrival served before a live waiter."""
     tickets: list[int] = []
+    ticketed: list[float] = []
     settings = waiting.settings
 
     def took(resource: str, owner: str, ticket: int) -> None:
         tickets.append(ticket)
+        if not ticketed:
+            ticketed.append(time.monotonic())  # when it first queued: its arrival
 
     def dies(seconds: float) -> None:
         raise Killed("waiter killed mid-wait")
@@ -409,8 +419,12 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
         resource = client.rng.choice(setup.queued)
         owner = client.fresh("q")
         kind = role()
-        client.nemesis.maybe_skew()
+        # Skews within the queue's fairness assumption (two clocks differ by less than H/2), so
+        # its fairness properties are checked, not excused; the leases workload keeps skews of
+        # seconds, and safety (fences) never depends on clocks.
+        client.nemesis.maybe_skew(settings.heartbeat_ms / 4000)
         tickets.clear()
+        ticketed.clear()
         stalled[0] = False
         op = client.history.invoke(
             "queue", client.name, "acquire", resource=resource, owner=owner, role=kind
@@ -418,9 +432,17 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
         waiter = kinds.get(kind, kinds["normal"])
         try:
             with client.nemesis.invocation("queue acquire"):
-                held = waiter.acquire(resource, owner, wait_ms=client.rng.choice([2000, 6000]))
+                if kind == "plain":
+                    held = waiting.leases.acquire(resource, owner, settings.expiry_ms)
+                else:
+                    wait_ms = client.rng.choice(QUEUE_WAITS_MS)
+                    held = waiter.acquire(resource, owner, wait_ms=wait_ms)
         except WaitTimedOut as exc:
             client.history.complete(op, FAIL, 409, {"tickets": list(tickets), "at": exc.position})
+            return
+        except lease.Held as exc:  # a plain acquisition refused: held, or someone queued
+            client.history.complete(op, FAIL, 409, {"waiting": exc.waiting})
+            time.sleep(client.rng.uniform(0, 0.1))
             return
         except Killed:
             client.nemesis.log("kill", f"{client.name} waiter {resource}")
@@ -430,12 +452,14 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
         except NO_ANSWER:
             client.history.complete(op, UNKNOWN, None, {"tickets": list(tickets)})
             return
-        client.history.complete(
-            op,
-            OK,
-            201,
-            {"fence": held.fence, "ticket": held.ticket, "tickets": list(tickets)},
-        )
+        served: dict[str, Any] = {
+            "fence": held.fence,
+            "ticket": held.ticket,
+            "tickets": list(tickets),
+        }
+        if ticketed:
+            served["ticketedAt"] = ticketed[0]
+        client.history.complete(op, OK, 201, served)
         if kind == "holder-killed":
             kill = client.history.invoke(
                 "queue", client.name, "kill", resource=resource, owner=owner, fence=held.fence

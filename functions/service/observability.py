@@ -137,6 +137,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "LeaseWait",
         "LeaseWaitGaveUp",
         "LeaseLost",
+        "LeaseReleaseRepeated",  # a release of a lease already released or run out: no write
         "FencedWriteRefused",
         "LeaseQueued",  # turnstile_ddb.lease_queue: a ticket taken
         "LeaseWaiterSkipped",  # a dead waiter passed over

@@ -2,13 +2,16 @@
 
 One item per resource in a lease table whose partition key is ``resource``:
 
-=============  ====================================================================================
-``owner``      who holds, or last held, the lease
-``fence``      grows by one with every successful acquisition; a release never resets it
-``expiresAt``  epoch milliseconds by the acquirer's clock; ``0`` once released
-``acquiredAt`` epoch milliseconds by the acquirer's clock (history and diagnostics only)
-``releasedAt`` set by a release, removed by the next acquisition
-=============  ====================================================================================
+===============  ==================================================================================
+``owner``        who holds, or last held, the lease
+``fence``        grows by one with every successful acquisition; a release never resets it
+``expiresAt``    epoch milliseconds by the acquirer's clock; ``0`` once released
+``acquiredAt``   epoch milliseconds by the acquirer's clock (history and diagnostics only)
+``releasedAt``   set by a release of a live lease, removed by the next acquisition
+``acquisition``  an id unique to the acquisition that wrote the item (random, new on every
+                 acquisition): what tells a write in doubt (its reply lost) that it was the one
+                 applied, where the owner cannot (one owner may acquire many times at once)
+===============  ==================================================================================
 
 Lease items are kept, never deleted: the item is what carries the fence, and fences must
 strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
@@ -21,7 +24,8 @@ found an expired-but-present item still fails ``attribute_not_exists``).
 **acquire** (one call, no read first)::
 
     UpdateItem
-      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now
+      UpdateExpression:    SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                               #acquisition = :acquisition       (a new random id)
                            REMOVE #releasedAt, #purgeAt, #reapAt
                            ADD #fence :one
       ConditionExpression: (attribute_not_exists(#resource) OR #expiresAt < :now)
@@ -32,9 +36,14 @@ found an expired-but-present item still fails ``attribute_not_exists``).
 **Queue.** The second half of the condition keeps a plain acquisition from jumping the FIFO
 queue of :mod:`turnstile_ddb.lease_queue` (``tickets``/``head`` on the same item): while anyone is
 queued it raises :class:`Held` (``waiting`` says how many tickets are out) even for a free lease.
-A queue whose waiters are all gone (nobody came for the free lease, beat, was passed over or
-queued for ``QUEUE_EXPIRY_MS``: :data:`STALE_QUEUE`) does not block it for ever: a second write
-under that condition clears the queue (``SET #head = #tickets + :one``) and takes the lease.
+A queue whose waiters are all gone does not block it for ever: when the queue itself would have
+passed its head over (the lease free for L, the head silent: see :mod:`turnstile_ddb.lease_queue`,
+*Liveness*) already I ago, and nobody queued for 2 I, every live waiter would have come for the
+lease or passed the head over since (each looks at least every I - H), so a second write under
+that condition (:data:`STALE_QUEUE`) clears the queue (``SET #head = #tickets + :one``) and takes
+the lease. L and I are the waiters' own: each ticket writes them on the item (``queueExpiryMs``,
+``queueIdleMs``; :meth:`QueueSettings.of`), so a plain caller never judges a queue by settings of
+its own.
 Both kinds of acquisition make the same write (:meth:`Leases.take`), so fences strictly increase
 across them.
 
@@ -46,9 +55,13 @@ never extend or free a successor's lease (a successor always has a higher fence)
                                    AND attribute_not_exists(#releasedAt)
     release:  SET #expiresAt = :zero, #releasedAt = :now
               ConditionExpression: #owner = :owner AND #fence = :fence
+                                   AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now
 
-Release is idempotent (a resend matches the same owner and fence). Renewing a lease that expired
-but that nobody took is allowed: the fence is unchanged, so nobody else held it in between.
+Release is idempotent: refused with this owner and fence still on the item (ALL_OLD), the lease
+was released already or ran out with nobody taking it, and the release is answered as done
+without a write (``LeaseReleaseRepeated``). A resend or a late release therefore never moves
+``releasedAt``, which the queue reads as the moment the lease came free. Renewing a lease that
+expired but that nobody took is allowed: the fence is unchanged, so nobody else held it in between.
 
 **Fenced writes.** A holder can be paused (GC, a slow network, a frozen Lambda) past its expiry
 while a successor acquires. Mutual exclusion by time alone then fails, so every protected write
@@ -86,7 +99,8 @@ the lease ends ``safety_margin_ms`` before the invocation does, unless it is ren
 **Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
 that found a live holder or a queue, ``LeaseQueueCleared`` per stale queue cleared,
 ``LeaseWait`` (ms) per waiting acquisition, acquired or not, ``LeaseWaitGaveUp`` when the wait
-ran out, ``LeaseLost`` for a renew or release refused, ``FencedWriteRefused`` for a protected
+ran out, ``LeaseLost`` for a renew or release refused, ``LeaseReleaseRepeated`` for a release
+of a lease already released or run out (no write), ``FencedWriteRefused`` for a protected
 write refused for its stale fence (either form).
 
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
@@ -99,6 +113,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -116,6 +131,7 @@ __all__ = [
     "QUEUE_EXPIRY_MS",
     "REAP_ATTRIBUTE",
     "SAFETY_MARGIN_MS",
+    "SILENT_HEAD",
     "STALE_HEAD",
     "STALE_QUEUE",
     "Held",
@@ -123,9 +139,11 @@ __all__ = [
     "LeaseLost",
     "Leases",
     "NoTimeLeft",
+    "QueueSettings",
     "StaleFence",
     "attribute_names",
     "fenced_update",
+    "new_acquisition",
 ]
 
 PATTERN = "lease"
@@ -142,6 +160,7 @@ _NAMES = {
     "#expiresAt": "expiresAt",
     "#acquiredAt": "acquiredAt",
     "#releasedAt": "releasedAt",
+    "#acquisition": "acquisition",
     "#purgeAt": "purgeAt",
     "#reapAt": "reapAt",
     # the FIFO queue in front of the item (turnstile_ddb.lease_queue)
@@ -155,10 +174,11 @@ _NAMES = {
     "#lastHoldMs": "lastHoldMs",
     "#beatTicket": "beatTicket",
     "#beatAt": "beatAt",
+    "#expiryMs": "queueExpiryMs",
+    "#idleMs": "queueIdleMs",
 }
 
-# A queue whose head has not come for the lease for this long (ms) is stale (see *Queue*); the
-# default of turnstile_ddb.lease_queue.QueueSettings.expiry_ms (L).
+# The default of QueueSettings.expiry_ms (L); a queue's own L is the one its tickets wrote.
 QUEUE_EXPIRY_MS = 1500
 
 # The queue's head has not come for a free lease for L (``:stale`` = now - L): nobody released,
@@ -174,12 +194,76 @@ FREE_AND_NO_QUEUE = (
     "(attribute_not_exists(#resource) OR #expiresAt < :now) "
     "AND (attribute_not_exists(#tickets) OR #head > #tickets)"
 )
-# ... or free with a queue nobody has come for or joined for L: the queue is cleared.
+# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
+# been the head for I (``:idle`` = now - I): no claim or pass-over since.
+SILENT_HEAD = (
+    "((#beatTicket = :head AND #beatAt < :stale) OR "
+    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
+    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
+    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
+)  # rows passed over per transaction (TransactWriteItems takes 100 items)
+
+
+# ... or free with a queue whose head the queue itself would pass over, and would have for I
+# already (``:stale`` = now - I - L, ``:idle`` = now - 2 I, ``:head`` the head as read): every
+# live waiter looks at least every I - H, so one would have come for the lease or passed the head
+# over since. The queue is then cleared. L and I are the waiters' own (see QueueSettings.of).
 STALE_QUEUE = (
-    f"#expiresAt < :now AND #head <= #tickets AND {STALE_HEAD} "
-    "AND (attribute_not_exists(#queuedAt) OR #queuedAt < :stale) "
-    "AND (attribute_not_exists(#beatAt) OR #beatAt < :stale)"
+    f"#expiresAt < :now AND #head = :head AND #head <= #tickets AND {STALE_HEAD} "
+    f"AND {SILENT_HEAD} AND (attribute_not_exists(#queuedAt) OR #queuedAt < :idle)"
 )
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
+    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
+    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
+    that never said it was next may leave its turn unclaimed (waiters further back write nothing
+    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
+    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
+    before a Lambda invocation ends waits and heartbeats stop.
+
+    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
+    writes are slow (a loaded machine), raise H and L together.
+    """
+
+    heartbeat_ms: int = 500
+    expiry_ms: int = QUEUE_EXPIRY_MS
+    poll_ms: int = 50
+    margin_ms: int = 1000
+    idle_ms: int = 0  # 0: four times expiry_ms
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_ms < self.expiry_ms:
+            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
+        if self.poll_ms <= 0 or self.margin_ms < 0:
+            raise ValueError("poll_ms must be positive and margin_ms not negative")
+        if self.idle_ms == 0:
+            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
+        if self.idle_ms < self.expiry_ms:
+            raise ValueError("need idle_ms >= expiry_ms")
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> QueueSettings:
+        """L and I as the queue's waiters wrote them on the lease item with their ticket
+        (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were
+        recorded). A plain acquisition judges a queue by these, never by settings of its own."""
+        expiry = int(item.get("queueExpiryMs", 0)) or cls.expiry_ms
+        idle = max(int(item.get("queueIdleMs", 0)), expiry)
+        return cls(heartbeat_ms=min(cls.heartbeat_ms, expiry - 1), expiry_ms=expiry, idle_ms=idle)
+
+    def stale_queue_times(self, now: int) -> tuple[int, int]:
+        """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` at ``now``: the queue's own pass-over
+        rule (``SILENT_HEAD``) as it stood I ago (every live waiter looks within I - H)."""
+        since = now - self.idle_ms
+        return since - self.expiry_ms, since - self.idle_ms
+
+
+def new_acquisition() -> str:
+    """A new acquisition id (random, 128 bits): written by every acquisition on the lease item."""
+    return uuid.uuid4().hex
 
 
 def attribute_names(*placeholders: str) -> dict[str, str]:
@@ -317,10 +401,11 @@ class Leases:
                 raise
             metrics.count("LeaseBusy", pattern=PATTERN)
             item = codec.old_item(exc) or {}
-            if not self._stale_queue(item, now):
+            stale, idle = QueueSettings.of(item).stale_queue_times(now)
+            if not self._stale_queue(item, now, stale, idle):
                 raise Held.from_item(resource, item) from exc
-            # Waiters are queued but the head has not come for the free lease in L, and nobody
-            # queued since: they are gone (a restore, dead waiters). Clear the queue and take it.
+            # Waiters are queued but the queue itself would have passed its head over I ago, and
+            # nobody queued since: they are gone (a restore, dead waiters). Clear it and take it.
             try:
                 previous = self.take(
                     resource,
@@ -330,7 +415,9 @@ class Leases:
                     STALE_QUEUE,
                     also_set=", #head = #tickets + :one",
                     also_remove=", #left",
-                    extra_values=codec.values(stale=now - QUEUE_EXPIRY_MS),
+                    extra_values=codec.values(
+                        head=int(item.get("head", 1)), stale=stale, idle=idle
+                    ),
                 )
             except ClientError as again:
                 if not retry.condition_failed(again):
@@ -341,18 +428,23 @@ class Leases:
         return Lease(resource, owner, fence, expires_at, now, previous=previous)
 
     @staticmethod
-    def _stale_queue(item: Mapping[str, Any], now: int) -> bool:
-        """Free, waiters queued, and none of them has come for it or queued for L (the
-        condition :data:`STALE_QUEUE` decides; this only saves a call that would fail)."""
+    def _stale_queue(item: Mapping[str, Any], now: int, stale: int, idle: int) -> bool:
+        """Free, waiters queued, and :data:`STALE_QUEUE` holds (it decides; this only saves a
+        call that would fail)."""
         if not item or int(item.get("expiresAt", 0)) >= now:
             return False
-        if int(item.get("head", 1)) > int(item.get("tickets", 0)):
+        head = int(item.get("head", 1))
+        if head > int(item.get("tickets", 0)):
             return False
-        stale = now - QUEUE_EXPIRY_MS
-        return all(
-            int(item.get(name, 0)) < stale
-            for name in ("expiresAt", "releasedAt", "skippedAt", "queuedAt", "beatAt")
-        )
+        if any(
+            int(item.get(name, 0)) >= stale for name in ("expiresAt", "releasedAt", "skippedAt")
+        ):
+            return False
+        if int(item.get("queuedAt", 0)) >= idle:
+            return False
+        if int(item.get("beatTicket", 0)) == head:
+            return int(item.get("beatAt", 0)) < stale
+        return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
 
     @_contract.write
     def take(
@@ -366,21 +458,27 @@ class Leases:
         also_set: str = "",
         also_remove: str = "",
         extra_values: Mapping[str, Any] | None = None,
+        acquisition: str | None = None,
     ) -> dict[str, Any] | None:
         """The one acquisition write, for every kind of acquisition (plain here, queued in
         :mod:`turnstile_ddb.lease_queue`)::
 
             UpdateItem <resource>
-              SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now <also_set>
+              SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                  #acquisition = :acquisition <also_set>
               REMOVE #releasedAt, #purgeAt, #reapAt <also_remove>
               ADD #fence :one
               ConditionExpression: <condition>
               ReturnValues: ALL_OLD, ReturnValuesOnConditionCheckFailure: ALL_OLD
 
+        ``acquisition`` (default: a new random id) is written on the item, so a caller whose reply
+        was lost can read whether this write was the one applied (:func:`new_acquisition`).
         Returns the item as it was (new fence = its fence + 1); a refusal is the ClientError.
         """
+        acquisition = acquisition or new_acquisition()
         update = (
-            f"SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now{also_set} "
+            "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
+            f"#acquisition = :acquisition{also_set} "
             f"REMOVE #releasedAt, #purgeAt, #reapAt{also_remove} ADD #fence :one"
         )
         used = [name for name in _NAMES if name in update or name in condition]
@@ -392,7 +490,13 @@ class Leases:
                 ConditionExpression=condition,
                 ExpressionAttributeNames=self.names(*used),
                 ExpressionAttributeValues={
-                    **codec.values(owner=owner, expiresAt=expires_at, now=now, one=1),
+                    **codec.values(
+                        owner=owner,
+                        expiresAt=expires_at,
+                        now=now,
+                        one=1,
+                        acquisition=acquisition,
+                    ),
                     **(extra_values or {}),
                 },
                 ReturnValues="ALL_OLD",
@@ -470,13 +574,22 @@ class Leases:
     @_contract.write
     def release(self, lease: Lease) -> None:
         """Expire ``lease`` now (the item stays, so the fence keeps counting); :class:`LeaseLost`
-        if a successor holds it. Safe to repeat."""
+        if a successor holds it. Safe to repeat.
+
+        Only a live lease is written: one already released, or run out with nobody taking it,
+        is answered as released without a write (metric ``LeaseReleaseRepeated``), so a resent
+        or late release never moves ``releasedAt``, the clock the queue passes a dead head by."""
+        now = self.now_ms()
         self._owned_update(
             lease,
             "SET #expiresAt = :zero, #releasedAt = :now",
-            "#owner = :owner AND #fence = :fence",
+            "#owner = :owner AND #fence = :fence "
+            "AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now",
             attribute_names("#owner", "#fence", "#expiresAt", "#releasedAt"),
-            codec.values(zero=0, now=self.now_ms()),
+            codec.values(zero=0, now=now),
+            already=lambda item: (
+                int(item.get("fence", -1)) == lease.fence and item.get("owner") == lease.owner
+            ),
         )
 
     def _owned_update(
@@ -486,7 +599,10 @@ class Leases:
         condition: str,
         names: dict[str, str],
         values: dict[str, Any],
+        already: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
+        """The update of ``lease``'s own item; refused, :class:`LeaseLost`, unless ``already``
+        says the item as it is (its ALL_OLD image) is the update's outcome already."""
         try:
             retry.call(
                 lambda: self.client.update_item(
@@ -507,8 +623,12 @@ class Leases:
             )
         except ClientError as exc:
             if retry.condition_failed(exc):
+                current = codec.old_item(exc)
+                if already is not None and current is not None and already(current):
+                    metrics.count("LeaseReleaseRepeated", pattern=PATTERN)
+                    return
                 metrics.count("LeaseLost", pattern=PATTERN)
-                raise LeaseLost(lease.resource, codec.old_item(exc)) from exc
+                raise LeaseLost(lease.resource, current) from exc
             raise
 
     # -- fenced writes ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ in one write, under the plain acquisition's condition, so it never jumps a queue
 only: the condition decides, and a wrong hint costs one refused write, never order or a fence::
 
     UpdateItem <resource>  (Leases.take, like a claim)
-      UpdateExpression: SET #owner, #expiresAt, #acquiredAt as a claim,
+      UpdateExpression: SET #owner, #expiresAt, #acquiredAt, #acquisition as a claim,
                             #tickets = if_not_exists(#head, :one),        (ticket = old head)
                             #head = if_not_exists(#head, :one) + :one,
                             #lastHoldMs = <as a claim>
@@ -44,17 +44,19 @@ call latencies (at least one poll), or the serving rate it has seen if that is s
 
 **The lease item** (:mod:`turnstile_ddb.lease`'s, plus the queue's attributes):
 
-==============  =================================================================================
-``tickets``     the last ticket handed out
-``head``        the lowest ticket not yet served or passed over (``head > tickets``: empty queue)
-``queuedAt``    when the last ticket was taken (epoch ms, the waiter's clock)
-``turnMs``      a running average of the time between acquisitions, written by each claim
-``lastHoldMs``  the hold the last claim ended (its ``releasedAt - acquiredAt``; 0: none ended)
-``holdMs``      a running average of ``lastHoldMs`` (one claim behind), written by each claim
-``beatTicket``  the ticket that last said it was next in line, ``beatAt`` when (see *Liveness*)
-``skippedAt``   when the head was last moved past a ticket nobody came for
-``left``        a number set: tickets whose waiters left at their deadline
-==============  =================================================================================
+=================  =================================================================================
+``tickets``        the last ticket handed out
+``head``           the lowest ticket not yet served or passed over (``head > tickets``: empty queue)
+``queuedAt``       when the last ticket was taken (epoch ms, the waiter's clock)
+``turnMs``         a running average of the time between acquisitions, written by each claim
+``lastHoldMs``     the hold the last claim ended (its ``releasedAt - acquiredAt``; 0: none ended)
+``holdMs``         a running average of ``lastHoldMs`` (one claim behind), written by each claim
+``beatTicket``     the ticket that last said it was next in line, ``beatAt`` when (see *Liveness*)
+``skippedAt``      when the head was last moved past a ticket nobody came for
+``left``           a number set: tickets whose waiters left at their deadline
+``queueExpiryMs``  L, and I (``queueIdleMs``), of the last ticket's waiter (:class:`QueueSettings`):
+                   what a plain acquisition judges the queue by
+=================  =================================================================================
 
 A waiter that leaves also writes a tombstone row ``<resource>#q#<ticket>`` (``owner``,
 ``ticket``, ``queueOf``, ``expiresAt = 0``, and ``reapAt``, the table's TTL attribute, a day
@@ -67,7 +69,8 @@ Resource names containing ``#q#`` are reserved (the service's names cannot conta
       UpdateExpression: ADD #tickets :one
                         SET #head = if_not_exists(#head, :one),
                             #fence = if_not_exists(#fence, :zero),
-                            #expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now
+                            #expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now,
+                            #queueExpiryMs = L, #queueIdleMs = I      (this waiter's settings)
       ReturnValues: ALL_NEW           (ticket = tickets)
 
 **Claim** (:meth:`turnstile_ddb.lease.Leases.take`, the same write a plain acquisition makes, so the
@@ -76,6 +79,7 @@ behind the item it lives on: a restored table continues from the restored item's
 
     UpdateItem <resource>
       UpdateExpression: SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+                            #acquisition = :acquisition,
                             #head = :next, #turnMs = :turn, #holdMs = :hold, (:next = t + 1)
                             #lastHoldMs = if_not_exists(#releasedAt, :now)
                                           - if_not_exists(#acquiredAt, :now)
@@ -85,9 +89,10 @@ behind the item it lives on: a restored table continues from the restored item's
       ReturnValues: ALL_OLD  (new fence = old fence + 1; ALL_OLD on a refusal too: the look)
 
 A plain :meth:`Leases.acquire` adds ``#head > #tickets`` (nobody queued) to its condition, so it
-never jumps the queue; it takes a free lease past a queue only when the queue is stale (nobody
-came for the free lease, beat, was passed over or queued for L: its waiters are gone, as after
-a restore), and then clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
+never jumps the queue; it takes a free lease past a queue only when the queue's own pass-over
+rule below (with the L and I the tickets wrote) held for its head already I ago and nobody queued
+for 2 I (its waiters are gone, as after a restore: a live one would have acted since), and then
+clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
 
 **Liveness** (passing over a waiter that does not come). Waiter ``t`` may pass over the head
 ``k < t`` when the lease has been free for L (no release, expiry or pass-over since ``:stale`` =
@@ -139,6 +144,12 @@ after I like any silent waiter. A waiter that finds the head past its ticket (pa
 ticket counter behind its ticket (a restore took it back, so the number may be handed out again),
 takes a new ticket while its deadline allows.
 
+A claim or grab whose answer was lost is settled by one consistent read: every acquisition writes
+an id of its own on the item (``acquisition``, :func:`turnstile_ddb.lease.new_acquisition`), so
+the item shows this write's id only if it was applied and nobody has acquired since. The owner
+cannot tell: one owner (a user, over HTTP) may be queued many times at once, and a successor with
+the same owner would hand this waiter its own fence.
+
 **Clocks.** ``now`` is the caller's clock (:attr:`Leases.clock`), compared by the database with
 times written by other clients' clocks, as in :mod:`turnstile_ddb.lease`. A skewed clock can pass
 over
@@ -180,14 +191,8 @@ SEPARATOR = "#q#"
 TOMBSTONE_REAP_S = 86_400  # a tombstone's TTL: a day, far past any wait
 MAX_SKIP = 50
 MAX_QUIET = 1024  # resources a process remembers as quiet (an arbitrary one is forgotten past it)
-# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
-# been the head for I (``:idle`` = now - I): no claim or pass-over since.
-SILENT_HEAD = (
-    "((#beatTicket = :head AND #beatAt < :stale) OR "
-    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
-    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
-    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
-)  # rows passed over per transaction (TransactWriteItems takes 100 items)
+SILENT_HEAD = lease.SILENT_HEAD
+QueueSettings = lease.QueueSettings
 
 
 # The claim records the hold it ends (its release minus its acquisition, from the item's own
@@ -199,38 +204,6 @@ LAST_HOLD = "if_not_exists(#releasedAt, :now) - if_not_exists(#acquiredAt, :now)
 def waiter_key(resource: str, ticket: int) -> str:
     """The key of the waiter row of ``ticket`` in ``resource``'s queue."""
     return f"{resource}{SEPARATOR}{ticket}"
-
-
-@dataclass(frozen=True)
-class QueueSettings:
-    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
-    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
-    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
-    that never said it was next may leave its turn unclaimed (waiters further back write nothing
-    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
-    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
-    before a Lambda invocation ends waits and heartbeats stop.
-
-    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
-    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
-    writes are slow (a loaded machine), raise H and L together.
-    """
-
-    heartbeat_ms: int = 500
-    expiry_ms: int = lease.QUEUE_EXPIRY_MS
-    poll_ms: int = 50
-    margin_ms: int = 1000
-    idle_ms: int = 0  # 0: four times expiry_ms
-
-    def __post_init__(self) -> None:
-        if not 0 < self.heartbeat_ms < self.expiry_ms:
-            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
-        if self.poll_ms <= 0 or self.margin_ms < 0:
-            raise ValueError("poll_ms must be positive and margin_ms not negative")
-        if self.idle_ms == 0:
-            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
-        if self.idle_ms < self.expiry_ms:
-            raise ValueError("need idle_ms >= expiry_ms")
 
 
 class PassedOver(errors.Retryable):
@@ -349,9 +322,12 @@ class LeaseQueue:
 
         Waits at most ``wait_ms`` (and never past ``remaining_ms() - margin_ms``); then leaves the
         queue and raises :class:`WaitTimedOut`. The lease lasts ``ttl_ms`` (default ``L``): renew
-        it every ``H`` (:class:`Heartbeat`). A waiter passed over (it did not come for its turn
-        within L) takes a new ticket while time is left. ``Lease.attempts`` counts the DynamoDB
-        calls spent.
+        it every ``H`` (:class:`Heartbeat`); given ``remaining_ms`` it is also cut to end before
+        the invocation does, which suits a lease the invocation holds itself: for a lease handed
+        to someone outside it (an HTTP client), bound ``wait_ms`` by the remaining time instead
+        and leave ``remaining_ms`` out, so the lease lasts ``ttl_ms``. A waiter passed over (it
+        did not come for its turn within L) takes a new ticket while time is left.
+        ``Lease.attempts`` counts the DynamoDB calls spent.
         """
         deadline = self.deadline(wait_ms, remaining_ms)
         duration = ttl_ms if ttl_ms is not None else self.settings.expiry_ms
@@ -400,12 +376,19 @@ class LeaseQueue:
                 UpdateExpression=(
                     "ADD #tickets :one SET #head = if_not_exists(#head, :one), "
                     "#fence = if_not_exists(#fence, :zero), "
-                    "#expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now"
+                    "#expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now, "
+                    "#expiryMs = :expiry, #idleMs = :idle"
                 ),
                 ExpressionAttributeNames=lease.attribute_names(
-                    "#tickets", "#head", "#fence", "#expiresAt", "#queuedAt"
+                    "#tickets", "#head", "#fence", "#expiresAt", "#queuedAt", "#expiryMs", "#idleMs"
                 ),
-                ExpressionAttributeValues=codec.values(one=1, zero=0, now=self.leases.now_ms()),
+                ExpressionAttributeValues=codec.values(
+                    one=1,
+                    zero=0,
+                    now=self.leases.now_ms(),
+                    expiry=self.settings.expiry_ms,
+                    idle=self.settings.idle_ms,
+                ),
                 ReturnValues="ALL_NEW",
             ),
             backoff=self.leases.backoff,
@@ -614,6 +597,7 @@ class LeaseQueue:
         wait.calls += 1
         metrics.count("LeaseAttempt", pattern=PATTERN)
         asked = self.monotonic()
+        acquisition = lease.new_acquisition()
         try:
             seen = self.leases.take(
                 wait.resource,
@@ -621,6 +605,7 @@ class LeaseQueue:
                 expires_at,
                 now,
                 condition,
+                acquisition=acquisition,
                 also_set=(
                     f", #head = :next, #turnMs = :turn, #holdMs = :hold, #lastHoldMs = {LAST_HOLD}"
                 ),
@@ -637,10 +622,11 @@ class LeaseQueue:
             wait.item = codec.old_item(exc) or {}
             return None
         except errors.OutcomeUnknown:
-            # Settled by a read: this owner holds it, on this ticket's head move: ours. Still
-            # before this ticket: not applied, look again. Otherwise queue again.
+            # Settled by a read: the item records this write's acquisition id: ours (nobody
+            # acquired since; the owner alone would not tell, one owner may queue many times at
+            # once). Still before this ticket: not applied, look again. Otherwise queue again.
             wait.item = self._get(wait)
-            if str(wait.item.get("owner", "")) == wait.owner and wait.head == wait.ticket + 1:
+            if wait.item.get("acquisition") == acquisition:
                 return self._held(wait, {}, int(wait.item.get("fence", 0)), expires_at, now)
             if wait.head <= wait.ticket:
                 return None
@@ -662,6 +648,7 @@ class LeaseQueue:
         now = self.leases.now_ms()
         expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
         metrics.count("LeaseAttempt", pattern=PATTERN)
+        acquisition = lease.new_acquisition()
         try:
             seen = self.leases.take(
                 resource,
@@ -669,6 +656,7 @@ class LeaseQueue:
                 expires_at,
                 now,
                 lease.FREE_AND_NO_QUEUE,
+                acquisition=acquisition,
                 also_set=(
                     ", #tickets = if_not_exists(#head, :one), "
                     f"#head = if_not_exists(#head, :one) + :one, #lastHoldMs = {LAST_HOLD}"
@@ -681,10 +669,10 @@ class LeaseQueue:
             self.quiet.discard(resource)
             return None
         except errors.OutcomeUnknown:
-            # Settled by a read: this owner holds it until this expiry: ours; else queue.
+            # Settled by a read: the item records this write's acquisition id: ours; else queue.
             self.quiet.discard(resource)
             item = self._get(_Wait(resource, owner, 0, self.monotonic(), {}))
-            if item.get("owner") != owner or int(item.get("expiresAt", 0)) != expires_at:
+            if item.get("acquisition") != acquisition:
                 return None
             fence, ticket, seen = int(item["fence"]), int(item["tickets"]), {}
         else:

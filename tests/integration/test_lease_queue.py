@@ -430,6 +430,63 @@ def test_a_free_lease_with_a_live_queue_refuses_a_plain_acquisition(ddb, tables,
     assert item is not None and (item["fence"], item["owner"], item["head"]) == (4, "holder", 1)
 
 
+def put_lease_item(ddb: Any, table: str, resource: str, **attributes: Any) -> None:
+    ddb.put_item(TableName=table, Item=codec.encode_item({"resource": resource, **attributes}))
+
+
+def test_a_plain_acquisition_never_clears_a_queue_whose_head_may_still_be_napping(
+    ddb, tables, unique
+):
+    # Given a lease released 2 s ago (more than L) and one waiter, queued 2 s ago, that never said
+    # it was next: further back it may sleep up to I - H (5.5 s by default) before looking, so
+    # the queue itself passes it over only once it has been the head for I (6 s)
+    queue = make(ddb, tables)
+    now = queue.leases.now_ms()
+    resource = f"napping-head-{unique}"
+    put_lease_item(
+        ddb,
+        tables["leases"],
+        resource,
+        owner="holder",
+        fence=4,
+        expiresAt=0,
+        releasedAt=now - 2_000,
+        acquiredAt=now - 2_100,
+        queuedAt=now - 2_000,
+        tickets=1,
+        head=1,
+    )
+    # When a plain acquisition comes
+    with pytest.raises(lease.Held) as refused:
+        queue.leases.acquire(resource, "jumper", 5_000)
+    # Then it is refused, and the waiter's ticket is still the head: no fence taken
+    assert refused.value.waiting == 1
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and (item["fence"], item["owner"], item["head"]) == (4, "holder", 1)
+
+
+def test_a_plain_acquisition_judges_a_queue_by_the_settings_its_waiters_wrote(ddb, tables, unique):
+    # Given waiters that queued with a long I (60 s): their ticket wrote it on the lease item
+    slow = make(ddb, tables, QueueSettings(heartbeat_ms=1_000, expiry_ms=15_000, idle_ms=60_000))
+    resource = f"own-settings-{unique}"
+    holder = slow.leases.acquire(resource, "holder", 60_000)
+    with pytest.raises(WaitTimedOut):
+        slow.acquire(resource, "waiter", wait_ms=0)  # its ticket, then it leaves at once...
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None
+    ago = slow.leases.now_ms() - 30_000
+    # ... and the queue as it would be 30 s later with that waiter still there (not left): a
+    # free lease and a head silent for 30 s, stale by the defaults (L 1.5 s, I 6 s)
+    item.update(expiresAt=0, releasedAt=ago, acquiredAt=ago, queuedAt=ago, left=None)
+    put_lease_item(ddb, tables["leases"], **{k: v for k, v in item.items() if v is not None})
+    # When a process with the default settings acquires plainly
+    plain = lease.Leases(client=ddb, table=tables["leases"])
+    with pytest.raises(lease.Held):
+        plain.acquire(resource, "jumper", 5_000)
+    # Then it was refused: by the waiters' own I the head may still come for its turn
+    assert (get(ddb, tables["leases"], resource) or {}).get("fence") == holder.fence
+
+
 def test_a_restored_queue_whose_waiters_vanished_recovers(ddb, tables, unique, counted):
     # Given lease items as a restore left them: three tickets handed out, the head at the first,
     # the lease free, and none of those waiters alive any more (their processes are gone)

@@ -265,13 +265,17 @@ def served(
     tickets: list[int] | None = None,
     role: str = "normal",
     process: str = "c",
+    ticketed_at: float | None = None,
 ) -> Op:
+    value: dict[str, Any] = {"fence": fence, "ticket": ticket, "tickets": tickets or [ticket]}
+    if ticketed_at is not None:
+        value["ticketedAt"] = ticketed_at  # when it first queued (the history's clock)
     made = op(
         "acquire",
         start,
         end,
         OK,
-        {"fence": fence, "ticket": ticket, "tickets": tickets or [ticket]},
+        value,
         pattern="queue",
         resource="r",
         owner=owner,
@@ -326,6 +330,49 @@ def test_queue_catches_a_takeover_slower_than_the_bound() -> None:
     # unless a dead waiter was ahead of it (its row expires L later)
     ahead = [checkers.Disturbance(1.1, "kill", "w")]
     assert checkers.queue(history, {}, ahead, BOUNDS).violations == []
+
+
+def plain(start: float, end: float, fence: int, owner: str) -> Op:
+    made = op(
+        "acquire",
+        start,
+        end,
+        OK,
+        {"fence": fence, "ticket": None, "tickets": []},
+        pattern="queue",
+        resource="r",
+        owner=owner,
+        role="plain",
+    )
+    made.process = "p"
+    return made
+
+
+def test_queue_catches_a_live_waiter_overtaken_by_a_later_arrival() -> None:
+    # w took its ticket at 0.2 while a held the lease; p, a plain acquisition arriving at 1.5,
+    # was served (fence 2) before w (fence 3), and nothing happened to w
+    a = served(0, 0.1, 1, 1, "a")
+    w = served(0.1, 4, 3, 2, "w", ticketed_at=0.2, process="w")
+    history = numbered([a, w, plain(1.5, 1.6, 2, "p")])
+    overtaken = "no live waiter overtaken by a later arrival"
+    assert names(checkers.queue(history, {}, [], BOUNDS)) == {overtaken}
+    # a fault on w's own thread (silent past L: rightly passed over) excuses it
+    pause = [checkers.Disturbance(1.0, "pause", "w")]
+    assert checkers.queue(history, {}, pause, BOUNDS).violations == []
+    # and a plain acquisition that arrived before w's ticket may rightly be served first
+    earlier = numbered([a, w, plain(0.15, 0.3, 2, "p")])
+    assert checkers.queue(earlier, {}, [], BOUNDS).violations == []
+
+
+def test_queue_counts_the_queued_acquisitions_served_and_refused() -> None:
+    refused = op("acquire", 0, 3, FAIL, {"tickets": [3], "at": 0}, pattern="queue", resource="r")
+    refused.status = 409
+    refused.args.update(owner="r", role="normal")
+    history = numbered([served(0, 1, 1, 1, "a", ticketed_at=0.1), plain(1.5, 1.6, 2, "p"), refused])
+    assert checkers.queue(history, {}, [], BOUNDS).notes == [
+        "queue: 1 queued acquisitions served, 1 refused at their deadline, 0 unknown, 0 killed; "
+        "plain: 1 served, 0 refused; 1 live waiters checked for overtaking"
+    ]
 
 
 def test_queue_runs_the_lease_checks_too() -> None:

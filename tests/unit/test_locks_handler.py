@@ -4,6 +4,7 @@ request leaves the tables as they were."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -353,3 +354,19 @@ def test_wait_ms_out_of_range_or_of_the_wrong_type_is_400_and_writes_nothing(
     assert response["statusCode"] == 400
     assert body_of(response)["error"] == "VALIDATION_ERROR"
     assert scan_all(moto_ddb, moto_tables["leases"]) == before
+
+
+def test_a_queued_lock_lasts_the_ttl_asked_not_the_invocations_remaining_time(
+    moto_ddb, moto_tables
+):
+    # Given an invocation with 25 s left (the function's timeout)
+    context = Context(25_000)
+    before_ms = int(time.time() * 1000)
+    # When a caller queues for a free lock and asks for an hour
+    response = call_lock_in(context, "q6", {"owner": "a", "ttlSeconds": 3600, "waitMs": 1000})
+    # Then the lease granted lasts the hour asked: the invocation bounds the wait, not the lease
+    assert response["statusCode"] == 201
+    assert body_of(response)["expiresAt"] >= before_ms + 3_600_000
+    stored = scan_all(moto_ddb, moto_tables["leases"])
+    assert [int(item["expiresAt"]["N"]) for item in stored] == [body_of(response)["expiresAt"]]
+    assert context.asked >= 1  # the wait's deadline still came from the invocation

@@ -6,10 +6,11 @@ itself (``wallet/...``) therefore cannot be touched through these routes. Nor ca
 of :mod:`turnstile_ddb.lease_queue` (``<resource>#q#<ticket>``): the pattern has no ``#`` either.
 
 With ``waitMs`` an acquisition queues (:class:`turnstile_ddb.lease_queue.LeaseQueue`): served in
-ticket
-order, waiting at most ``waitMs`` and never past the invocation's remaining time minus
-``LOCK_WAIT_MARGIN_MS``. Then 201 with the fence and the ticket it was served on, or 409 LOCKED
-with the holder and ``queuePosition`` (tickets still ahead; 0: next in line).
+ticket order, waiting at most ``waitMs`` and never past the invocation's remaining time minus
+``LOCK_WAIT_MARGIN_MS``. The invocation bounds only the wait: the lease granted lasts the
+``ttlSeconds`` asked, as a plain acquisition's does. Then 201 with the fence and the ticket it
+was served on, or 409 LOCKED with the holder and ``queuePosition`` (tickets still ahead; 0: next
+in line).
 """
 
 from __future__ import annotations
@@ -106,12 +107,14 @@ class Locks:
             if wait_ms is None:
                 return public(self.leases.acquire(resource, owner, ttl_ms(ttl_seconds)))
             assert self.waiting is not None
+            if remaining_ms is not None:
+                # The invocation bounds the wait only: the lease is the client's, not this
+                # function's, so it lasts the ttlSeconds asked (the queue would cap a lease
+                # given remaining_ms to the invocation's end).
+                margin = self.waiting.settings.margin_ms
+                wait_ms = max(0, min(wait_ms, remaining_ms() - margin))
             held = self.waiting.acquire(
-                resource,
-                owner,
-                wait_ms=wait_ms,
-                ttl_ms=ttl_ms(ttl_seconds),
-                remaining_ms=remaining_ms,
+                resource, owner, wait_ms=wait_ms, ttl_ms=ttl_ms(ttl_seconds)
             )
         except lease.Held as exc:
             raise locked(exc, self.leases.now_ms()) from exc
