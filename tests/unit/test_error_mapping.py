@@ -58,3 +58,20 @@ def test_every_code_the_http_layer_raises_has_a_status():
                 codes.add(node.args[0].value)
     assert {"BAD_REQUEST", "PRECONDITION_REQUIRED", "THROTTLED", "INTERNAL"} <= codes
     assert sorted(codes - set(STATUS)) == []
+
+
+def test_a_throttle_the_library_did_not_retry_is_a_503_never_a_500():
+    # An AWS error the library classified as retryable (a throttle or a connection it did not
+    # retry itself) is an outage the client may retry, on every route and in the idempotency
+    # middleware: 503 THROTTLED, not the 500 of a bug.
+    from botocore.exceptions import ClientError
+
+    from service.api import keyed, resolver
+    from turnstile_ddb import errors
+
+    cause = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "GetItem")
+    exc = errors.AwsRetryable(cause, "ThrottlingException", "slow", "GetItem")
+    response = resolver.answer(exc)
+    assert response is not None
+    assert (response.status_code, response.body["error"]) == (503, "THROTTLED")
+    assert any(isinstance(exc, kind) for kind in keyed.OUTAGES)

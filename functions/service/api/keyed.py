@@ -29,7 +29,12 @@ from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolv
 from service import policy
 from service.api.errors import HttpError
 from service.api.routes import Route, partition_of
-from turnstile_ddb import idempotency, metrics, retry
+from turnstile_ddb import errors, idempotency, metrics, retry
+
+# The idempotency store (or the database) is unavailable, not wrong: an outage the client may
+# retry, answered by ``resolver.answer`` (503), never a 500. ``AwsRetryable``: a throttle or a
+# connection the library did not retry itself (``turnstile_ddb.errors``).
+OUTAGES = (retry.OutcomeUnknown, retry.RetriesExhausted, errors.AwsRetryable)
 
 logger = Logger()
 
@@ -115,7 +120,7 @@ def middleware(
             response = guarded(app, next_middleware)
             _settle(records, begun, response)
             return response
-        except (retry.OutcomeUnknown, retry.RetriesExhausted) as exc:
+        except OUTAGES as exc:
             # the idempotency store itself is unavailable: an outage, not a bug
             outage = answer(exc)
             if outage is None:  # pragma: no cover - answer() maps every outage
@@ -150,7 +155,7 @@ def _settle(
         try:
             headers = {k: v for k, v in response.headers.items() if isinstance(v, str)}
             records.complete(begun, response.status_code, body, headers)
-        except (retry.OutcomeUnknown, retry.RetriesExhausted):
+        except OUTAGES:
             # The action's answer stands: it happened. Only its replay is not stored; the
             # claim lapses and a retry meets the domain's own conditions (already exists...).
             logger.warning("could not store the answer for an Idempotency-Key")
@@ -160,7 +165,7 @@ def _settle(
         # temporary; a stored 404 would outlive the product created a moment later).
         try:
             records.release(begun)
-        except (retry.OutcomeUnknown, retry.RetriesExhausted):
+        except OUTAGES:
             # issue 8.2: the release is down too. Still the action's answer, never a 500;
             # the claim lapses at lockedUntil, so tell the client when a retry can run.
             metrics.count("ClaimReleaseFailed", pattern="idempotency")

@@ -41,7 +41,7 @@ from service.api import envelope, keyed, models, routes
 from service.api import powertools_adapter as adapter
 from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
 from service.domain.errors import DomainError
-from turnstile_ddb import retry, transact
+from turnstile_ddb import errors, retry, transact
 
 logger = Logger()
 
@@ -98,7 +98,7 @@ def answer(exc: Exception) -> Response | None:
             "the database did not confirm the write; it may or may not have been applied. "
             "Read the resource before retrying, or retry with an Idempotency-Key.",
         )
-    if isinstance(exc, retry.RetriesExhausted):
+    if isinstance(exc, retry.RetriesExhausted | errors.AwsRetryable):
         return refusal("THROTTLED", "the database is busy; retry shortly", {"retryAfterSeconds": 1})
     if isinstance(exc, transact.Cancelled):
         logger.warning("transaction cancelled", extra={"reasons": str(exc)})
@@ -256,7 +256,9 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
         self._ready = False
         self._ready_lock = threading.Lock()
         self.exception_handler([DomainError, HttpError, retry.OutcomeUnknown])(self._answer)
-        self.exception_handler([retry.RetriesExhausted, transact.Cancelled])(self._answer)
+        self.exception_handler([retry.RetriesExhausted, errors.AwsRetryable, transact.Cancelled])(
+            self._answer
+        )
         self.exception_handler(
             [RequestValidationError, RequestUnsupportedContentType, UnicodeDecodeError]
         )(self._invalid)
