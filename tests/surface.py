@@ -26,12 +26,35 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _SIMPLE = (str, int, float, bool, type(None), bytes)
 
 
+class _Shown:
+    """A default value as the snapshot shows it: its own repr would carry state (a hints object
+    bound at import holds whatever earlier calls in the process taught it, so the snapshot
+    depended on which tests ran first), so an instance shows its type only."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _default(value: Any) -> Any:
+    if value is inspect.Parameter.empty or isinstance(value, (*_SIMPLE, enum.Enum, tuple)):
+        return value
+    if type(value).__name__ == "_HAS_DEFAULT_FACTORY_CLASS":  # a dataclass field's <factory>
+        return value
+    if callable(value):
+        return _Shown(getattr(value, "__qualname__", type(value).__qualname__))
+    return _Shown(f"<{type(value).__module__}.{type(value).__qualname__} instance>")
+
+
 def _signature(obj: Any) -> str:
     try:
-        text = str(inspect.signature(obj))
+        signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return "(...)"
-    return _ADDRESS.sub("", text)
+    shown = [p.replace(default=_default(p.default)) for p in signature.parameters.values()]
+    return _ADDRESS.sub("", str(signature.replace(parameters=shown)))
 
 
 def _value(value: Any) -> str:
