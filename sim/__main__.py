@@ -6,6 +6,7 @@ Exits 1 on any violation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -17,6 +18,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from sim.ddb import moto_dynamodb  # noqa: E402
+from sim.model import Model  # noqa: E402
 from sim.run import Config, describe, run_seed, shrink, summary  # noqa: E402
 
 
@@ -36,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-shrink", action="store_true", help="do not look for a smaller failing run"
     )
+    parser.add_argument(
+        "--backend",
+        choices=("model", "moto"),
+        default="model",
+        help="the DynamoDB: the simulator's in-memory model (fast) or moto's backend",
+    )
     args = parser.parse_args(argv)
     config = Config(
         args.buyers, args.holders, args.purchases, args.acquisitions, fault_scale=args.fault_scale
@@ -43,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
     results = []
-    with moto_dynamodb() as real:
+    backend = moto_dynamodb() if args.backend == "moto" else contextlib.nullcontext(Model())
+    with backend as real:
         for seed in seeds:
             result = run_seed(seed, config, real=real)
             results.append(result)

@@ -14,7 +14,8 @@ from typing import Any
 from chaos import checkers
 from chaos.checkers import Report
 from sim import checks
-from sim.ddb import Faults, SimClient, Stats, moto_dynamodb
+from sim.ddb import Faults, SimClient, Stats
+from sim.model import Model
 from sim.scheduler import EPOCH, Scheduler
 from sim.workloads import Leasing, Purchases, Recorder
 
@@ -80,8 +81,9 @@ def seeded_ids(seed: int) -> Iterator[None]:
 
 
 def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Result:
-    """Run one seed. ``real``: a moto client to reuse (see :func:`sim.ddb.moto_dynamodb`); its
-    tables are created and deleted here, so a batch of seeds need not restart moto each time."""
+    """Run one seed. ``real``: the DynamoDB to run it on, by default a fresh in-memory
+    :class:`sim.model.Model`; a moto client (:func:`sim.ddb.moto_dynamodb`) also works. Its
+    tables are created and deleted here, so a batch of seeds can share one."""
     config = config or Config()
     started = time.perf_counter()
     scheduler = Scheduler(seed)
@@ -92,7 +94,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     leasing = Leasing(["r0"], operations=config.leases_each)
     with contextlib.ExitStack() as stack:
         if real is None:
-            real = stack.enter_context(moto_dynamodb())
+            real = Model()
         stack.enter_context(seeded_ids(seed))
         stack.callback(drop_tables, real)
         purchases.setup(real)

@@ -1,6 +1,7 @@
-"""moto, as the simulator drives it, against DynamoDB Local: the same random sequences of the
-requests turnstile sends must get the same answers, errors and cancellation reasons, and leave
-the same items (sim/differential.py generates them; see docs/sim.md for what is not compared)."""
+"""The simulator's DynamoDBs against DynamoDB Local: moto, as the simulator drives it, and the
+simulator's own in-memory model (sim/model.py). The same random sequences of the requests
+turnstile sends must get the same answers, errors and cancellation reasons, and leave the same
+items (sim/differential.py generates them; see docs/sim.md for what is not compared)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from sim import differential
 from sim.ddb import create_table, moto_dynamodb
+from sim.model import Model
 
 pytestmark = pytest.mark.integration
 
@@ -47,19 +49,96 @@ def moto_answers(local_answers):  # after DynamoDB Local's: moto must not interc
         return answers, differential.table_contents(client, table)
 
 
+@pytest.fixture(scope="module")
+def model_answers():
+    client = Model()
+    table = "sim-diff"
+    create_table(client, table, differential.KEY)
+    answers = {seed: _run(client, table, seed) for seed in SEQUENCES}
+    return answers, differential.table_contents(client, table)
+
+
+@pytest.fixture(params=["moto", "model"])
+def simulated(request):
+    """One of the simulator's DynamoDBs' answers, by name."""
+    return request.getfixturevalue(f"{request.param}_answers")
+
+
 @pytest.mark.parametrize("seed", SEQUENCES)
-def test_moto_answers_every_request_as_dynamodb_local_does(seed, local_answers, moto_answers):
-    for (step, operation, params, local), (_, _, _, moto) in zip(
-        local_answers[0][seed], moto_answers[0][seed], strict=True
-    ):
-        assert moto == local, f"sequence {seed} step {step}: {operation}({params})"
+def test_each_simulated_dynamodb_answers_every_request_as_dynamodb_local_does(
+    seed, local_answers, simulated
+):
+    _assert_same_answers(local_answers[0][seed], simulated[0][seed], seed)
 
 
-def test_the_sequences_leave_the_same_items(local_answers, moto_answers):
-    assert moto_answers[1] == local_answers[1]
+def _assert_same_answers(expected, got, seed):
+    for (step, operation, params, local), (_, _, _, answer) in zip(expected, got, strict=True):
+        assert answer == local, f"sequence {seed} step {step}: {operation}({params})"
+
+
+def test_the_sequences_leave_the_same_items(local_answers, simulated):
+    assert simulated[1] == local_answers[1]
 
 
 def test_the_sequences_exercise_refusals_and_cancellations(local_answers):
     """Not a vacuous comparison: the generated requests do hit every kind of answer."""
     errors = {answer[3].get("error") for answers in local_answers[0].values() for answer in answers}
+    assert {"ConditionalCheckFailedException", "TransactionCanceledException"} <= errors
+
+
+# One name for both (BatchGetItem answers by table name); unique, as DynamoDB Local is shared.
+EXTENDED_TABLE = f"sim-diffx-{uuid.uuid4().hex[:8]}"
+
+
+def _run_extended(client, table, seed):
+    generator = differential.ExtendedGenerator(seed, prefix=f"x{seed}")
+    answers = []
+    for step in range(LENGTH):
+        operation, params = generator.request(table)
+        if operation == "query":
+            answer = differential.pages(client, params)
+        else:
+            answer = differential.outcome(client, operation, params)
+        answers.append((step, operation, params, answer))
+    return answers
+
+
+def _extended(client, table):
+    differential.create_indexed_table(client, table)
+    answers = {seed: _run_extended(client, table, seed) for seed in SEQUENCES}
+    return answers, differential.indexed_contents(client, table)
+
+
+@pytest.fixture(scope="module")
+def local_extended(dynamodb_local):
+    client = dynamodb_local.client()
+    try:
+        return _extended(client, EXTENDED_TABLE)
+    finally:
+        client.delete_table(TableName=EXTENDED_TABLE)
+
+
+@pytest.fixture(scope="module")
+def model_extended():
+    return _extended(Model(), EXTENDED_TABLE)
+
+
+@pytest.mark.parametrize("seed", SEQUENCES)
+def test_the_model_answers_index_queries_batches_and_every_expression_as_dynamodb_local_does(
+    seed, local_extended, model_extended
+):
+    _assert_same_answers(local_extended[0][seed], model_extended[0][seed], seed)
+    assert model_extended[1] == local_extended[1]
+
+
+def test_the_extended_sequences_read_pages_and_hit_every_kind_of_answer(local_extended):
+    """Not vacuous: queries return items and continue over pages, batches find items, updates
+    are refused and cancelled, and some requests are invalid."""
+    answers = [a for seeds in local_extended[0].values() for a in seeds]
+    queries = [pages for _, operation, _, pages in answers if operation == "query"]
+    assert any(len(pages) > 1 for pages in queries)
+    assert any(page.get("Items") for pages in queries for page in pages)
+    batches = [a for _, operation, _, a in answers if operation == "batch_get_item"]
+    assert any(a.get("Responses", {}) and any(a["Responses"].values()) for a in batches)
+    errors = {a.get("error") for _, operation, _, a in answers if operation != "query"}
     assert {"ConditionalCheckFailedException", "TransactionCanceledException"} <= errors
