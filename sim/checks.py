@@ -4,7 +4,8 @@ property chaos does not check (its lease checker judges fences, not time).
 * purchases: :func:`chaos.checkers.purchases` (no oversell, stock accounting, a linearizable
   counter);
 * leases: :func:`chaos.checkers.leases` (one holder per fence, fences increase, no stale fenced
-  write, fenced writes accounted) and :func:`overlapping_holds` below.
+  write, fenced writes accounted), and two properties chaos does not check:
+  :func:`overlapping_holds` and :func:`granted_as_asked`.
 """
 
 from __future__ import annotations
@@ -40,4 +41,25 @@ def overlapping_holds(holds: list[Hold]) -> Report:
                 f"{later.start - EPOCH:.3f} (virtual seconds)",
                 [earlier.op, later.op],
             )
+    return report
+
+
+def granted_as_asked(holds: list[Hold]) -> Report:
+    """A granted lease lasts what was asked: its expiry, on the holder's clock, is at least the
+    asked length after the acquisition began, and at most that length after its answer. (A lease
+    cut short by something else, for example a deadline meant only to bound the wait, breaks the
+    first; an expiry computed from a stale or foreign clock can break either.)"""
+    report = Report()
+    for hold in holds:
+        # 1 ms either side: clocks are read as float seconds and rounded to whole ms.
+        earliest = hold.asked_at_ms + hold.asked_ms - 1
+        latest = hold.answered_at_ms + hold.asked_ms + 1
+        report.expect(
+            earliest <= hold.expires_at_ms <= latest,
+            "leases",
+            "a granted lease lasts what was asked",
+            f"{hold.owner} asked {hold.asked_ms} ms at {hold.asked_at_ms}, answered at "
+            f"{hold.answered_at_ms} with expiresAt {hold.expires_at_ms} (holder's clock, ms)",
+            [hold.op],
+        )
     return report

@@ -121,6 +121,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     report.merge(checkers.purchases(recorder.ops, purchases.products, final))
     report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
     report.merge(checks.overlapping_holds(recorder.holds))
+    report.merge(checks.granted_as_asked(recorder.holds))
     history = render(recorder, stats, final, logs)
     return Result(
         seed,

@@ -43,6 +43,13 @@ class Hold:
     start: float
     end: float
     op: Op
+    # What was asked and granted, on the holder's own clock (epoch ms): the lease asked for
+    # ``asked_ms`` at ``asked_at_ms`` (when the acquisition began) and was answered at
+    # ``answered_at_ms`` with ``expires_at_ms``.
+    asked_ms: int = 0
+    asked_at_ms: int = 0
+    answered_at_ms: int = 0
+    expires_at_ms: int = 0
 
 
 @dataclass
@@ -225,7 +232,18 @@ class Leasing:
                     raise
                 recorder.complete(op, OK, {"fence": held.fence, "expiresAt": held.expires_at})
                 believed = (held.expires_at - leases.safety_margin_ms) / 1000 - task.skew
-                hold = Hold(resource, owner, held.fence, recorder.scheduler.now, believed, op)
+                hold = Hold(
+                    resource,
+                    owner,
+                    held.fence,
+                    recorder.scheduler.now,
+                    believed,
+                    op,
+                    asked_ms=LEASE_TTL_MS,
+                    asked_at_ms=round((op.invoked + task.skew) * 1000),
+                    answered_at_ms=round(task.clock() * 1000),
+                    expires_at_ms=held.expires_at,
+                )
                 recorder.holds.append(hold)
                 task.sleep(task.rng.random() * self.work_seconds)
                 try:

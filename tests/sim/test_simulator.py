@@ -169,3 +169,18 @@ def test_a_lease_taken_while_its_holder_is_live_is_caught(monkeypatch):
         Config(purchase_clients=0, lease_clients=3, faults=Faults.none()), range(5)
     )
     assert "leases/no overlapping holders" in found, found
+
+
+def test_a_lease_granted_shorter_than_asked_is_caught(monkeypatch):
+    """The queued-lease defect's shape: the length granted cut (here to half) by something other
+    than the caller's ask, found by sim.checks.granted_as_asked; no fence or overlap breaks."""
+    real = lease.Leases.acquire_wait
+
+    def shortened(self, resource, owner, ttl_ms, *args, **kwargs):
+        return real(self, resource, owner, ttl_ms // 2, *args, **kwargs)
+
+    monkeypatch.setattr(lease.Leases, "acquire_wait", shortened)
+    found = _first_violations(
+        Config(purchase_clients=0, lease_clients=2, faults=Faults.none()), range(3)
+    )
+    assert found and set(found) == {"leases/a granted lease lasts what was asked"}, found
