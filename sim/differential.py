@@ -195,6 +195,7 @@ def table_contents(client: Any, table: str) -> list[dict[str, Any]]:
 # (docs/sim.md).
 INDEXED = "pool"  # the index's partition key; items without it are not in the index (sparse)
 INDEX = "byTicket"
+KEYS_INDEX = "byTicketKeys"
 SORT = "sk"
 
 
@@ -219,7 +220,15 @@ def create_indexed_table(client: Any, name: str) -> None:
                     {"AttributeName": "t", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {  # as claims' index: keys only
+                "IndexName": KEYS_INDEX,
+                "KeySchema": [
+                    {"AttributeName": INDEXED, "KeyType": "HASH"},
+                    {"AttributeName": "t", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
         ],
         BillingMode="PAY_PER_REQUEST",
     )
@@ -342,7 +351,7 @@ class ExtendedGenerator(Generator):
             low = rng.randint(0, 5)
             params: dict[str, Any] = {
                 "TableName": table,
-                "IndexName": INDEX,
+                "IndexName": rng.choice([INDEX, KEYS_INDEX]),
                 "KeyConditionExpression": "#p = :p AND t BETWEEN :lo AND :hi",
                 "ExpressionAttributeNames": {"#p": INDEXED},
                 "ExpressionAttributeValues": {

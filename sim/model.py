@@ -651,6 +651,17 @@ def _project(item: Item, projection: str | None, names: Mapping[str, str] | None
     return out
 
 
+def _first_segments(tree: Any) -> set[str]:
+    """The top-level attribute (or ``#name``) of every path in a parsed expression."""
+    found: set[str] = set()
+    if isinstance(tree, tuple) and tree and tree[0] == "path":
+        found.add(tree[1][0])
+    elif isinstance(tree, (tuple, list)):
+        for part in tree:
+            found |= _first_segments(part)
+    return found
+
+
 def _end_bound(
     tree: tuple[Any, ...],
     range_key: str | None,
@@ -684,6 +695,16 @@ class _Index:
     name: str
     hash_key: str
     range_key: str | None
+    projection: str = "ALL"  # ALL, KEYS_ONLY or INCLUDE
+    included: tuple[str, ...] = ()
+
+    def project(self, item: Item, table_keys: tuple[str, ...]) -> Item:
+        """What the index holds of ``item``: all of it, or its keys (and the included ones)."""
+        if self.projection == "ALL":
+            return item
+        kept = {*table_keys, self.hash_key, *([self.range_key] if self.range_key else [])}
+        kept.update(self.included)
+        return {name: value for name, value in item.items() if name in kept}
 
 
 @dataclass
@@ -780,8 +801,13 @@ class Model:
         indexes = {}
         for index in params.get("GlobalSecondaryIndexes", []):
             keys = {k["KeyType"]: k["AttributeName"] for k in index["KeySchema"]}
+            projection = index.get("Projection", {})
             indexes[index["IndexName"]] = _Index(
-                index["IndexName"], keys["HASH"], keys.get("RANGE")
+                index["IndexName"],
+                keys["HASH"],
+                keys.get("RANGE"),
+                projection.get("ProjectionType", "ALL"),
+                tuple(projection.get("NonKeyAttributes", ())),
             )
         description = {
             "TableName": name,
@@ -970,10 +996,14 @@ class Model:
             plans.append((kind, plan, parts))
         reasons: list[dict[str, Any]] = []
         failed = False
-        for _kind, (table, key, parsed, _), parts in plans:
+        for kind, (table, key, parsed, payload), parts in plans:
             old = table.items.get(key)
             try:
                 self._require(parsed, old, parts)
+                # An update that cannot apply refuses the whole request, as DynamoDB Local does
+                # (DynamoDB cancels it with the reason ValidationError).
+                if kind == "Update":
+                    self._updated(table, parts, old, payload)
                 reasons.append({"Code": "None"})
             except _CheckFailed:
                 failed = True
@@ -1045,6 +1075,7 @@ class Model:
     def query(self, **params: Any) -> dict[str, Any]:
         table = self._table(params["TableName"], "Query")
         index_name = params.get("IndexName")
+        index: _Index | None = None
         if index_name is not None:
             index = table.indexes.get(index_name)
             if index is None:
@@ -1063,9 +1094,22 @@ class Model:
         )
         scope_names = params.get("ExpressionAttributeNames") or {}
         scope_values = params.get("ExpressionAttributeValues") or {}
+        if index is not None and index.projection != "ALL":
+            read = {
+                scope_names.get(part, part)
+                for parsed in extra[1:]
+                for part in _first_segments(parsed.tree)
+            }
+            projected = index.project({name: {} for name in read}, table.keys)
+            if set(projected) != read:
+                raise _Invalid(
+                    "One or more parameter values were invalid: an expression reads an attribute "
+                    f"the index {index.name} does not project"
+                )
         index_keys = (hash_key,) if range_key is None else (hash_key, range_key)
+        project = index.project if index is not None else None
         rows = [
-            item
+            project(item, table.keys) if project else item
             for item in table.items.values()
             if all(name in item for name in index_keys)  # sparse: others are not in the index
             and _Scope(item, scope_names, scope_values).holds(key_condition.tree)
