@@ -32,6 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--holders", type=int, default=Config.lease_clients)
     parser.add_argument("--purchases", type=int, default=Config.purchases_each, help="per buyer")
     parser.add_argument("--acquisitions", type=int, default=Config.leases_each, help="per holder")
+    parser.add_argument("--reservers", type=int, default=Config.reservation_clients)
+    parser.add_argument(
+        "--reservations",
+        type=int,
+        default=Config.reservations_each,
+        help="per reservation client",
+    )
     parser.add_argument(
         "--fault-scale", type=float, default=1.0, help="every fault probability times this"
     )
@@ -46,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     config = Config(
-        args.buyers, args.holders, args.purchases, args.acquisitions, fault_scale=args.fault_scale
+        args.buyers,
+        args.holders,
+        args.purchases,
+        args.acquisitions,
+        reservation_clients=args.reservers,
+        reservations_each=args.reservations,
+        fault_scale=args.fault_scale,
     )
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()

@@ -5,7 +5,9 @@ property chaos does not check (its lease checker judges fences, not time).
   counter);
 * leases: :func:`chaos.checkers.leases` (one holder per fence, fences increase, no stale fenced
   write, fenced writes accounted), and two properties chaos does not check:
-  :func:`overlapping_holds` and :func:`granted_as_asked`.
+  :func:`overlapping_holds` and :func:`granted_as_asked`;
+* reservations: :func:`chaos.checkers.inventory` (no unit held twice, exactly q units or none,
+  sold once, sold units accounted, the table against the history) and :func:`bounded_cost`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections import defaultdict
 
 from chaos.checkers import Report
 from sim.scheduler import EPOCH
-from sim.workloads import Hold
+from sim.workloads import Cost, Hold
 
 
 def overlapping_holds(holds: list[Hold]) -> Report:
@@ -61,5 +63,21 @@ def granted_as_asked(holds: list[Hold]) -> Report:
             f"{hold.owner} asked {hold.asked_ms} ms at {hold.asked_at_ms}, answered at "
             f"{hold.answered_at_ms} with expiresAt {hold.expires_at_ms} (holder's clock, ms)",
             [hold.op],
+        )
+    return report
+
+
+def bounded_cost(costs: list[Cost]) -> Report:
+    """A reservation's cost is bounded: however it races, is refused or faulted, it sends at most
+    the calls its bound allows (a bounded number of rounds, each a bounded read per pool and one
+    transaction; see :meth:`sim.workloads.Reservations.call_bound`)."""
+    report = Report()
+    for cost in costs:
+        report.expect(
+            cost.calls <= cost.bound,
+            "inventory",
+            "a reservation's cost is bounded",
+            f"{cost.op.process} sent {cost.calls} calls for one reservation, bound {cost.bound}",
+            [cost.op],
         )
     return report

@@ -117,8 +117,11 @@ class SimClient:
         self._scheduler = scheduler
         self._faults = faults
         self._stats = stats
+        self.calls = 0  # calls this client sent (each try counts), faulted or not
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
         method = getattr(self._real, name)
 
         def call(**params: Any) -> Any:
@@ -141,13 +144,14 @@ class SimClient:
             task.sleep(faults.pause_seconds * (1 + rng.random()))
         scheduler.advance(round(0.001 + rng.random() * 0.009, 6))
         self._stats.calls += 1
+        self.calls += 1
         roll = rng.random()
         write = name in WRITES
         if roll < faults.throttle:
             self._note(task, name, "throttle")
             raise _client_error(name, "ProvisionedThroughputExceededException")
         roll -= faults.throttle
-        if name == "transact_write_items" and roll < faults.conflict:
+        if name == "transact_write_items" and roll < faults.conflict and not self._applied(params):
             self._note(task, name, "conflict")
             count = len(params.get("TransactItems", []))
             at = rng.randrange(max(count, 1))
@@ -169,6 +173,13 @@ class SimClient:
             raise ReadTimeoutError(endpoint_url=ENDPOINT)
         self._note(task, name, "ok")
         return response
+
+    def _applied(self, params: dict[str, Any]) -> bool:
+        """Whether this transaction's token already succeeded within the token's 10 minutes: then
+        DynamoDB answers the resend with that success (its documented idempotency), so no
+        conflict is injected into it; a cancellation would claim it was not applied."""
+        seen = self._stats.tokens.get(params.get("ClientRequestToken") or "")
+        return seen is not None and self._scheduler.now - seen[2] < TOKEN_SECONDS
 
     def _send(self, name: str, method: Callable[..., Any], params: dict[str, Any]) -> Any:
         token = params.get("ClientRequestToken")

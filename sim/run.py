@@ -17,7 +17,7 @@ from sim import checks
 from sim.ddb import Faults, SimClient, Stats
 from sim.model import Model
 from sim.scheduler import EPOCH, Scheduler
-from sim.workloads import Leasing, Purchases, Recorder
+from sim.workloads import Leasing, Purchases, Recorder, Reservations
 
 # Each client's clock is off the global one by at most this (lease.py assumes any two clients
 # differ by less than its SAFETY_MARGIN_MS = 500 ms; two clients here differ by at most 400 ms).
@@ -30,23 +30,31 @@ class Config:
     lease_clients: int = 3
     purchases_each: int = 12  # purchases per purchase client
     leases_each: int = 6  # acquisitions per lease client
+    reservation_clients: int = 3
+    reservations_each: int = 8  # reservations per reservation client
     faults: Faults = field(default_factory=Faults)
     fault_scale: float = 1.0  # every fault probability times this
 
     def flags(self) -> str:
         """The command-line flags of this configuration (what ``python -m sim`` takes)."""
-        default = Config()
         scale = "" if self.fault_scale == 1.0 else f" --fault-scale {self.fault_scale:g}"
-        if (self.purchase_clients, self.lease_clients, self.purchases_each, self.leases_each) == (
-            default.purchase_clients,
-            default.lease_clients,
-            default.purchases_each,
-            default.leases_each,
-        ):
+        if self.sizes() == Config().sizes():
             return scale
         return (
             f" --buyers {self.purchase_clients} --holders {self.lease_clients}"
-            f" --purchases {self.purchases_each} --acquisitions {self.leases_each}{scale}"
+            f" --purchases {self.purchases_each} --acquisitions {self.leases_each}"
+            f" --reservers {self.reservation_clients} --reservations {self.reservations_each}"
+            f"{scale}"
+        )
+
+    def sizes(self) -> tuple[int, ...]:
+        return (
+            self.purchase_clients,
+            self.lease_clients,
+            self.purchases_each,
+            self.leases_each,
+            self.reservation_clients,
+            self.reservations_each,
         )
 
 
@@ -92,6 +100,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     faults = config.faults.scaled(config.fault_scale)
     purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
     leasing = Leasing(["r0"], operations=config.leases_each)
+    reserving = Reservations([("sku0", 12, 3), ("sku1", 4, 1)], operations=config.reservations_each)
     with contextlib.ExitStack() as stack:
         if real is None:
             real = Model()
@@ -99,6 +108,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
         stack.callback(drop_tables, real)
         purchases.setup(real)
         leasing.setup(real)
+        reserving.setup(real)
         for i in range(config.purchase_clients):
             client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
@@ -107,9 +117,14 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
             client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
             scheduler.spawn(f"holder{i}", leasing.body(recorder, client), skew=skew)
+        for i in range(config.reservation_clients):
+            client = SimClient(real, scheduler, faults, stats)
+            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
+            scheduler.spawn(f"reserver{i}", reserving.body(recorder, client), skew=skew)
         finished = scheduler.run()
         final = purchases.final(real)
         logs = leasing.logs(real)
+        skus = reserving.final(real)
     report = Report()
     for task in scheduler.tasks:
         report.expect(
@@ -122,6 +137,8 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
     report.merge(checks.overlapping_holds(recorder.holds))
     report.merge(checks.granted_as_asked(recorder.holds))
+    report.merge(checkers.inventory([op for op in recorder.ops if op.pattern == "inventory"], skus))
+    report.merge(checks.bounded_cost(reserving.costs))
     history = render(recorder, stats, final, logs)
     return Result(
         seed,
@@ -195,15 +212,19 @@ def shrink(seed: int, config: Config, *, real: Any = None) -> tuple[Config, Resu
 
 def _smaller(config: Config) -> list[Config]:
     candidates = []
-    if config.purchase_clients + config.lease_clients > 1:
+    if config.purchase_clients + config.lease_clients + config.reservation_clients > 1:
         if config.purchase_clients:
             candidates.append(replace(config, purchase_clients=config.purchase_clients - 1))
         if config.lease_clients:
             candidates.append(replace(config, lease_clients=config.lease_clients - 1))
+        if config.reservation_clients:
+            candidates.append(replace(config, reservation_clients=config.reservation_clients - 1))
     if config.purchases_each > 1 and config.purchase_clients:
         candidates.append(replace(config, purchases_each=config.purchases_each // 2))
     if config.leases_each > 1 and config.lease_clients:
         candidates.append(replace(config, leases_each=config.leases_each // 2))
+    if config.reservations_each > 1 and config.reservation_clients:
+        candidates.append(replace(config, reservations_each=config.reservations_each // 2))
     return candidates
 
 

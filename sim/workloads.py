@@ -9,6 +9,9 @@ can judge them (see :mod:`sim.checks`).
   write in one transaction, retried under its key as a client would.
 * **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
   (``Leases.transact``) appending the fence to a protected item, then ``release``.
+* **reservations**: ``service.domain.inventory.Inventory`` (the service's real code over
+  ``turnstile_ddb.claims``): reserve 1 to 3 units of a small sku spread over pools with a short
+  hold, then confirm, cancel, or let the hold lapse.
 """
 
 from __future__ import annotations
@@ -18,18 +21,27 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.checkers import SkuState
 from chaos.history import FAIL, OK, UNKNOWN, Op
-from service.domain.errors import Conflict, NotFound, OutOfStock
+from service import config
+from service.domain.errors import AlreadyConfirmed, Conflict, Expired, NotFound, OutOfStock
+from service.domain.inventory import Inventory, unit_id
 from service.domain.products import Products
 from sim.ddb import create_table
 from sim.scheduler import Crashed, Scheduler, Task
-from turnstile_ddb import codec, idempotency, lease, retry
+from turnstile_ddb import claims, codec, idempotency, lease, retry
 
 PRODUCTS_TABLE = "sim-products"
 IDEMPOTENCY_TABLE = "sim-idempotency"
 LEASES_TABLE = "sim-leases"
 DATA_TABLE = "sim-data"
 LEASE_TTL_MS = 2000
+# The documented bounds of one reservation (docs/patterns/inventory.md), written here rather than
+# read from the code under test, so that code which loosens them is caught (a test pins them).
+RESERVE_ROUNDS = 12  # service.config.INVENTORY_RESERVE_ROUNDS
+PAGES_PER_POOL = 4  # turnstile_ddb.claims.PAGES_PER_POOL
+INVENTORY_TABLE = "sim-inventory"
+INVENTORY_SUMMARY_TABLE = "sim-inventory-summary"
 
 
 @dataclass
@@ -292,3 +304,167 @@ class Leasing:
             log = (codec.decode_item(item) or {}).get("log", [])
             logs[resource] = [int(fence) for fence in log]
         return logs
+
+
+@dataclass
+class Cost:
+    """What one reservation cost: the DynamoDB calls its client sent while it ran, and the most
+    it may send (:meth:`Reservations.call_bound`)."""
+
+    calls: int
+    bound: int
+    op: Op
+
+
+@dataclass
+class Reservations:
+    skus: list[tuple[str, int, int]]  # (sku, units, pools)
+    operations: int = 8  # reservations per client
+    holds: tuple[float, ...] = (0.5, 1.0, 2.0)  # hold lengths a reservation asks for, seconds
+    costs: list[Cost] = field(default_factory=list)
+
+    def setup(self, client: Any) -> None:
+        index = {
+            "IndexName": config.INVENTORY_CLAIMABLE_INDEX,
+            "KeySchema": [
+                {"AttributeName": "pool", "KeyType": "HASH"},
+                {"AttributeName": "claimableAt", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        }
+        for name, indexes in ((INVENTORY_TABLE, [index]), (INVENTORY_SUMMARY_TABLE, [])):
+            client.create_table(
+                TableName=name,
+                KeySchema=[
+                    {"AttributeName": "sku", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": "sku", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                    *(
+                        [
+                            {"AttributeName": "pool", "AttributeType": "S"},
+                            {"AttributeName": "claimableAt", "AttributeType": "N"},
+                        ]
+                        if indexes
+                        else []
+                    ),
+                ],
+                BillingMode="PAY_PER_REQUEST",
+                **({"GlobalSecondaryIndexes": indexes} if indexes else {}),
+            )
+        store = self._inventory(client, retry.Backoff(attempts=1, sleep=_never_sleeps))
+        for sku, units, pools in self.skus:
+            store.create(sku, units, pools)  # inline: small skus are built before answering
+
+    @staticmethod
+    def _inventory(client: Any, backoff: retry.Backoff, task: Task | None = None) -> Inventory:
+        return Inventory(
+            client,
+            INVENTORY_TABLE,
+            INVENTORY_SUMMARY_TABLE,
+            backoff=backoff,
+            clock=task.clock if task else (lambda: 0.0),
+            rand=task.rng.random if task else (lambda: 0.5),
+            writers=1,  # no threads of its own: one simulated client is one thread
+            create_units_per_second=0,
+            pool_hints=claims.PoolHints(),  # this client's own, as a Lambda environment's
+        )
+
+    def call_bound(self, pools: int, attempts: int) -> int:
+        """The most DynamoDB calls one reservation may send: the sku's header, then per round a
+        guess, each pool's bounded read and the claiming transaction, each call tried at most
+        ``attempts`` times."""
+        per_round = 1 + pools * PAGES_PER_POOL + 1
+        return attempts * (1 + RESERVE_ROUNDS * per_round)
+
+    def body(self, recorder: Recorder, client: Any) -> Any:
+        attempts = 4
+
+        def run(task: Task) -> None:
+            store = self._inventory(
+                client, task.backoff(attempts=attempts, base=0.005, cap=0.1), task
+            )
+            for _ in range(self.operations):
+                sku, _, pools = task.rng.choice(self.skus)
+                quantity = task.rng.randint(1, 3)
+                hold = task.rng.choice(self.holds)
+                op = recorder.invoke(
+                    "inventory", task.name, "reserve", sku=sku, quantity=quantity, hold=hold
+                )
+                before = client.calls
+                try:
+                    outcome, value = _reserve(store, sku, quantity, hold)
+                except Crashed:
+                    recorder.complete(op, UNKNOWN)
+                    raise
+                finally:
+                    self.costs.append(
+                        Cost(client.calls - before, self.call_bound(pools, attempts), op)
+                    )
+                recorder.complete(op, outcome, value)
+                if outcome != OK:
+                    task.sleep(task.rng.uniform(0.05, 0.2))
+                    continue
+                roll = task.rng.random()
+                if roll < 0.25:
+                    continue  # the hold lapses
+                task.sleep(task.rng.uniform(0, hold * 1.2))
+                f = "confirm" if roll < 0.75 else "cancel"
+                then = recorder.invoke(
+                    "inventory", task.name, f, sku=sku, reservation=value["reservationId"]
+                )
+                try:
+                    recorder.complete(then, *_settle(store, f, sku, value["reservationId"]))
+                except Crashed:
+                    recorder.complete(then, UNKNOWN)
+                    raise
+
+        return run
+
+    def final(self, client: Any) -> dict[str, SkuState]:
+        store = self._inventory(client, retry.Backoff(attempts=1, sleep=_never_sleeps))
+        final = {}
+        for sku, _, pools in self.skus:
+            header = {"pools": pools}
+            units = list(store.units_of(sku, header))
+            final[sku] = SkuState(
+                {unit_id(str(u["sk"])): str(u["status"]) for u in units},
+                None,  # the summary is kept by a stream consumer: no streams here
+                {
+                    unit_id(str(u["sk"])): str(u.get("holder"))
+                    for u in units
+                    if u.get("status") in (claims.HELD, claims.SOLD)
+                },
+            )
+        return final
+
+
+def _never_sleeps(seconds: float) -> None:
+    raise AssertionError("set-up and final reads run without faults and never wait")
+
+
+def _reserve(store: Inventory, sku: str, quantity: int, hold: float) -> tuple[str, Any]:
+    try:
+        return OK, store.reserve(sku, quantity, hold_seconds=hold)
+    except OutOfStock:
+        return FAIL, {"error": "OUT_OF_STOCK"}
+    except retry.RetriesExhausted:
+        return FAIL, {"error": "THROTTLED"}
+    except retry.OutcomeUnknown:
+        return UNKNOWN, None
+
+
+def _settle(store: Inventory, f: str, sku: str, reservation: str) -> tuple[str, Any]:
+    try:
+        if f == "confirm":
+            return OK, store.confirm(sku, reservation)
+        store.release(sku, reservation)
+        return OK, None
+    except (Expired, NotFound, AlreadyConfirmed) as exc:
+        return FAIL, {"error": type(exc).__name__}
+    except retry.RetriesExhausted:
+        return FAIL, {"error": "THROTTLED"}
+    except retry.OutcomeUnknown:
+        return UNKNOWN, None
