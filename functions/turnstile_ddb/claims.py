@@ -1025,17 +1025,10 @@ def reserve(
     it is no refusal: :class:`Unsettled` (retryable, ``ClaimReadsBounded``), never
     :class:`NotEnough`.
 
-    Remembered units (``options.unit_cache``) are tried first, then guessed ones
-    (``options.guess``, in the first pool of :meth:`PoolHints.order` when
-    :meth:`PoolHints.may_guess` allows it), then a read; a remembered or guessed unit taken
-    meanwhile is replaced from a fresh read (``ClaimCacheStale``, ``ClaimGuessMiss``: the latter
-    stops guesses in its pool for ``PoolHints.miss_seconds``), and a refusal still comes only
-    from a read of every pool.
-
-    ``options.clock_ms``: when given, no round starts once it reads ``until_ms`` or later: a hold
-    written then would have lapsed before it was answered (a 201 whose ``expiresAt`` is past),
-    so the answer is :class:`turnstile_ddb.retry.RetriesExhausted` instead (``ClaimHoldLapsed``).
-    Under throttles and lost rounds a request with a 0.5 s hold once took 1.75 s.
+    Before any read it tries remembered units (``options.unit_cache``), then guessed ones
+    (``options.guess``); one taken meanwhile is replaced from a fresh read (``ClaimCacheStale``,
+    ``ClaimGuessMiss``). With ``options.clock_ms``, no round starts once the hold would have
+    lapsed (:class:`turnstile_ddb.retry.RetriesExhausted`, ``ClaimHoldLapsed``).
 
     After a lost round the request waits the lost write's time plus a jittered part of it again
     (at most 1 s in all, ``ClaimBackoff``; not when only cached or guessed units were lost)

@@ -211,10 +211,10 @@ class Inventory:
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
     # The environment's setting (config.inventory_create_pace; 0: unpaced), else the table's pace.
     create_units_per_second: float | None = field(default_factory=config.inventory_create_pace)
-    # What this service has seen of the pools lately, shared by its reservations: the wiring
-    # builds one per Lambda execution environment (handlers.inventory). None: each reservation
-    # starts knowing nothing.
-    pool_hints: claims.PoolHints | None = None
+    # What this Inventory's reservations have seen of the pools lately, shared by them (the
+    # wiring builds one per Lambda execution environment, handlers.inventory, and passes it);
+    # None: each reservation starts knowing nothing.
+    pool_hints: claims.PoolHints | None = field(default_factory=claims.PoolHints)
     # Off by default: under seed 002's contention (100 users on 100 units) most remembered units
     # were taken meanwhile and reservations got slower (docs/patterns/inventory.md, issue 23).
     unit_cache: claims.UnitCache | None = None
