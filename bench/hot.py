@@ -35,7 +35,7 @@ from service import config
 from service.domain.errors import DomainError
 from service.domain.inventory import Inventory
 from service.domain.products import Products
-from turnstile_ddb import metrics, retry
+from turnstile_ddb import claims, metrics, retry
 
 DEFAULT_SCALE = 0.01  # 10 WCU/s and 30 RCU/s per key: a shared 2-core machine can offer 6x that
 OFFERED_X = 8.0
@@ -222,8 +222,10 @@ def _claims(
             client=on,
             table=names[config.INVENTORY],
             summary_table=names[config.INVENTORY_SUMMARY],
+            pool_hints=hints,  # one per environment, as the function's wiring builds it
         )
 
+    hints = claims.PoolHints()
     inventory = service(client)
     sku = f"hot-{pools}-{uuid.uuid4().hex[:8]}"
     units = int(min(offered, pools * model.wcu) * SECONDS * SELL_OUT_AT)

@@ -39,6 +39,7 @@ def claims_row(
         client=client,
         table=tables[config.INVENTORY],
         summary_table=tables[config.INVENTORY_SUMMARY],
+        pool_hints=claims.PoolHints(),  # as the function's wiring builds it
     )
     sku = f"bench-{uuid.uuid4().hex[:10]}"
     service.create(sku, units)
@@ -143,7 +144,7 @@ def write_floor(service: Inventory, units: int, *, conditional: bool = True) -> 
     items = []
     for number in range(units):
         key = unit_key(sku, number, pools)
-        items.append(claims.free_unit(service.units, key, key["sku"], claims.new_ticket()))
+        items.append(claims.new_unit(service.units, key, key["sku"], claims.new_claimable_at()))
     size = 100 if conditional else 25
     batches = [items[i : i + size] for i in range(0, len(items), size)]
 

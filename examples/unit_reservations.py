@@ -1,8 +1,9 @@
 """Unit reservations: units are items; four buyers reserve three each from a pool of ten.
 
-Free units carry a random ticket in a sparse index (pool, ticket). A reservation reads candidates
-from the index and claims them in ONE transaction, each unit conditioned on being free; units
-someone else took first are replaced from the candidates read. No unit is ever held twice.
+Free units carry a random claimable-at value in a sparse index (pool, claimableAt). A reservation
+reads candidates from the index and claims them in ONE transaction, each unit conditioned on being
+free; units someone else took first are replaced from the candidates read. No unit is ever held
+twice.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ table = create_table(ddb, "units", "sku", sort_key="sk", index=("claimable", "po
 units = claims.UnitTable(table=table, index="claimable", key_attrs=("sku", "sk"))
 for n in range(10):
     key = {"sku": "poster", "sk": f"unit#{n:03}"}
-    item = claims.free_unit(units, key, pool="poster", ticket=claims.new_ticket())
+    item = claims.new_unit(units, key, pool="poster", claimable_at=claims.new_claimable_at())
     ddb.put_item(TableName=table, Item=codec.encode_item(item))
 
 
@@ -34,8 +35,8 @@ def reserve(buyer: str) -> list[str]:
             holder=lambda lead: buyer,
             now_ms=now_ms,
             until_ms=now_ms + 60_000,
-            backoff=retry.Backoff(),
             owner=buyer,
+            options=claims.ReserveOptions(backoff=retry.Backoff()),
         )
     except claims.NotEnough:
         return []

@@ -429,7 +429,7 @@ def claim_one(client: Any, inventory: Inventory, sku: str) -> dict[str, Any]:
         holder=lambda lead: f"direct-{unit_id(lead['sk'])}",
         now_ms=now_ms,
         until_ms=now_ms + 60_000,
-        backoff=retry.Backoff(),
+        options=claims.ReserveOptions(backoff=retry.Backoff()),
     )
     return {"reservationId": taken.holder}
 

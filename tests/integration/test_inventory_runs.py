@@ -139,9 +139,7 @@ def test_rounds_running_out_is_not_a_refusal_while_units_remain(dynamodb_local, 
             holder=lambda lead: f"r-{unit_id(lead['sk'])}",
             now_ms=now_ms,
             until_ms=now_ms + 60_000,
-            backoff=retry.Backoff(),
-            rounds=3,
-            pool_hints=claims.PoolHints(),
+            options=claims.ReserveOptions(rounds=3, hints=claims.PoolHints()),
         )
     # Then the answer was "retry" (503 over HTTP), not OUT_OF_STOCK: 27 units are still free
     assert len(stolen) == 3

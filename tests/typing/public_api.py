@@ -95,12 +95,28 @@ def other_patterns(client: DynamoDBClient, backoff: retry.Backoff) -> None:
     taken = sharded.take(client, counter, 1, backoff=backoff)
     assert_type(taken, sharded.Taken)
     units = claims.UnitTable(table="u", index="i", key_attrs=("sku", "sk"))
+    hints = claims.PoolHints(max_pools=64)
+    options = claims.ReserveOptions(backoff=backoff, hints=hints, unit_cache=claims.UnitCache())
     got = claims.reserve(
         client, units, pools=["p"], quantity=1, holder=lambda k: "h", now_ms=0, until_ms=1,
-        backoff=backoff,
+        options=options,
     )  # fmt: skip
     assert_type(got, claims.Claimed)
     assert_type(got.keys, list[dict[str, Any]])
+    assert_type(hints.remembered_pools(), int)
+    assert_type(options.hints, claims.PoolHints | None)
+    # the keywords before ReserveOptions still type-check (deprecated until 0.5.0)
+    old = claims.reserve(
+        client, units, pools=["p"], quantity=1, holder=lambda k: "h", now_ms=0, until_ms=1,
+        backoff=backoff, rounds=2, pool_hints=hints,
+    )  # fmt: skip
+    assert_type(old, claims.Claimed)
+    assert_type(claims.new_claimable_at(), int)
+    assert_type(claims.new_unit(units, {"sku": "s"}, "p", 1), dict[str, Any])
+    kept = claims.release(client, units, got.keys, holder="h", backoff=backoff)
+    assert_type(kept, list[dict[str, Any]])
+    sold = claims.confirm(client, units, got.keys, holder="h", now_ms=0, backoff=backoff)
+    assert_type(sold, None)
 
 
 def helpers(exc: BaseException) -> None:

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from turnstile_ddb import claims, errors, retry
 
 UNITS = claims.UnitTable(table="t", index="claimable", key_attrs=("sku", "sk"))
+SPARSE = 16  # a pool whose complete read shows fewer claimable units is small (PoolHints)
 FAST = retry.Backoff(attempts=2, sleep=lambda _: None)
 
 
@@ -29,12 +30,12 @@ class FakeClient:
         return {}
 
 
-def test_free_tickets_sort_before_any_hold_expiry():
-    # A free unit's ticket and a held unit's expiry (epoch ms) share one sort key: the largest
-    # ticket must be older than any expiry a hold can have (any time after 2020-01-01).
+def test_free_units_sort_before_any_hold_expiry():
+    # A free unit's claimable-at value and a held unit's expiry (epoch ms) share one sort key: the
+    # largest value must be older than any expiry a hold can have (any time after 2020-01-01).
     jan_2020_ms = 1_577_836_800_000
-    assert claims.new_ticket(lambda: 0.999999999) < jan_2020_ms
-    assert claims.new_ticket(lambda: 0.0) >= 0
+    assert claims.new_claimable_at(lambda: 0.999999999) < jan_2020_ms
+    assert claims.new_claimable_at(lambda: 0.0) >= 0
 
 
 def test_a_pool_is_read_whole_only_once_seen_small_and_from_a_pivot_once_seen_large():
@@ -42,13 +43,13 @@ def test_a_pool_is_read_whole_only_once_seen_small_and_from_a_pivot_once_seen_la
     # Never seen: not known small (read from a pivot, as a large pool)
     assert not hints.is_sparse("p")
     # A complete read showing fewer than SPARSE units: small, read whole from then on
-    hints.seen("p", False, claims.SPARSE - 1)
+    hints.seen("p", False, SPARSE - 1)
     assert hints.is_sparse("p")
     # A read that stopped early says nothing of the size
     hints.seen("p", False)
     assert hints.is_sparse("p")
     # A read showing at least SPARSE units: large again
-    hints.seen("p", False, claims.SPARSE)
+    hints.seen("p", False, SPARSE)
     assert not hints.is_sparse("p")
     # Emptiness still orders the pools: the empty one comes last
     hints.seen("q", True, 0)
@@ -73,9 +74,9 @@ def test_a_pool_is_guessed_into_only_while_nothing_says_it_is_short():
     now[0] = 11.0
     assert hints.may_guess("p")
     # Seen small, or empty, by a complete read: not, until a read shows it large again
-    hints.seen("p", False, claims.SPARSE - 1)
+    hints.seen("p", False, SPARSE - 1)
     assert not hints.may_guess("p")
-    hints.seen("p", False, claims.SPARSE)
+    hints.seen("p", False, SPARSE)
     assert hints.may_guess("p")
     hints.seen("p", True, 0)
     assert not hints.may_guess("p")
@@ -113,9 +114,9 @@ def test_a_read_stops_at_its_bound_in_every_pool_and_that_is_no_refusal():
             holder=lambda lead: "r",
             now_ms=2_000_000_000_000,
             until_ms=2_000_000_060_000,
-            backoff=FAST,
-            pool_hints=claims.PoolHints(),
-            eligible=lambda key: False,
+            options=claims.ReserveOptions(
+                backoff=FAST, hints=claims.PoolHints(), eligible=lambda key: False
+            ),
         )
     # Then each pool was read PAGES_PER_POOL pages and no more, and the answer is not NotEnough
     # (the pools were not read to their end): a retryable Unsettled

@@ -211,7 +211,10 @@ class Inventory:
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
     # The environment's setting (config.inventory_create_pace; 0: unpaced), else the table's pace.
     create_units_per_second: float | None = field(default_factory=config.inventory_create_pace)
-    pool_hints: claims.PoolHints = field(default_factory=lambda: claims.hints)
+    # What this Inventory's reservations have seen of the pools lately, shared by them (the
+    # wiring builds one per Lambda execution environment, handlers.inventory, and passes it);
+    # None: each reservation starts knowing nothing.
+    pool_hints: claims.PoolHints | None = field(default_factory=claims.PoolHints)
     # Off by default: under seed 002's contention (100 users on 100 units) most remembered units
     # were taken meanwhile and reservations got slower (docs/patterns/inventory.md, issue 23).
     unit_cache: claims.UnitCache | None = None
@@ -331,7 +334,7 @@ class Inventory:
         for n in numbers:
             key = unit_key(sku, n, pools)
             items.append(
-                claims.free_unit(self.units, key, key["sku"], claims.new_ticket(self.rand))
+                claims.new_unit(self.units, key, key["sku"], claims.new_claimable_at(self.rand))
             )
         batches = [items[i : i + 100] for i in range(0, len(items), 100)]
         pace = _Pace(self.create_pace())
@@ -585,16 +588,8 @@ class Inventory:
                 holder=lambda lead: reservation_id(unit_id(lead["sk"]), until_ms, token),
                 now_ms=now_ms,
                 until_ms=until_ms,
-                backoff=self.backoff,
-                rand=self.rand,
-                rounds=config.INVENTORY_RESERVE_ROUNDS,
                 owner=owner,
-                pool_hints=self.pool_hints,
-                eligible=self._offered(header),
-                unit_cache=self.unit_cache,
-                guess=self._guess(sku, header) if self.guess and quantity == 1 else None,
-                clock_ms=self._now_ms,
-                page_size=config.INVENTORY_CREATING_PAGE_KEYS if creating else None,
+                options=self._reserve_options(sku, header, quantity, creating),
             )
         except (claims.NotEnough, claims.Unsettled) as exc:
             if creating:
@@ -611,6 +606,22 @@ class Inventory:
             "units": [unit_id(key["sk"]) for key in taken.keys],
             "expiresAt": until_ms,
         }
+
+    def _reserve_options(
+        self, sku: str, header: Mapping[str, Any], quantity: int, creating: bool
+    ) -> claims.ReserveOptions:
+        """How a reservation of ``quantity`` units of ``sku`` reads and claims."""
+        return claims.ReserveOptions(
+            backoff=self.backoff,
+            rand=self.rand,
+            rounds=config.INVENTORY_RESERVE_ROUNDS,
+            hints=self.pool_hints,
+            unit_cache=self.unit_cache,
+            clock_ms=self._now_ms,
+            eligible=self._offered(header),
+            guess=self._guess(sku, header) if self.guess and quantity == 1 else None,
+            page_size=config.INVENTORY_CREATING_PAGE_KEYS if creating else None,
+        )
 
     @staticmethod
     def _not_offered_yet(progress: Mapping[str, Any], quantity: int) -> OutOfStock:
@@ -713,7 +724,7 @@ class Inventory:
         if lead.get("status") == claims.SOLD:
             return answer
         try:
-            claims.sell(
+            claims.confirm(
                 self.client,
                 self.units,
                 keys,
@@ -740,7 +751,7 @@ class Inventory:
             authorize(lead.get(self.units.owner_attr))
         if lead.get("status") == claims.SOLD:
             raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")
-        kept = claims.free(
+        kept = claims.release(
             self.client,
             self.units,
             self._unit_keys(sku, lead),

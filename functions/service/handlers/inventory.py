@@ -12,16 +12,20 @@ from service.api.bodies import inventory as models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain.inventory import Inventory
 from service.observability import observed
+from turnstile_ddb import claims
 
 app = Resolver("inventory")
 
 
 def _inventory() -> Inventory:
+    """The function's Inventory, built once per execution environment: its pool hints (what
+    its reservations have seen of the pools lately) serve every request the environment runs."""
     tables = catalog.tables("inventory")
     return Inventory(
         client=runtime.dynamodb.get(),
         table=tables["inventory"],
         summary_table=tables["inventory_summary"],
+        pool_hints=claims.PoolHints(),
     )
 
 
