@@ -20,7 +20,7 @@ slots.create(ddb, table, hours, backoff=retry.Backoff())
 
 
 def book(person: str) -> str | None:
-    taken = slots.claim_any(ddb, table, hours, person, backoff=retry.Backoff())
+    taken = slots.book_any(ddb, table, hours, person, backoff=retry.Backoff())
     return None if taken is None else str(taken["slot"])
 
 
@@ -31,9 +31,9 @@ held = [slot for slot in booked.values() if slot is not None]
 assert sorted(held) == sorted(h["slot"] for h in hours)  # every slot once, no slot twice
 # A holder whose answer was lost resends its booking: it finds the slot already its own
 first = next(n for n, slot in booked.items() if slot == hours[0]["slot"])
-resent = slots.claim(ddb, table, hours[0], f"person-{first}", backoff=retry.Backoff())
+resent = slots.book(ddb, table, hours[0], f"person-{first}", backoff=retry.Backoff())
 try:
-    slots.claim(ddb, table, hours[0], "late-comer", backoff=retry.Backoff())
+    slots.book(ddb, table, hours[0], "late-comer", backoff=retry.Backoff())
     raise SystemExit("a held slot must be refused")
 except slots.SlotTaken:
     pass

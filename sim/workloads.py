@@ -160,8 +160,9 @@ class Purchases:
                 task.sleep(0.1)
                 continue
             if isinstance(begun, idempotency.Replay):
-                op.attempts.append((begun.status_code, begun.body))
-                return OK, begun.body
+                # the stored answer is the purchase's receipt (the sim shapes no HTTP answer)
+                op.attempts.append((201, begun.answer))
+                return OK, begun.answer
             outcome, value = _purchase(shop, product_id, quantity, "versioned", begun)
             if outcome == OK:
                 op.attempts.append((201, value))
@@ -193,7 +194,7 @@ def _purchase(
     product_id: str,
     quantity: int,
     strategy: str,
-    claim: idempotency.Claim | None,
+    claim: idempotency.InProgress | None,
 ) -> tuple[str, Any]:
     """One purchase's outcome and what the history records of it."""
     try:

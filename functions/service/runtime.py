@@ -68,7 +68,6 @@ def _build_idempotency() -> IdempotencyStore:
         backoff=config.call_backoff(),
         lock_ms=config.IDEMPOTENCY_LOCK_MS,
         keep_seconds=config.IDEMPOTENCY_KEEP_SECONDS,
-        replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
         expiry_attr=config.TTL_ATTRIBUTE,  # the TTL attribute infra.tables gives the table
     )
 

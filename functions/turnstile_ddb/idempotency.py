@@ -1,37 +1,44 @@
-"""First answer wins: records that let a client retry a POST safely (``Idempotency-Key``).
+"""First answer wins: records that let a client retry a request safely, and get the first answer.
 
 One item per key. A key made by :func:`record_id` (``<partition>#<scope>``) lets IAM confine each
 writer to the records of its own partitions (``dynamodb:LeadingKeys`` like ``<partition>#*``): one
-writer can then neither read nor overwrite another's stored answers. ``begin`` claims the key with
-a conditional put::
+writer can then neither read nor overwrite another's stored answers. ``begin`` takes the key with
+a conditional put and hands back an :class:`InProgress` record the caller owns::
 
     PutItem  ConditionExpression:
         attribute_not_exists(#id)
         OR (#status = :in_progress AND #lockedUntil < :now AND #fingerprint = :fingerprint)
         ReturnValuesOnConditionCheckFailure: ALL_OLD
 
-so exactly one request runs the operation, and an abandoned claim is taken over only by the same
-request (a different body under the key must never inherit, say, the first request's charge). A
+so exactly one request runs the operation, and an abandoned record is taken over only by the same
+request (a different request under the key must never inherit, say, the first request's charge). A
 request that finds the key taken reads the ALL_OLD image from the failure itself and either
 replays the stored answer (COMPLETED), refuses a different request under the same key (the
 fingerprint differs), or says the first request is still running.
 
-The answer is stored by an update that only the claim's owner can make::
+The answer is stored by an update that only the record's owner can make::
 
-    UpdateItem  SET #status = :completed, #code = :code, #body = :body, #headers = :headers
+    UpdateItem  SET #status = :completed, #answer = :answer
                 REMOVE #lockedUntil
                 ConditionExpression: #token = :token AND #status = :in_progress
 
-The answer is its status, body and the headers a replay must repeat (the store's
-``replayed_headers``: which ones is the caller's business, an HTTP service passes e.g. ``Location``
-and ``ETag``); a replay returns all three. The record's key attribute is ``key_attr`` (``id``).
+The answer is opaque to the store: any JSON-serialisable value, stored as JSON and given back as
+:attr:`Replay.answer`. What it means (a status, a body, which headers a replay repeats) is the
+caller's business; the library knows no protocol. A record written by turnstile-ddb 0.3 kept its
+answer in three attributes (``statusCode``, ``body``, ``headers``: :attr:`RecordNames.legacy`);
+it still replays, as the answer ``{"statusCode": ..., "body": ..., "headers": ...}`` (the
+attributes it has, JSON strings decoded), so a caller that stores answers of that shape reads both
+alike.
 
 :meth:`IdempotencyStore.complete_op` returns that update as a ``TransactWriteItems`` element, so a
 domain write and the stored answer can commit together: then a crash after the commit replays the
-answer, a crash before it leaves a claim that expires (``lockedUntil``) and is taken over, and a
+answer, a crash before it leaves a record that expires (``lockedUntil``) and is taken over, and a
 late first attempt can no longer commit because its token is no longer the record's. That makes the
-operation exactly-once. Operations that complete outside a transaction are at-most-once per claim:
+operation exactly-once. Operations that complete outside a transaction are at-most-once per record:
 if the process dies between the write and ``complete``, a retry after ``lockedUntil`` runs again.
+Code deep inside the operation that commits the answer often has only its own result (a receipt),
+not the caller's answer: :attr:`InProgress.answer_for`, set by whoever shapes answers, turns one
+into the other (:meth:`InProgress.answer_of`).
 
 ``release`` gives a key back when the request changed nothing (a refusal, a throttle), so that
 only answers with an effect are stored and a rejected request leaves nothing behind::
@@ -39,14 +46,16 @@ only answers with an effect are stored and a rejected request leaves nothing beh
     DeleteItem  ConditionExpression: #token = :token AND #status = :in_progress
 
 It is retried like any idempotent call (a resend finds the item gone or not its own: same end
-state); if it still fails, the claim simply lapses at ``lockedUntil``.
+state); if it still fails, the record simply lapses at ``lockedUntil``.
 
 ``expiresAt`` (epoch seconds; the store's ``expiry_attr``) is the TTL attribute: it only cleans
 up; the conditions decide. The table's key and TTL attributes are the store's ``key_attr`` and
-``expiry_attr``, so a table made by ``turnstile_ddb.cdk.IdempotencyTable`` with other names works
-too::
+``expiry_attr``, and the record's own attributes are its ``names`` (:class:`RecordNames`, today's
+names by default), so a table made by ``turnstile_ddb.cdk.IdempotencyTable`` with other names
+works too::
 
-    store = IdempotencyStore(client, "answers", key_attr="pk", expiry_attr="ttl")
+    store = IdempotencyStore(client, "answers", key_attr="pk", expiry_attr="ttl",
+                             names=RecordNames(answer="result"))
 """
 
 from __future__ import annotations
@@ -55,13 +64,13 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, metrics, retry
+from turnstile_ddb import _contract, codec, deprecation, errors, metrics, retry
 from turnstile_ddb.record_keys import record_id as record_id  # re-exported (deploy-safe)
 
 if TYPE_CHECKING:
@@ -70,9 +79,10 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPLETED",
     "IN_PROGRESS",
-    "Claim",
     "IdempotencyStore",
+    "InProgress",
     "KeyReused",
+    "RecordNames",
     "Replay",
     "StillRunning",
     "fingerprint",
@@ -83,16 +93,20 @@ PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, Ide
 IN_PROGRESS = "IN_PROGRESS"
 COMPLETED = "COMPLETED"
 
-_NAMES = {
-    "#id": "id",
-    "#status": "status",
-    "#lockedUntil": "lockedUntil",
-    "#token": "token",
-    "#code": "statusCode",
-    "#body": "body",
-    "#fingerprint": "fingerprint",
-    "#headers": "headers",
-}
+
+@dataclass(frozen=True)
+class RecordNames:
+    """The attribute names of an idempotency record (besides the table's key and TTL attributes,
+    which are the store's ``key_attr`` and ``expiry_attr``). ``legacy``: the attributes a record
+    written by turnstile-ddb 0.3 kept its answer in, read (never written) when ``answer`` is
+    missing."""
+
+    status: str = "status"
+    locked_until: str = "lockedUntil"
+    token: str = "token"
+    fingerprint: str = "fingerprint"
+    answer: str = "answer"
+    legacy: tuple[str, ...] = ("statusCode", "body", "headers")
 
 
 class KeyReused(errors.Refused):
@@ -103,31 +117,42 @@ class StillRunning(errors.Retryable):
     """The first request with this key has not finished yet."""
 
     def __init__(self, retry_after_ms: int) -> None:
-        super().__init__("a request with this Idempotency-Key is still in progress")
+        super().__init__("the first request with this idempotency key is still in progress")
         self.retry_after_ms = retry_after_ms
 
 
 @dataclass
-class Claim:
-    """This request owns the key until ``locked_until`` (epoch ms) or until it completes."""
+class InProgress:
+    """This request owns the key until ``locked_until`` (epoch ms) or until it completes.
+
+    ``answer_for`` turns the operation's own result into the answer to store, for code that
+    commits the answer inside the operation (:meth:`IdempotencyStore.complete_op`) but knows only
+    its result; set by whoever shapes answers (None: the result is the answer)."""
 
     key: str
     token: str
     locked_until: int
     completed: bool = False
     fingerprint: str = ""
-    # How an answer committed inside a domain transaction (complete_op) gets its replayed
-    # headers: set by whoever builds the HTTP answer from the body (None: no headers).
-    headers_for: Callable[[Any], Mapping[str, str]] | None = None
+    answer_for: Callable[[Any], Any] | None = None
+
+    def answer_of(self, result: Any) -> Any:
+        """The answer to store for ``result`` (``answer_for(result)``, or ``result`` itself)."""
+        return result if self.answer_for is None else self.answer_for(result)
 
 
 @dataclass(frozen=True)
 class Replay:
-    """The stored first answer."""
+    """The stored first answer, as it was given to ``complete`` (or, for a record written by
+    turnstile-ddb 0.3, the mapping of its legacy attributes: module docstring)."""
 
-    status_code: int
-    body: Any
-    headers: Mapping[str, str] = field(default_factory=dict)
+    answer: Any
+
+
+__getattr__ = deprecation.renamed(
+    __name__,
+    {"Claim": ("0.4.0", "0.5.0", "turnstile_ddb.idempotency.InProgress", lambda: InProgress)},
+)
 
 
 def fingerprint(*parts: Any) -> str:
@@ -136,8 +161,15 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
 @dataclass
 class IdempotencyStore:
+    """The records of one table: ``begin`` a key, then ``complete`` it with the answer or
+    ``release`` it (module docstring)."""
+
     client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
@@ -146,26 +178,39 @@ class IdempotencyStore:
     clock: Callable[[], float] = time.time
     key_attr: str = "id"  # the table's partition key
     expiry_attr: str = "expiresAt"  # the table's TTL attribute (epoch seconds)
-    replayed_headers: tuple[str, ...] = ()  # headers stored with an answer and replayed with it
+    names: RecordNames = field(default_factory=RecordNames)  # the record's own attributes
 
     def _names(self, *placeholders: str) -> dict[str, str]:
-        return {k: self.key_attr if k == "#id" else _NAMES[k] for k in placeholders}
+        n = self.names
+        every = {
+            "#id": self.key_attr,
+            "#status": n.status,
+            "#lockedUntil": n.locked_until,
+            "#token": n.token,
+            "#fingerprint": n.fingerprint,
+            "#answer": n.answer,
+        }
+        return {k: every[k] for k in placeholders}
 
     @_contract.write
-    def begin(self, key: str, request_fingerprint: str) -> Claim | Replay:
+    def begin(self, key: str, request_fingerprint: str) -> InProgress | Replay:
+        """Take ``key`` for this request (:class:`InProgress`), or the first answer under it
+        (:class:`Replay`). Raises :class:`KeyReused` (another request took the key) and
+        :class:`StillRunning` (the first request has not answered yet)."""
         now_ms = int(self.clock() * 1000)
-        claim = Claim(
+        begun = InProgress(
             key=key,
             token=uuid.uuid4().hex,
             locked_until=now_ms + self.lock_ms,
             fingerprint=request_fingerprint,
         )
+        n = self.names
         item = {
             self.key_attr: key,
-            "status": IN_PROGRESS,
-            "fingerprint": request_fingerprint,
-            "token": claim.token,
-            "lockedUntil": claim.locked_until,
+            n.status: IN_PROGRESS,
+            n.fingerprint: request_fingerprint,
+            n.token: begun.token,
+            n.locked_until: begun.locked_until,
             self.expiry_attr: int(self.clock()) + self.keep_seconds,
         }
         try:
@@ -193,68 +238,59 @@ class IdempotencyStore:
             if not retry.condition_failed(exc):
                 raise
             return self._existing(codec.old_item(exc) or {}, request_fingerprint, now_ms)
-        return claim
+        return begun
 
     def _existing(self, old: dict[str, Any], request_fingerprint: str, now_ms: int) -> Replay:
-        if old.get("fingerprint") != request_fingerprint:
+        n = self.names
+        if old.get(n.fingerprint) != request_fingerprint:
             metrics.count("IdempotencyKeyReused", pattern=PATTERN)
             raise KeyReused(old.get(self.key_attr))
-        if old.get("status") == COMPLETED:
+        if old.get(n.status) == COMPLETED:
             metrics.count("IdempotentReplay", pattern=PATTERN)
-            return Replay(
-                status_code=int(old["statusCode"]),
-                body=json.loads(old["body"]),
-                headers=json.loads(old.get("headers") or "{}"),
-            )
+            return Replay(answer=self._answer(old))
         metrics.count("IdempotencyInProgress", pattern=PATTERN)
-        raise StillRunning(max(0, int(old.get("lockedUntil", now_ms)) - now_ms))
+        raise StillRunning(max(0, int(old.get(n.locked_until, now_ms)) - now_ms))
 
-    def complete_op(
-        self,
-        claim: Claim,
-        status_code: int,
-        body: Any,
-        headers: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
-        """The guarded "store the answer" update, as one ``TransactWriteItems`` element."""
-        if headers is None:
-            headers = claim.headers_for(body) if claim.headers_for else {}
-        kept = {name: headers[name] for name in self.replayed_headers if name in headers}
+    def _answer(self, record: dict[str, Any]) -> Any:
+        """The stored answer; a 0.3 record's is the mapping of its legacy attributes."""
+        if self.names.answer in record:
+            return json.loads(record[self.names.answer])
+        return {
+            name: json.loads(record[name]) if isinstance(record[name], str) else record[name]
+            for name in self.names.legacy
+            if name in record
+        }
+
+    def complete_op(self, in_progress: InProgress, answer: Any) -> dict[str, Any]:
+        """The guarded "store the answer" update, as one ``TransactWriteItems`` element
+        (``answer``: any JSON-serialisable value; :meth:`InProgress.answer_of` makes it from a
+        result)."""
         return {
             "Update": {
                 "TableName": self.table,
-                "Key": codec.encode_item({self.key_attr: claim.key}),
+                "Key": codec.encode_item({self.key_attr: in_progress.key}),
                 "UpdateExpression": (
-                    "SET #status = :completed, #code = :code, #body = :body, "
-                    "#headers = :headers REMOVE #lockedUntil"
+                    "SET #status = :completed, #answer = :answer REMOVE #lockedUntil"
                 ),
                 "ConditionExpression": "#token = :token AND #status = :in_progress",
                 "ExpressionAttributeNames": self._names(
-                    "#status", "#code", "#body", "#headers", "#lockedUntil", "#token"
+                    "#status", "#answer", "#lockedUntil", "#token"
                 ),
                 "ExpressionAttributeValues": codec.values(
                     completed=COMPLETED,
-                    code=status_code,
-                    body=json.dumps(body, separators=(",", ":")),
-                    headers=json.dumps(kept, separators=(",", ":")),
-                    token=claim.token,
+                    answer=_json(answer),
+                    token=in_progress.token,
                     in_progress=IN_PROGRESS,
                 ),
             }
         }
 
     @_contract.write
-    def complete(
-        self,
-        claim: Claim,
-        status_code: int,
-        body: Any,
-        headers: Mapping[str, str] | None = None,
-    ) -> bool:
-        """Store the answer outside a transaction; False if the claim was lost meanwhile."""
-        if claim.completed:
+    def complete(self, in_progress: InProgress, answer: Any) -> bool:
+        """Store the answer outside a transaction; False if the record was taken over meanwhile."""
+        if in_progress.completed:
             return True
-        update = self.complete_op(claim, status_code, body, headers)["Update"]
+        update = self.complete_op(in_progress, answer)["Update"]
         try:
             retry.call(
                 lambda: self.client.update_item(**update),
@@ -266,24 +302,24 @@ class IdempotencyStore:
             if retry.condition_failed(exc):
                 return False
             raise
-        claim.completed = True
+        in_progress.completed = True
         return True
 
     @_contract.write
-    def release(self, claim: Claim) -> None:
+    def release(self, in_progress: InProgress) -> None:
         """Give the key back (the request changed nothing; a retry must run it again).
 
         Raises :class:`turnstile_ddb.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
-        stays away: the caller still has its answer, and the claim lapses at ``lockedUntil``."""
+        stays away: the caller still has its answer, and the record lapses at ``lockedUntil``."""
         try:
             retry.call(
                 lambda: self.client.delete_item(
                     TableName=self.table,
-                    Key=codec.encode_item({self.key_attr: claim.key}),
+                    Key=codec.encode_item({self.key_attr: in_progress.key}),
                     ConditionExpression="#token = :token AND #status = :in_progress",
                     ExpressionAttributeNames=self._names("#token", "#status"),
                     ExpressionAttributeValues=codec.values(
-                        token=claim.token, in_progress=IN_PROGRESS
+                        token=in_progress.token, in_progress=IN_PROGRESS
                     ),
                 ),
                 backoff=self.backoff,
@@ -293,5 +329,5 @@ class IdempotencyStore:
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
-            return  # no longer this claim's (taken over): nothing of ours to give back
+            return  # no longer this request's (taken over): nothing of ours to give back
         metrics.count("ClaimReleased", pattern=PATTERN)

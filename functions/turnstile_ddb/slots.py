@@ -1,4 +1,4 @@
-"""Pre-created slot rows (seed 001, materializing the lock by creating the rows in advance).
+"""Pre-created slot rows, booked by conditional update (the lock materialized in advance).
 
 When every place that can be taken is known beforehand (a room's hourly slots, numbered seats,
 delivery windows), create one item per place up front. Taking a place is then a conditional update
@@ -8,29 +8,31 @@ Creating the slots (one ``PutItem`` each, safe to repeat)::
 
     PutItem  ConditionExpression: attribute_not_exists(#pk)
 
-Claiming one::
+Booking one::
 
     UpdateItem  SET #holder = :holder, #version = #version + :one
                 ConditionExpression: attribute_exists(#pk)
                                      AND (attribute_not_exists(#holder) OR #holder = :holder)
                 ReturnValuesOnConditionCheckFailure: ALL_OLD
 
-The ``#holder = :holder`` arm makes a claim idempotent for its holder: a claim whose answer was lost
-(timeout) can be resent, and finds the slot already its own instead of "taken". That is what lets
-it be retried as an idempotent call; a holder must therefore be unique per claimant (a request id,
-not a user name shared by two browser tabs that should not both win). Releasing::
+The ``#holder = :holder`` arm makes a booking idempotent for its holder: a booking whose answer was
+lost (timeout) can be resent, and finds the slot already its own instead of "taken". That is what
+lets it be retried as an idempotent call; a holder must therefore be unique per booker (a request
+id, not a user name shared by two browser tabs that should not both win). Releasing::
 
     UpdateItem  REMOVE #holder SET #version = #version + :one
                 ConditionExpression: #holder = :holder
                 ReturnValuesOnConditionCheckFailure: ALL_OLD
 
-:func:`claim_any` walks a list of candidate slots and claims the first free one, reading the ALL_OLD
+:func:`book_any` walks a list of candidate slots and books the first free one, reading the ALL_OLD
 image of each refusal instead of reading ahead (which would only be a guess by the time it wrote).
+("Claim" is the word of :mod:`turnstile_ddb.claims`, a reservation's hold on a unit; ``claim`` and
+``claim_any`` here are deprecated names of ``book`` and ``book_any``.)
 
 The holder and version attributes are ``holder`` and ``version`` unless a call names others
 (``holder_attr=``, ``version_attr=``; the same names in every call on one table)::
 
-    slots.claim(client, "rooms", {"roomId": "r1", "hour": "09:00"}, "req-7",
+    slots.book(client, "rooms", {"roomId": "r1", "hour": "09:00"}, "req-7",
                 backoff=retry.Backoff(), holder_attr="bookedBy")
 """
 
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, metrics, retry
+from turnstile_ddb import _contract, codec, deprecation, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,13 +54,13 @@ __all__ = [
     "NoSuchSlot",
     "NotHolder",
     "SlotTaken",
-    "claim",
-    "claim_any",
+    "book",
+    "book_any",
     "create",
     "release",
 ]
 
-PATTERN = "slots"  # metrics: SlotTaken, a claim lost to another holder
+PATTERN = "slots"  # metrics: SlotTaken, a booking lost to another holder
 
 HOLDER = "holder"  # the default holder attribute
 VERSION = "version"  # the default version attribute
@@ -121,7 +123,7 @@ def create(
 
 
 @_contract.write
-def claim(
+def book(
     client: DynamoDBClient,
     table: str,
     key: Mapping[str, Any],
@@ -131,7 +133,8 @@ def claim(
     holder_attr: str = HOLDER,
     version_attr: str = VERSION,
 ) -> dict[str, Any]:
-    """Take the slot at ``key`` for ``holder``; returns the slot item after the claim."""
+    """Take the slot at ``key`` for ``holder``; returns the slot item after the booking.
+    Raises :class:`SlotTaken` (another holder has it) and :class:`NoSuchSlot`."""
     partition = next(iter(key))
     try:
         response = retry.call(
@@ -167,7 +170,7 @@ def claim(
 
 
 @_contract.write
-def claim_any(
+def book_any(
     client: DynamoDBClient,
     table: str,
     keys: Iterable[Mapping[str, Any]],
@@ -177,10 +180,10 @@ def claim_any(
     holder_attr: str = HOLDER,
     version_attr: str = VERSION,
 ) -> dict[str, Any] | None:
-    """Claim the first free slot among ``keys`` (in order); None when every one is taken."""
+    """Book the first free slot among ``keys`` (in order); None when every one is taken."""
     for key in keys:
         try:
-            return claim(
+            return book(
                 client,
                 table,
                 key,
@@ -227,3 +230,12 @@ def release(
         if not retry.condition_failed(exc):
             raise
         raise NotHolder(codec.old_item(exc)) from exc
+
+
+__getattr__ = deprecation.renamed(
+    __name__,
+    {
+        "claim": ("0.4.0", "0.5.0", "turnstile_ddb.slots.book", lambda: book),
+        "claim_any": ("0.4.0", "0.5.0", "turnstile_ddb.slots.book_any", lambda: book_any),
+    },
+)

@@ -279,9 +279,11 @@ def update_versioned(
     """Read, decide, write with a version check; retry lost races from the ALL_OLD image.
 
     ``backoff`` governs throttling retries of each call; ``conflicts`` governs how many lost races
-    are retried and how long to wait between them. Raises whatever ``decide`` raises,
-    :class:`VersionConflict` when ``conflicts`` is spent (attempts or time budget), and
-    :class:`turnstile_ddb.retry.OutcomeUnknown` when a plain write timed out (see ``retry``).
+    are retried and how long to wait between them. ``also`` gives the items to write in the same
+    transaction (``token``: its ClientRequestToken, for the first attempt). Raises whatever
+    ``decide`` raises, :class:`VersionConflict` when ``conflicts`` is spent (attempts or time
+    budget), and :class:`turnstile_ddb.retry.OutcomeUnknown` when a plain write timed out (see
+    ``retry``).
     """
     started = conflicts.clock()
     item = read(client, table, key, backoff)
@@ -290,55 +292,72 @@ def update_versioned(
         attempt += 1
         changes = decide(item)
         expected = None if item is None else int(item[version_attr])
-        parts = _update_parts(changes, version_attr, expected)
-        try:
-            if also is None:
-                request = {
-                    "TableName": table,
-                    "Key": codec.encode_item(key),
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    **parts,
-                }
-                retry.call(
-                    lambda request=request: client.update_item(**request),  # type: ignore[misc]
-                    backoff=backoff,
-                    idempotent=False,
-                    pattern=PATTERN,
-                )
-            else:
-                guarded = {
-                    "Update": {
-                        "TableName": table,
-                        "Key": codec.encode_item(key),
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        **parts,
-                    }
-                }
-                transact.transact_write(
-                    client,
-                    [guarded, *also(item, changes)],
-                    backoff=backoff,
-                    token=token,
-                    pattern=PATTERN,
-                )
-        except ClientError as exc:
-            if not retry.condition_failed(exc):
-                raise
-            item = codec.old_item(exc)
-        except transact.Cancelled as exc:
-            if not exc.failed_at(0):
-                raise
-            item = exc.reasons[0].item
-            token = None  # a different transaction now: a reused token would be refused
-        else:
+        update = _guarded(table, key, _update_parts(changes, version_attr, expected))
+        extra = None if also is None else also(item, changes)
+        landed, current = _write(client, update, extra, backoff, token)
+        if landed:
             metrics.count("VersionedWrite", pattern=PATTERN)
             written = {**(item or {}), **key, **changes, version_attr: (expected or 0) + 1}
             return Written(item=written, attempts=attempt)
-        metrics.count("VersionConflict", pattern=PATTERN)
-        if conflicts.spent(attempt, started):
-            metrics.count("ConflictGiveUp", pattern=PATTERN)
-            raise VersionConflict(attempt, item)
-        conflicts.pause(attempt)
+        item = current
+        token = None  # a different transaction now: a reused token would be refused
+        _lost_race(conflicts, attempt, started, item)
+
+
+def _guarded(table: str, key: Mapping[str, Any], parts: Mapping[str, Any]) -> dict[str, Any]:
+    """The version-guarded ``UpdateItem`` request (also the ``Update`` of a transaction)."""
+    return {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        **parts,
+    }
+
+
+def _write(
+    client: DynamoDBClient,
+    update: dict[str, Any],
+    extra: Sequence[dict[str, Any]] | None,
+    backoff: retry.Backoff,
+    token: str | None,
+) -> tuple[bool, Item | None]:
+    """One attempt: the update alone (never resent after a timeout), or with ``extra`` in one
+    transaction. ``(True, None)`` when it landed; ``(False, current)`` when the version
+    check refused it, ``current`` being the item that beat it (ALL_OLD). Any other failure
+    raises."""
+    try:
+        if extra is None:
+            retry.call(
+                lambda: client.update_item(**update),
+                backoff=backoff,
+                idempotent=False,
+                pattern=PATTERN,
+            )
+        else:
+            transact.transact_write(
+                client, [{"Update": update}, *extra], backoff=backoff, token=token, pattern=PATTERN
+            )
+    except ClientError as exc:
+        if not retry.condition_failed(exc):
+            raise
+        return False, codec.old_item(exc)
+    except transact.Cancelled as exc:
+        if not exc.failed_at(0):
+            raise
+        return False, exc.reasons[0].item
+    return True, None
+
+
+def _lost_race(
+    conflicts: retry.Backoff, attempt: int, started: float, current: Item | None
+) -> None:
+    """Count a lost race; give up (:class:`VersionConflict`) when ``conflicts`` is spent, else
+    wait before the next attempt."""
+    metrics.count("VersionConflict", pattern=PATTERN)
+    if conflicts.spent(attempt, started):
+        metrics.count("ConflictGiveUp", pattern=PATTERN)
+        raise VersionConflict(attempt, current)
+    conflicts.pause(attempt)
 
 
 def _and(parts: dict[str, Any], guard: str, condition: Condition | None) -> dict[str, Any]:

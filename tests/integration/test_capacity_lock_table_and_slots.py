@@ -143,7 +143,7 @@ def test_each_pre_created_slot_is_claimed_by_exactly_one_holder(ddb, unique):
     def claim(index: int) -> None:
         order = keys[:]
         random.Random(index).shuffle(order)
-        won = slots.claim_any(ddb, table, order, f"holder-{index}", backoff=BACKOFF)
+        won = slots.book_any(ddb, table, order, f"holder-{index}", backoff=BACKOFF)
         with lock:
             claims.append((f"holder-{index}", None if won is None else won["hour"]))
 
@@ -164,14 +164,14 @@ def test_each_pre_created_slot_is_claimed_by_exactly_one_holder(ddb, unique):
     # And a holder resending its claim (a lost answer) still owns the slot; anyone else is refused
     holder, hour = next(iter(won.items()))
     key = {"roomId": "room-1", "hour": hour}
-    assert slots.claim(ddb, table, key, holder, backoff=BACKOFF)["holder"] == holder
+    assert slots.book(ddb, table, key, holder, backoff=BACKOFF)["holder"] == holder
     with pytest.raises(slots.SlotTaken) as taken:
-        slots.claim(ddb, table, key, "intruder", backoff=BACKOFF)
+        slots.book(ddb, table, key, "intruder", backoff=BACKOFF)
     assert taken.value.slot["holder"] == holder
     with pytest.raises(slots.NotHolder):
         slots.release(ddb, table, key, "intruder", backoff=BACKOFF)
     with pytest.raises(slots.NoSuchSlot):
-        slots.claim(ddb, table, {"roomId": "room-1", "hour": "23:00"}, holder, backoff=BACKOFF)
+        slots.book(ddb, table, {"roomId": "room-1", "hour": "23:00"}, holder, backoff=BACKOFF)
     # And once released the slot can be claimed by someone else
     slots.release(ddb, table, key, holder, backoff=BACKOFF)
-    assert slots.claim(ddb, table, key, "latecomer", backoff=BACKOFF)["holder"] == "latecomer"
+    assert slots.book(ddb, table, key, "latecomer", backoff=BACKOFF)["holder"] == "latecomer"

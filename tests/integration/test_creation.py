@@ -62,3 +62,40 @@ def test_the_transaction_element_refuses_an_existing_key_and_writes_nothing(ddb,
     # Then the existing one is the reason, and neither write happened
     assert cancelled.value.failed_at(1) and not cancelled.value.failed_at(0)
     assert "Item" not in ddb.get_item(TableName=table, Key={"productId": {"S": other}})
+
+
+def test_concurrent_creates_with_tokens_make_one_winner_whose_resend_alone_is_created(
+    ddb, tables, unique
+):
+    # Given twenty requests creating the same key at once, each with its own token, each sending
+    # its create twice (the second as if the first reply had been lost)
+    table = tables[config.PRODUCTS]
+
+    def create(n: int) -> tuple[str, str]:
+        answers = []
+        for _ in range(2):
+            try:
+                created = creation.create_if_absent(
+                    ddb,
+                    table=table,
+                    item={"productId": unique, "name": f"writer-{n}"},
+                    key_attr="productId",
+                    backoff=retry.Backoff(),
+                    token=f"request-{n}",
+                )
+            except creation.AlreadyExists:
+                answers.append("exists")
+            else:
+                answers.append("resent" if created.resent else "created")
+        return answers[0], answers[1]
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        outcomes = list(pool.map(create, range(20)))
+    # Then exactly one request created the item, its resend found it its own, and every other
+    # request (first send and resend alike) was told it exists
+    assert outcomes.count(("created", "resent")) == 1
+    assert outcomes.count(("exists", "exists")) == 19
+    stored = ddb.get_item(TableName=table, Key={"productId": {"S": unique}}, ConsistentRead=True)
+    winner = outcomes.index(("created", "resent"))
+    assert stored["Item"]["name"] == {"S": f"writer-{winner}"}
+    assert stored["Item"][creation.TOKEN] == {"S": f"request-{winner}"}

@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from service import config, runtime
+from service import runtime
 from service.domain import locks
 from service.domain.payments import FakeProvider
 from service.domain.products import Products
@@ -127,7 +127,6 @@ def test_a_late_first_attempt_does_not_refund_the_charge_its_retry_committed(
             client=ddb,
             table=tables["idempotency"],
             clock=clock,
-            replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
         )
     )
     stalled, resume = threading.Event(), threading.Event()

@@ -80,7 +80,6 @@ def test_a_retry_never_credits_a_charge_its_first_attempt_refunded(
         backoff=config.call_backoff(),
         lock_ms=300,
         keep_seconds=60,
-        replayed_headers=config.IDEMPOTENCY_REPLAYED_HEADERS,
         clock=lambda: now[0],
     )
     runtime.idempotency.set(store)

@@ -71,22 +71,30 @@ def lease_api(client: DynamoDBClient, waits: retry.Backoff) -> None:
 
 
 def other_patterns(client: DynamoDBClient, backoff: retry.Backoff) -> None:
-    assert_type(
-        creation.create_if_absent(
-            client, table="t", item={"id": "1"}, key_attr="id", backoff=backoff
-        ),
-        None,
+    created = creation.create_if_absent(
+        client, table="t", item={"id": "1"}, key_attr="id", backoff=backoff, token="request-1"
     )
-    store = idempotency.IdempotencyStore(client=client, table="idem")
-    assert_type(store.begin("k", "f"), idempotency.Claim | idempotency.Replay)
+    assert_type(created, creation.Created)
+    assert_type(created.resent, bool)
+    assert_type(created.item, dict[str, Any])
+    store = idempotency.IdempotencyStore(
+        client=client, table="idem", names=idempotency.RecordNames(answer="result")
+    )
+    begun = store.begin("k", "f")
+    assert_type(begun, idempotency.InProgress | idempotency.Replay)
+    if isinstance(begun, idempotency.Replay):
+        assert_type(begun.answer, Any)
+    else:
+        assert_type(store.complete(begun, {"any": "json"}), bool)
+        assert_type(store.complete_op(begun, begun.answer_of([1])), dict[str, Any])
     assert_type(transact.transact_write(client, [], backoff=backoff), None)
     assert_type(transact.new_token(), str)
     row = capacity.CapacityRow(table="t", key={"id": "e"})
     member = capacity.Member(table="t", key={"id": "e", "u": "1"}, item={"id": "e", "u": "1"})
     assert_type(capacity.join(client, row, member, backoff=backoff), None)
-    assert_type(slots.claim(client, "t", {"id": "1"}, "me", backoff=backoff), dict[str, Any])
+    assert_type(slots.book(client, "t", {"id": "1"}, "me", backoff=backoff), dict[str, Any])
     assert_type(
-        slots.claim_any(client, "t", [{"id": "1"}], "me", backoff=backoff), dict[str, Any] | None
+        slots.book_any(client, "t", [{"id": "1"}], "me", backoff=backoff), dict[str, Any] | None
     )
     counter = sharded.ShardedCounter(
         table="t", key_attr="id", base="p", shards=4, count_attr="stock"

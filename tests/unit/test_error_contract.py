@@ -132,8 +132,10 @@ def store(client: Any) -> idempotency.IdempotencyStore:
     return idempotency.IdempotencyStore(client=client, table="idem", backoff=quick())
 
 
-def claim() -> idempotency.Claim:
-    return idempotency.Claim(key="k1", token="t1", locked_until=1_767_225_660_000, fingerprint="f1")
+def in_progress() -> idempotency.InProgress:
+    return idempotency.InProgress(
+        key="k1", token="t1", locked_until=1_767_225_660_000, fingerprint="f1"
+    )
 
 
 # name -> (reads only?, the call)
@@ -146,16 +148,18 @@ CALLS: dict[str, tuple[bool, Callable[[Any, FakeTime], object]]] = {
     "versioned.increment": (False, lambda c, t: versioned.increment(c, table="t", key={"id": "1"}, attr="stock", amount=1, backoff=quick())),
     "versioned.bump": (False, lambda c, t: versioned.bump(c, table="t", key={"id": "1"}, changes={"a": 1}, backoff=quick())),
     "creation.create_if_absent": (False, lambda c, t: creation.create_if_absent(c, table="t", item={"id": "1"}, key_attr="id", backoff=quick())),
+    "creation.create_if_absent(token)": (False, lambda c, t: creation.create_if_absent(c, table="t", item={"id": "1"}, key_attr="id", backoff=quick(), token="r1")),
     "transact.transact_write": (False, lambda c, t: transact.transact_write(c, [ITEM], backoff=quick())),
     "capacity.join": (False, lambda c, t: capacity.join(c, ROW, MEMBER, backoff=quick())),
     "capacity.leave": (False, lambda c, t: capacity.leave(c, ROW, MEMBER, backoff=quick())),
     "slots.create": (False, lambda c, t: slots.create(c, "slots", [{"id": "1"}], backoff=quick())),
-    "slots.claim": (False, lambda c, t: slots.claim(c, "slots", {"id": "1"}, "h1", backoff=quick())),
-    "slots.claim_any": (False, lambda c, t: slots.claim_any(c, "slots", [{"id": "1"}], "h1", backoff=quick())),
+    "slots.book": (False, lambda c, t: slots.book(c, "slots", {"id": "1"}, "h1", backoff=quick())),
+    "slots.book_any": (False, lambda c, t: slots.book_any(c, "slots", [{"id": "1"}], "h1", backoff=quick())),
     "slots.release": (False, lambda c, t: slots.release(c, "slots", {"id": "1"}, "h1", backoff=quick())),
     "idempotency.IdempotencyStore.begin": (False, lambda c, t: store(c).begin("k1", "f1")),
-    "idempotency.IdempotencyStore.complete": (False, lambda c, t: store(c).complete(claim(), 200, {"ok": True})),
-    "idempotency.IdempotencyStore.release": (False, lambda c, t: store(c).release(claim())),
+    "idempotency.IdempotencyStore.complete": (False, lambda c, t: store(c).complete(in_progress(), {"ok": True})),
+    "idempotency.IdempotencyStore.release": (False, lambda c, t: store(c).release(in_progress())),
+    "idempotency.IdempotencyStore(names)": (False, lambda c, t: idempotency.IdempotencyStore(client=c, table="idem", backoff=quick(), names=idempotency.RecordNames(answer="a")).begin("k1", "f1")),
     "lease.Leases.acquire": (False, lambda c, t: leases(c, t).acquire("r1", "o1", 1000)),
     "lease.Leases.take": (False, lambda c, t: leases(c, t).take("r1", "o1", 2, 1, "attribute_not_exists(#owner)")),
     "lease.Leases.acquire_wait": (False, lambda c, t: leases(c, t).acquire_wait("r1", "o1", 1000, wait_ms=200, waits=quick())),
@@ -191,6 +195,8 @@ CONDITION_ANSWERS: dict[str, type[BaseException] | None] = {
     "claims.release": errors.AwsRefused,
     "claims.reserve": errors.AwsRefused,
     "creation.create_if_absent": creation.AlreadyExists,
+    "creation.create_if_absent(token)": creation.AlreadyExists,
+    "idempotency.IdempotencyStore(names)": idempotency.KeyReused,
     "idempotency.IdempotencyStore.begin": idempotency.KeyReused,
     "idempotency.IdempotencyStore.complete": None,
     "idempotency.IdempotencyStore.release": None,
@@ -211,8 +217,8 @@ CONDITION_ANSWERS: dict[str, type[BaseException] | None] = {
     "sharded.read_with": errors.AwsRefused,
     "sharded.set_total": errors.AwsRefused,
     "sharded.take": sharded.Missing,
-    "slots.claim": slots.NoSuchSlot,
-    "slots.claim_any": slots.NoSuchSlot,
+    "slots.book": slots.NoSuchSlot,
+    "slots.book_any": slots.NoSuchSlot,
     "slots.create": None,
     "slots.release": slots.NotHolder,
     "transact.transact_write": errors.AwsRefused,

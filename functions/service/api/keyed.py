@@ -7,8 +7,11 @@ validation refuses a malformed key first, with the same 400 (``service.api.resol
 
 The store and its guarantees are ``turnstile_ddb.idempotency``; this module is only the HTTP
 side: the key's syntax, its scope (method, path, key) inside its function's partition of the
-store, the fingerprint of the request, the claim handed to the route (``app.context["claim"]``,
-for routes that commit their answer in their own transaction), and which answers are stored.
+store, the fingerprint of the request, the in-progress record handed to the route
+(``app.context["claim"]``, for routes that commit their answer in their own transaction), which
+answers are stored, and what an HTTP answer is to the store: the opaque answer it keeps is
+``{"statusCode", "body", "headers"}`` (:func:`stored`, only the headers a replay repeats), which
+is also the shape records written by turnstile-ddb 0.3 replay as, so both replay alike.
 
 Powertools' own idempotency utility is not used: it cannot commit the stored answer inside the
 route's own DynamoDB transaction (exactly-once purchases and top-ups need that), and it would make
@@ -26,7 +29,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayRestResolver
 
-from service import policy
+from service import config, policy
 from service.api.errors import HttpError
 from service.api.routes import Route, partition_of
 from turnstile_ddb import errors, idempotency, metrics, retry
@@ -130,31 +133,53 @@ def middleware(
     return keyed
 
 
-def claim_of(app: APIGatewayRestResolver) -> idempotency.Claim | None:
-    """The claim of this request's key, if it came with one."""
-    found: Any = app.context.get(CLAIM)
+def claim_of(
+    app: APIGatewayRestResolver, answer: Callable[[Any], Response] | None = None
+) -> idempotency.InProgress | None:
+    """The in-progress record of this request's key, if it came with one. ``answer`` is how the
+    route answers its domain's result: a domain that commits the stored answer in its own
+    transaction stores that answer (:func:`stored`) for its result."""
+    found: idempotency.InProgress | None = app.context.get(CLAIM)
+    if found is not None and answer is not None:
+        found.answer_for = lambda result: stored(answer(result))
     return found
 
 
+def stored(response: Response) -> dict[str, Any]:
+    """The answer a key's record keeps for ``response``: its status, its body and the headers
+    a replay repeats (``config.IDEMPOTENCY_REPLAYED_HEADERS``)."""
+    headers = response.headers
+    return {
+        "statusCode": response.status_code,
+        "body": response.body,
+        "headers": {
+            name: headers[name]
+            for name in config.IDEMPOTENCY_REPLAYED_HEADERS
+            if isinstance(headers.get(name), str)
+        },
+    }
+
+
 def _replay(replay: idempotency.Replay) -> Response:
-    # issue 8.2: the first answer's status, body and its Location / ETag headers
+    # issue 8.2: the first answer's status, body and its Location / ETag headers; a record of
+    # the library's 0.3 replays in this same shape (and may lack "headers")
+    answer = replay.answer
     return Response(
-        status_code=replay.status_code,
+        status_code=int(answer["statusCode"]),
         content_type=content_types.APPLICATION_JSON,
-        body=replay.body,
-        headers={**replay.headers, REPLAYED_HEADER: "true"},
+        body=answer["body"],
+        headers={**(answer.get("headers") or {}), REPLAYED_HEADER: "true"},
     )
 
 
 def _settle(
-    records: idempotency.IdempotencyStore, begun: idempotency.Claim, response: Response
+    records: idempotency.IdempotencyStore, begun: idempotency.InProgress, response: Response
 ) -> None:
     body = response.body
     code = body.get("error") if isinstance(body, dict) else None
     if response.status_code < 400:
         try:
-            headers = {k: v for k, v in response.headers.items() if isinstance(v, str)}
-            records.complete(begun, response.status_code, body, headers)
+            records.complete(begun, stored(response))
         except OUTAGES:
             # The action's answer stands: it happened. Only its replay is not stored; the
             # claim lapses and a retry meets the domain's own conditions (already exists...).

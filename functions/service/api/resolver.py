@@ -339,9 +339,10 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
         )(_taking_the_key(func) if route.idempotent else func)
         return func
 
-    def claim(self) -> Any:
-        """The claim of this request's Idempotency-Key, for routes that commit it themselves."""
-        return keyed.claim_of(self)
+    def claim(self, answer: Callable[[Any], Response] | None = None) -> Any:
+        """The in-progress record of this request's Idempotency-Key, for routes that commit its
+        answer themselves; ``answer`` is how the route answers its domain's result."""
+        return keyed.claim_of(self, answer)
 
     # Exception handlers: every answer goes through ``refusal``.
     def _answer(self, exc: Exception) -> Response:

@@ -72,7 +72,7 @@ from service.domain.errors import (
     NotFound,
     OutOfStock,
 )
-from turnstile_ddb import claims, codec, errors, metrics, retry, transact, versioned
+from turnstile_ddb import claims, codec, creation, errors, metrics, retry, transact, versioned
 
 HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
@@ -261,26 +261,24 @@ class Inventory:
             "status": CREATING,
         }
         try:
-            retry.call(
-                lambda: self.client.put_item(
-                    TableName=self.table,
-                    Item=codec.encode_item(header),
-                    ConditionExpression="attribute_not_exists(sk)",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
+            # A creation is known by its units: the same sku with the same units again (a resend
+            # after a lost reply, a client's retry, a header written by an older version) is this
+            # creation, found created; other units are someone else's sku.
+            created = creation.create_if_absent(
+                self.client,
+                table=self.table,
+                item=header,
+                key_attr="sk",
                 backoff=self.backoff,
-                # A resend after a lost reply fails its condition and is then recognised below
-                # as the same creation.
-                idempotent=True,
+                pattern="dynamodb",
+                token=units,
+                token_attr="units",
             )
-        except errors.AwsRefused as exc:
-            if not retry.condition_failed(exc):
-                raise
-            existing = codec.old_item(exc) or {}
-            if int(existing.get("units", -1)) != units:
-                raise AlreadyExists(f"sku {sku!r} already exists with other units") from exc
+        except creation.AlreadyExists as exc:
+            raise AlreadyExists(f"sku {sku!r} already exists with other units") from exc
+        if created.resent:
             metrics.count("CreationReplayed", pattern="inventory")
-            if existing.get("status") == CREATING:
+            if created.item.get("status") == CREATING:
                 self._nudge(sku)
             return self.progress(self._read_header(sku))
         if units <= self.inline_units:

@@ -54,7 +54,7 @@ from typing import Any
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
 from turnstile_ddb import codec, creation, metrics, retry, sharded, transact, versioned
-from turnstile_ddb.idempotency import Claim, IdempotencyStore
+from turnstile_ddb.idempotency import IdempotencyStore, InProgress
 
 
 class _Sharded(Exception):
@@ -274,7 +274,11 @@ class Products:
         return self.get(product_id)
 
     def purchase(
-        self, product_id: str, quantity: int, strategy: str = "atomic", claim: Claim | None = None
+        self,
+        product_id: str,
+        quantity: int,
+        strategy: str = "atomic",
+        claim: InProgress | None = None,
     ) -> dict[str, Any]:
         purchase_id = uuid.uuid4().hex
         shards = self.shard_counts.get(product_id, 1)
@@ -287,7 +291,12 @@ class Products:
             return self._purchase_sharded(product_id, learnt.shards, quantity, purchase_id, claim)
 
     def _purchase_sharded(
-        self, product_id: str, shards: int, quantity: int, purchase_id: str, claim: Claim | None
+        self,
+        product_id: str,
+        shards: int,
+        quantity: int,
+        purchase_id: str,
+        claim: InProgress | None,
     ) -> dict[str, Any]:
         counter = self.counter(product_id, shards)
         if claim is not None:
@@ -307,7 +316,7 @@ class Products:
         }
 
     def _purchase_sharded_keyed(
-        self, counter: sharded.ShardedCounter, quantity: int, purchase_id: str, claim: Claim
+        self, counter: sharded.ShardedCounter, quantity: int, purchase_id: str, claim: InProgress
     ) -> dict[str, Any]:
         store = self._store()
         for attempt in range(1, self.conflicts.attempts + 1):
@@ -353,7 +362,7 @@ class Products:
             try:
                 transact.transact_write(
                     self.client,
-                    [*elements, store.complete_op(claim, 201, receipt)],
+                    [*elements, store.complete_op(claim, claim.answer_of(receipt))],
                     backoff=self.backoff,
                 )
             except transact.Cancelled as exc:
@@ -372,7 +381,7 @@ class Products:
         quantity: int,
         strategy: str,
         purchase_id: str,
-        claim: Claim | None,
+        claim: InProgress | None,
     ) -> dict[str, Any]:
         if claim is not None or strategy == "versioned":
             return self._purchase_versioned(product_id, quantity, purchase_id, claim)
@@ -398,7 +407,7 @@ class Products:
         return self._receipt(purchase_id, product_id, quantity, item)
 
     def _purchase_versioned(
-        self, product_id: str, quantity: int, purchase_id: str, claim: Claim | None
+        self, product_id: str, quantity: int, purchase_id: str, claim: InProgress | None
     ) -> dict:
         def decide(item: dict[str, Any] | None) -> dict[str, Any]:
             if item is None:
@@ -418,7 +427,7 @@ class Products:
                     raise RuntimeError("the product to complete a claim with was not read")
                 after = {**item, **changes, "version": item["version"] + 1}
                 receipt = self._receipt(purchase_id, product_id, quantity, after)
-                return [store.complete_op(claim, 201, receipt)]
+                return [store.complete_op(claim, claim.answer_of(receipt))]
 
         try:
             written = versioned.update_versioned(

@@ -36,12 +36,12 @@ could not be sent at all (the database stayed busy: 503) is not refunded: with a
 ``Idempotency-Key`` the client's retry records the same charge instead (see below).
 
 A client's *retry* of a top-up is a different matter: the lease makes each request charge at most
-once, but a retried request is a new request. With an ``Idempotency-Key`` (a
-:class:`turnstile_ddb.idempotency.Claim`), a provider key derived from the key *and the request's
-fingerprint* goes to the provider (a different amount under the same key is a different charge),
-and the stored answer commits in step 4's transaction. A retry after any failure, even a crash
-between the charge and the write, or after the key's record expired, then finds either the stored
-answer, or the provider's first charge and its ``charge#`` item: one charge, one credit.
+once, but a retried request is a new request. With an ``Idempotency-Key`` (its
+:class:`turnstile_ddb.idempotency.InProgress` record), a provider key derived from the key *and the
+request's fingerprint* goes to the provider (a different amount under the same key is a different
+charge), and the stored answer commits in step 4's transaction. A retry after any failure, even a
+crash between the charge and the write, or after the key's record expired, then finds either the
+stored answer, or the provider's first charge and its ``charge#`` item: one charge, one credit.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ from service.domain.payments import PaymentProvider, ProviderError
 from turnstile_ddb import (
     codec,
     creation,
-    errors,
     idempotency,
     lease,
     metrics,
@@ -67,7 +66,7 @@ from turnstile_ddb import (
     transact,
     versioned,
 )
-from turnstile_ddb.idempotency import Claim, IdempotencyStore
+from turnstile_ddb.idempotency import IdempotencyStore, InProgress
 
 WALLET_KEY = "walletId"  # the table's partition key
 CREDITED = "CREDITED"
@@ -83,7 +82,7 @@ def charge_key(charge_id: str) -> dict[str, str]:
     return {WALLET_KEY: f"charge#{charge_id}"}
 
 
-def provider_key(claim: Claim) -> str:
+def provider_key(claim: InProgress) -> str:
     """The provider's idempotency key: the client's key bound to the request's fingerprint, so
     the same key with another body (after its record expired) can never reuse a charge."""
     return idempotency.fingerprint(claim.key, claim.fingerprint)
@@ -129,7 +128,7 @@ class Wallets:
         amount: int,
         *,
         remaining_ms: Callable[[], int] | None = None,
-        claim: Claim | None = None,
+        claim: InProgress | None = None,
         owner: OwnerRule | None = None,
     ) -> dict[str, Any]:
         """``owner`` gets the wallet's recorded owner (None before its first top-up) and returns
@@ -161,7 +160,7 @@ class Wallets:
         wallet_id: str,
         amount: int,
         top_up_id: str,
-        claim: Claim | None,
+        claim: InProgress | None,
         owner: OwnerRule | None,
     ) -> dict[str, Any]:
         key = {WALLET_KEY: wallet_id}
@@ -208,7 +207,7 @@ class Wallets:
         if claim is not None:
             if self.idempotency is None:
                 raise RuntimeError("a claim needs an idempotency store (Wallets(idempotency=...))")
-            items.append(self.idempotency.complete_op(claim, 201, receipt))
+            items.append(self.idempotency.complete_op(claim, claim.answer_of(receipt)))
         try:
             self.leases.transact(held, items)
         except lease.LeaseLost as exc:
@@ -258,21 +257,23 @@ class Wallets:
             "amount": amount,
             "topUpId": top_up_id,
         }
-        put = creation.put_new_op(self.table, marker, WALLET_KEY)["Put"]
         try:
-            retry.call(
-                lambda: self.client.put_item(**put),
+            # The marker carries this attempt's top-up id as its token: a resend after a lost
+            # reply finds its own marker (created, resent) and goes on to refund.
+            creation.create_if_absent(
+                self.client,
+                table=self.table,
+                item=marker,
+                key_attr=WALLET_KEY,
                 backoff=self.backoff,
-                idempotent=True,  # a resend meets its own marker: recognised below by topUpId
+                pattern="dynamodb",
+                token=top_up_id,
             )
-        except errors.AwsRefused as exc:
-            if not retry.condition_failed(exc):
-                raise
-            current = codec.old_item(exc) or {}
+        except creation.AlreadyExists as exc:
+            current = exc.current or {}
             if current.get("status") == CREDITED:
                 metrics.count("RefundRefused", pattern="wallets")
                 return dict(json.loads(current["receipt"]))
-            if current.get("topUpId") != top_up_id:
-                return None  # another attempt marked it and refunds it: never refund twice
+            return None  # another attempt marked it and refunds it: never refund twice
         self.provider.refund(charge_id)
         return None

@@ -86,9 +86,7 @@ def purchase(productId: Id, body: models.Purchase) -> Response[Any]:
     def answer(receipt: dict[str, Any]) -> Response[Any]:
         return created(receipt, etag=receipt["version"])
 
-    claim = app.claim()
-    if claim is not None:  # the answer commits with the purchase: so do its headers
-        claim.headers_for = lambda receipt: answer(receipt).headers
+    claim = app.claim(answer)  # the answer commits with the purchase
     receipt = products.get().purchase(productId, body.quantity, body.strategy, claim=claim)
     return answer(receipt)
 

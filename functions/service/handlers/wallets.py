@@ -40,9 +40,7 @@ def top_up_wallet(walletId: Id, body: models.TopUp) -> Response[Any]:
         return created(receipt, f"/wallets/{walletId}")
 
     caller = app.caller()
-    claim = app.claim()
-    if claim is not None:  # the answer commits with the credit: so do its headers
-        claim.headers_for = lambda receipt: answer(receipt).headers
+    claim = app.claim(answer)  # the answer commits with the credit
     # A lease taken here must not outlive this invocation: Lambda's context says how long it has.
     receipt = wallets.get().top_up(
         walletId,
