@@ -130,7 +130,7 @@ def test_a_dead_waiter_ahead_is_passed_over_after_its_heartbeat_expires(
     # Given a waiter that took ticket 1, wrote its row, and died (never heartbeats again)
     queue = make(ddb, tables)
     resource = f"dead-{unique}"
-    dead = queue._enqueue(resource, "dead", time.monotonic())
+    dead = queue._enqueue(resource, "dead")
     # And one that took ticket 2 and died before writing its row
     ddb.update_item(
         TableName=tables["leases"],
