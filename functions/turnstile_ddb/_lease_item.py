@@ -24,7 +24,7 @@ other stored names runs the same expressions. Items the library hands back (``Le
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,25 +84,31 @@ class LeaseAttributes:
         }
         object.__setattr__(self, "_to_default", renamed)
 
-    def names(self, placeholders: Any, key_attr: str) -> dict[str, str]:
-        """ExpressionAttributeNames for ``placeholders`` (``#resource`` names ``key_attr``)."""
-        return {
-            p: key_attr if p == "#resource" else getattr(self, _PLACEHOLDERS[p])
-            for p in placeholders
-        }
-
-    def logical(self, item: dict[str, Any] | None) -> dict[str, Any] | None:
-        """``item`` as read from the table, with the default names (what the code reads)."""
-        if item is None or not self._to_default:
-            return item
-        return {self._to_default.get(name, name): value for name, value in item.items()}
-
-    def stored(self, **item: Any) -> dict[str, Any]:
-        """An item given by field name (``owner=...``), under this table's stored names."""
-        return {getattr(self, name): value for name, value in item.items()}
-
 
 DEFAULT_ATTRIBUTES = LeaseAttributes()
+
+
+def expression_names(
+    attributes: LeaseAttributes, placeholders: Iterable[str], key_attr: str
+) -> dict[str, str]:
+    """ExpressionAttributeNames for ``placeholders`` (``#resource`` names ``key_attr``)."""
+    return {
+        p: key_attr if p == "#resource" else getattr(attributes, _PLACEHOLDERS[p])
+        for p in placeholders
+    }
+
+
+def logical(attributes: LeaseAttributes, item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``item`` as read from the table, with the default names (what the code reads)."""
+    if item is None or not attributes._to_default:
+        return item
+    return {attributes._to_default.get(name, name): value for name, value in item.items()}
+
+
+def stored(attributes: LeaseAttributes, **item: Any) -> dict[str, Any]:
+    """An item given by field name (``owner=...``), under the table's stored names."""
+    return {getattr(attributes, name): value for name, value in item.items()}
+
 
 # Each placeholder the expressions use, and the LeaseAttributes field it names.
 _PLACEHOLDERS = {
@@ -297,4 +303,4 @@ def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any
         idempotent=False,
         pattern=PATTERN,
     )
-    return leases.attributes.logical(codec.decode_item(response.get("Attributes")))
+    return logical(leases.attributes, codec.decode_item(response.get("Attributes")))

@@ -162,7 +162,7 @@ def _queue_settings() -> object:
 
 def _attribute_names(*placeholders: str) -> dict[str, str]:
     """The default ExpressionAttributeNames for ``placeholders`` (what the old name returned)."""
-    return _item.DEFAULT_ATTRIBUTES.names(placeholders, "resource")
+    return _item.expression_names(_item.DEFAULT_ATTRIBUTES, placeholders, "resource")
 
 
 # Names that were public only so that lease_queue could use them: now private to both, in
@@ -290,7 +290,7 @@ class Leases:
     def names(self, *placeholders: str) -> dict[str, str]:
         """ExpressionAttributeNames for the lease item's placeholders (``#expiresAt``, ...), in
         this table's stored names (``#resource``: its key attribute)."""
-        return self.attributes.names(placeholders, self.key_attr)
+        return _item.expression_names(self.attributes, placeholders, self.key_attr)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -372,7 +372,7 @@ class Leases:
 
     def _old(self, exc: BaseException) -> dict[str, Any] | None:
         """The ALL_OLD item of a refusal, with the default names."""
-        return self.attributes.logical(codec.old_item(exc))
+        return _item.logical(self.attributes, codec.old_item(exc))
 
     @staticmethod
     def _stale_queue(item: Mapping[str, Any], now: int, stale: int, idle: int) -> bool:
@@ -586,7 +586,7 @@ class Leases:
             if exc.failed_at(0):
                 metrics.count("FencedWriteRefused", pattern=PATTERN)
                 raise LeaseLost(
-                    lease.resource, self.attributes.logical(exc.reasons[0].item)
+                    lease.resource, _item.logical(self.attributes, exc.reasons[0].item)
                 ) from exc
             raise transact.Cancelled(exc.reasons[1:]) from exc
 

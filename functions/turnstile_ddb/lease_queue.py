@@ -774,11 +774,11 @@ class LeaseQueue:
 
     def _old(self, exc: BaseException) -> dict[str, Any] | None:
         """The ALL_OLD item of a refusal, with the default names."""
-        return self.leases.attributes.logical(codec.old_item(exc))
+        return _item.logical(self.leases.attributes, codec.old_item(exc))
 
     def _new(self, response: Mapping[str, Any]) -> dict[str, Any]:
         """The ALL_NEW item of an update, with the default names."""
-        return self.leases.attributes.logical(codec.new_item(response)) or {}
+        return _item.logical(self.leases.attributes, codec.new_item(response)) or {}
 
     def _recorded_turn(self, wait: _Wait, now: int) -> int:
         """The turn length to record (``turnMs``): this waiter's own measure, the time it waited
@@ -882,7 +882,7 @@ class LeaseQueue:
                 self._client, items, backoff=self.leases.backoff, pattern=PATTERN
             )
         except transact.Cancelled as exc:
-            wait.item = self.leases.attributes.logical(exc.reasons[-1].item) or self._get(
+            wait.item = _item.logical(self.leases.attributes, exc.reasons[-1].item) or self._get(
                 wait
             )  # someone moved the head: look
             return
@@ -920,7 +920,8 @@ class LeaseQueue:
                     "Item": codec.encode_item(
                         {
                             self.leases.key_attr: wait.key,
-                            **self.leases.attributes.stored(
+                            **_item.stored(
+                                self.leases.attributes,
                                 queue_of=wait.resource,
                                 ticket=wait.ticket,
                                 owner=wait.owner,
@@ -974,7 +975,7 @@ class LeaseQueue:
             idempotent=True,
             pattern=PATTERN,
         )
-        return self.leases.attributes.logical(codec.decode_item(response.get("Item"))) or {}
+        return _item.logical(self.leases.attributes, codec.decode_item(response.get("Item"))) or {}
 
     # -- holding -----------------------------------------------------------------------------
 
