@@ -122,6 +122,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -132,7 +133,7 @@ from botocore.exceptions import ClientError
 from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
 from turnstile_ddb import _lease_item as _item
 from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft
-from turnstile_ddb.deprecation import deprecated, renamed
+from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated, renamed
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -192,11 +193,20 @@ __getattr__ = renamed(
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+def _renamed_attribute(old: str, new: str) -> None:
+    warnings.warn(
+        f"turnstile_ddb.lease.{old} is deprecated since turnstile-ddb 0.4.0 and will be removed "
+        f"in 0.5.0; use {new} instead",
+        TurnstileDeprecationWarning,
+        stacklevel=3,
+    )
+
+
+@dataclass(frozen=True, init=False)
 class Lease:
     """A lease this caller holds. ``fence`` is the token every protected write must carry.
 
-    ``expires_at`` is the lease's expiry (epoch ms by the acquirer's clock, the item's
+    ``expires_at_ms`` is the lease's expiry (epoch ms by the acquirer's clock, the item's
     ``expiresAt``), which decides ownership; it has nothing to do with the table's TTL attribute.
     ``attempts`` is the number of DynamoDB calls the acquisition made (each acquire, ticket,
     look, claim, beat or pass-over; a call resent by the retry policy counts once).
@@ -205,27 +215,66 @@ class Lease:
     resource: str
     owner: str
     fence: int
-    expires_at: int  # epoch ms, by the acquirer's clock: the item's expiresAt
-    acquired_at: int
+    expires_at_ms: int  # epoch ms, by the acquirer's clock: the item's expiresAt
+    acquired_at: int  # epoch ms, by the acquirer's clock
     attempts: int = 1  # DynamoDB calls the acquisition made
     previous: dict[str, Any] | None = None  # the lease item as this acquisition found it
     ticket: int | None = None  # its FIFO number in the queue (turnstile_ddb.lease_queue)
+
+    def __init__(
+        self,
+        resource: str,
+        owner: str,
+        fence: int,
+        expires_at_ms: int | None = None,
+        acquired_at: int = 0,
+        attempts: int = 1,
+        previous: dict[str, Any] | None = None,
+        ticket: int | None = None,
+        *,
+        expires_at: int | None = None,  # the old name of expires_at_ms (deprecated)
+    ) -> None:
+        if expires_at is not None:
+            _renamed_attribute("Lease(expires_at=...)", "Lease(expires_at_ms=...)")
+            expires_at_ms = expires_at if expires_at_ms is None else expires_at_ms
+        if expires_at_ms is None:
+            raise TypeError("Lease() needs expires_at_ms")
+        for name, value in (
+            ("resource", resource), ("owner", owner), ("fence", fence),
+            ("expires_at_ms", expires_at_ms), ("acquired_at", acquired_at),
+            ("attempts", attempts), ("previous", previous), ("ticket", ticket),
+        ):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    @property
+    def expires_at(self) -> int:
+        """The old name of :attr:`expires_at_ms` (deprecated)."""
+        _renamed_attribute("Lease.expires_at", "Lease.expires_at_ms")
+        return self.expires_at_ms
 
 
 class Held(errors.Retryable):
     """Someone else holds the lease (read from the failed condition's ALL_OLD image).
 
-    ``expires_at``: the holder's expiry (epoch ms); ``attempts``: the DynamoDB calls this
+    ``expires_at_ms``: the holder's expiry (epoch ms); ``attempts``: the DynamoDB calls this
     acquisition made before giving up (as :attr:`Lease.attempts`)."""
 
-    def __init__(self, resource: str, owner: str, expires_at: int, fence: int, attempts: int = 1):
-        super().__init__(f"{resource!r} is held by {owner!r} until {expires_at}")
+    def __init__(
+        self, resource: str, owner: str, expires_at_ms: int, fence: int, attempts: int = 1
+    ):
+        super().__init__(f"{resource!r} is held by {owner!r} until {expires_at_ms}")
         self.waiting = 0  # tickets queued (turnstile_ddb.lease_queue) when it was refused
         self.resource = resource
         self.owner = owner
-        self.expires_at = expires_at
+        self.expires_at_ms = expires_at_ms
         self.fence = fence
         self.attempts = attempts
+
+    @property
+    def expires_at(self) -> int:
+        """The old name of :attr:`expires_at_ms` (deprecated)."""
+        _renamed_attribute("Held.expires_at", "Held.expires_at_ms")
+        return self.expires_at_ms
 
     @classmethod
     def from_item(cls, resource: str, item: Mapping[str, Any] | None, attempts: int = 1) -> Held:
@@ -297,7 +346,7 @@ class Leases:
 
     def time_left_ms(self, lease: Lease) -> int:
         """How long the holder may still act, keeping the clock-skew margin (can be negative)."""
-        return lease.expires_at - self.safety_margin_ms - self.now_ms()
+        return lease.expires_at_ms - self.safety_margin_ms - self.now_ms()
 
     def _duration_ms(self, ttl_ms: int, remaining_ms: Callable[[], int] | None) -> int:
         return _item.duration_ms(ttl_ms, remaining_ms, self.safety_margin_ms)
@@ -453,7 +502,7 @@ class Leases:
                     metrics.timing("LeaseWait", now - start, pattern=PATTERN)
                     metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
                     raise
-                until_expiry_ms = max(0, held.expires_at - now)
+                until_expiry_ms = max(0, held.expires_at_ms - now)
                 delay_ms = min(
                     waits.delay(attempt) * 1000,
                     until_expiry_ms + waits.rand() * waits.base * 1000,
@@ -472,15 +521,15 @@ class Leases:
     ) -> Lease:
         """Extend ``lease`` to now + ``ttl_ms``; :class:`LeaseLost` if it is no longer this
         lease."""
-        expires_at = self.now_ms() + self._duration_ms(ttl_ms, remaining_ms)
+        expires_at_ms = self.now_ms() + self._duration_ms(ttl_ms, remaining_ms)
         self._owned_update(
             lease,
             "SET #expiresAt = :expiresAt",
             "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
             self.names("#owner", "#fence", "#expiresAt", "#releasedAt"),
-            codec.values(expiresAt=expires_at),
+            codec.values(expiresAt=expires_at_ms),
         )
-        return replace(lease, expires_at=expires_at)
+        return replace(lease, expires_at_ms=expires_at_ms)
 
     @_contract.write
     def release(self, lease: Lease) -> None:

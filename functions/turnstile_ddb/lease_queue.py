@@ -270,13 +270,13 @@ class WaitTimedOut(lease.Held):
         self,
         resource: str,
         owner: str,
-        expires_at: int,
+        expires_at_ms: int,
         fence: int,
         *,
         position: int,
         attempts: int,
     ) -> None:
-        super().__init__(resource, owner, expires_at, fence, attempts)
+        super().__init__(resource, owner, expires_at_ms, fence, attempts)
         self.position = position
 
 

@@ -46,7 +46,7 @@ def test_every_operation_reads_and_writes_the_tables_own_names(ddb, tables, uniq
     with pytest.raises(lease.Held) as refused:
         leases.acquire(resource, "second", 5_000)
     # Then the refusal read the holder from the table's own names
-    assert (refused.value.owner, refused.value.expires_at) == ("first", first.expires_at)
+    assert (refused.value.owner, refused.value.expires_at_ms) == ("first", first.expires_at_ms)
 
     # When a waiter gives up (it leaves a tombstone row) and another is served on the release
     with pytest.raises(WaitTimedOut) as timed_out:

@@ -290,8 +290,8 @@ def test_a_heartbeating_holder_keeps_the_lease_and_a_lambda_heartbeat_stops_in_t
     # Then it renewed once (2 H left past the margin), never past the invocation's end: that
     # renewal was cut from L to the 2 H left
     assert lambda_beat.renewals == 1 and not lambda_beat.lost.is_set()
-    capped = renewed.expires_at - FAST.expiry_ms + 2 * FAST.heartbeat_ms
-    assert lambda_beat.lease.expires_at == capped
+    capped = renewed.expires_at_ms - FAST.expiry_ms + 2 * FAST.heartbeat_ms
+    assert lambda_beat.lease.expires_at_ms == capped
 
 
 def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(

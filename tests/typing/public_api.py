@@ -65,6 +65,7 @@ def lease_api(client: DynamoDBClient, waits: retry.Backoff) -> None:
     held = leases.acquire("r", "me", 1000)
     assert_type(held, lease.Lease)
     assert_type(held.fence, int)
+    assert_type(held.expires_at_ms, int)
     assert_type(leases.renew(held, 1000), lease.Lease)
     assert_type(leases.release(held), None)
     assert_type(leases.transact(held, []), None)

@@ -112,3 +112,19 @@ def test_lease_attributes_refuse_two_attributes_under_one_name() -> None:
         lease.LeaseAttributes(expires_at_ms="owner")
     with pytest.raises(ValueError, match="distinct"):
         lease.LeaseAttributes(ttl_attribute="")
+
+
+def test_expires_at_is_renamed_expires_at_ms_on_the_lease_and_on_held_and_warns() -> None:
+    # Given a lease built with the old keyword, and a refusal
+    with pytest.warns(TurnstileDeprecationWarning, match=r"Lease\(expires_at=\.\.\.\)"):
+        old = lease.Lease("r1", "o1", 3, expires_at=5_000, acquired_at=1_000)
+    new = lease.Lease("r1", "o1", 3, expires_at_ms=5_000, acquired_at=1_000)
+    held = lease.Held("r1", "o1", 5_000, 3)
+    # Then both are the same lease, and the old attribute answers with a warning
+    assert old == new and new.expires_at_ms == held.expires_at_ms == 5_000
+    with pytest.warns(TurnstileDeprecationWarning, match=r"use Lease\.expires_at_ms"):
+        assert new.expires_at == 5_000
+    with pytest.warns(TurnstileDeprecationWarning, match=r"use Held\.expires_at_ms"):
+        assert held.expires_at == 5_000
+    with pytest.raises(TypeError, match="expires_at_ms"):
+        lease.Lease("r1", "o1", 3)
