@@ -37,15 +37,16 @@ found an expired-but-present item still fails ``attribute_not_exists``).
 
 **Queue.** The second half of the condition keeps a plain acquisition from jumping the FIFO
 queue of :mod:`turnstile_ddb.lease_queue` (``tickets``/``head`` on the same item): while anyone is
-queued it raises :class:`Held` (``waiting`` says how many tickets are out) even for a free lease.
+queued it raises :class:`Held` (``waiting`` says how many waiters hold a ticket) even for a free
+lease.
 A queue whose waiters are all gone does not block it for ever: when the queue itself would have
 passed its head over (the lease free for L, the head silent: see :mod:`turnstile_ddb.lease_queue`,
 *Liveness*) already I ago, and nobody queued for 2 I, every live waiter would have come for the
 lease or passed the head over since (each looks at least every I - H), so a second write under
 that condition (``STALE_QUEUE``) clears the queue (``SET #head = #tickets + :one``) and takes
-the lease. L and I are the waiters' own: each ticket writes them on the item (``queueExpiryMs``,
-``queueIdleMs``; :meth:`turnstile_ddb.lease_queue.QueueSettings.of`), so a plain caller never
-judges a queue by settings of its own.
+the lease. L and I are the waiters' own: each waiter writes them on the item with its ticket
+(``queueExpiryMs``, ``queueIdleMs``; :meth:`turnstile_ddb.lease_queue.QueueSettings.of`), so a
+plain caller never judges a queue by settings of its own.
 Both kinds of acquisition make the same write (private to the two modules), so fences strictly
 increase across them.
 
@@ -208,8 +209,8 @@ class Lease:
 
     ``expires_at_ms`` is the lease's expiry (epoch ms by the acquirer's clock, the item's
     ``expiresAt``), which decides ownership; it has nothing to do with the table's TTL attribute.
-    ``attempts`` is the number of DynamoDB calls the acquisition made (each acquire, ticket,
-    look, claim, beat or pass-over; a call resent by the retry policy counts once).
+    ``attempts`` is the number of DynamoDB calls the acquisition made (each acquire,
+    queue call, look, claim, beat or pass-over; a call resent by the retry policy counts once).
     """
 
     resource: str
@@ -263,7 +264,7 @@ class Held(errors.Retryable):
         self, resource: str, owner: str, expires_at_ms: int, fence: int, attempts: int = 1
     ):
         super().__init__(f"{resource!r} is held by {owner!r} until {expires_at_ms}")
-        self.waiting = 0  # tickets queued (turnstile_ddb.lease_queue) when it was refused
+        self.waiting = 0  # waiters queued (turnstile_ddb.lease_queue) when it was refused
         self.resource = resource
         self.owner = owner
         self.expires_at_ms = expires_at_ms

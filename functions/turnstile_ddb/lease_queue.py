@@ -338,8 +338,9 @@ class _Request:
 
 @dataclass
 class LeaseQueue:
-    """FIFO waiting on :class:`turnstile_ddb.lease.Leases` (same client, table, clock and
-    backoff)."""
+    """FIFO waiting on :class:`turnstile_ddb.lease.Leases` (same client, table, stored names,
+    clock and backoff). ``sleep`` and ``monotonic`` are the waiter's naps and deadline clock:
+    inject them (with ``Leases.clock``) to run waits on virtual time."""
 
     leases: lease.Leases
     settings: QueueSettings = field(default_factory=QueueSettings)
