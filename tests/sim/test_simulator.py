@@ -16,7 +16,7 @@ from sim.ddb import Faults, moto_dynamodb
 from sim.model import Model
 from sim.run import Config, describe, repro, run_seed, shrink
 from sim.workloads import PRODUCTS_TABLE
-from turnstile_ddb import _lease_item, transact, versioned
+from turnstile_ddb import _lease_item, lease, transact, versioned
 
 # The in-suite seed budget, fixed: CHUNKS tests of SEEDS_PER_CHUNK seeds each, about 20 s on a
 # quiet 2-core machine (make sim SEEDS=N runs more).
