@@ -302,7 +302,7 @@ def leases(
             return
         fence = int(op.value["fence"])
         client.nemesis.maybe_pause(f"{resource} fence {fence}", ttl + 0.4)
-        held = lease.Lease(resource, owner, fence, expires_at=0, acquired_at=0)
+        held = lease.Lease(resource, owner, fence, expires_at_ms=0, acquired_at=0)
         fenced_append(client, "leases", fenced, held, data_table, f"chaos-data/{resource}")
         if client.rng.random() < 0.7:
             op = client.history.invoke(
@@ -465,7 +465,7 @@ def queue(client: Client, setup: Setup, waiting: LeaseQueue, data_table: str) ->
                 "queue", client.name, "kill", resource=resource, owner=owner, fence=held.fence
             )
             client.nemesis.log("kill", f"{client.name} holder {resource} fence {held.fence}")
-            client.history.complete(kill, OK, None, {"expiresAt": held.expires_at})
+            client.history.complete(kill, OK, None, {"expiresAt": held.expires_at_ms})
             time.sleep(settings.expiry_ms / 1000)
             return
         beat = Heartbeat(

@@ -243,8 +243,8 @@ class Leasing:
                 except Crashed:
                     recorder.complete(op, UNKNOWN)
                     raise
-                recorder.complete(op, OK, {"fence": held.fence, "expiresAt": held.expires_at})
-                believed = (held.expires_at - leases.safety_margin_ms) / 1000 - task.skew
+                recorder.complete(op, OK, {"fence": held.fence, "expiresAt": held.expires_at_ms})
+                believed = (held.expires_at_ms - leases.safety_margin_ms) / 1000 - task.skew
                 hold = Hold(
                     resource,
                     owner,
@@ -255,7 +255,7 @@ class Leasing:
                     asked_ms=LEASE_TTL_MS,
                     asked_at_ms=round((op.invoked + task.skew) * 1000),
                     answered_at_ms=round(task.clock() * 1000),
-                    expires_at_ms=held.expires_at,
+                    expires_at_ms=held.expires_at_ms,
                 )
                 recorder.holds.append(hold)
                 task.sleep(task.rng.random() * self.work_seconds)

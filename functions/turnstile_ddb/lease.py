@@ -5,7 +5,8 @@ One item per resource in a lease table whose partition key is ``resource``:
 ===============  ==================================================================================
 ``owner``        who holds, or last held, the lease
 ``fence``        grows by one with every successful acquisition; a release never resets it
-``expiresAt``    epoch milliseconds by the acquirer's clock; ``0`` once released
+``expiresAt``    the lease's expiry (``expires_at_ms``): epoch milliseconds by the acquirer's clock,
+                 ``0`` once released; the only time that decides who owns the lease
 ``acquiredAt``   epoch milliseconds by the acquirer's clock (history and diagnostics only)
 ``releasedAt``   set by a release of a live lease, removed by the next acquisition
 ``acquisition``  an id unique to the acquisition that wrote the item (random, new on every
@@ -15,9 +16,10 @@ One item per resource in a lease table whose partition key is ``resource``:
 
 Lease items are kept, never deleted: the item is what carries the fence, and fences must
 strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
-one small item per resource is the price. The table's TTL attribute (:data:`REAP_ATTRIBUTE`,
-``reapAt``) is one no lease item has ever been written with: only the queue's tombstone rows carry
-it, and every acquisition removes it besides, so TTL can never take a lease item and its fence.
+one small item per resource is the price. The table's TTL attribute (``ttl_attribute``,
+``reapAt``: epoch *seconds*, cleanup only, never ownership) is one no lease item has ever been
+written with: only the queue's tombstone rows carry it, and every acquisition removes it besides,
+so TTL can never take a lease item and its fence.
 Expiry is decided by the conditions below, never by whether an item is still there (seed 003
 found an expired-but-present item still fails ``attribute_not_exists``).
 
@@ -35,17 +37,23 @@ found an expired-but-present item still fails ``attribute_not_exists``).
 
 **Queue.** The second half of the condition keeps a plain acquisition from jumping the FIFO
 queue of :mod:`turnstile_ddb.lease_queue` (``tickets``/``head`` on the same item): while anyone is
-queued it raises :class:`Held` (``waiting`` says how many tickets are out) even for a free lease.
+queued it raises :class:`Held` (``waiting`` says how many waiters hold a ticket) even for a free
+lease.
 A queue whose waiters are all gone does not block it for ever: when the queue itself would have
 passed its head over (the lease free for L, the head silent: see :mod:`turnstile_ddb.lease_queue`,
 *Liveness*) already I ago, and nobody queued for 2 I, every live waiter would have come for the
 lease or passed the head over since (each looks at least every I - H), so a second write under
-that condition (:data:`STALE_QUEUE`) clears the queue (``SET #head = #tickets + :one``) and takes
-the lease. L and I are the waiters' own: each ticket writes them on the item (``queueExpiryMs``,
-``queueIdleMs``; :meth:`QueueSettings.of`), so a plain caller never judges a queue by settings of
-its own.
-Both kinds of acquisition make the same write (:meth:`Leases.take`), so fences strictly increase
-across them.
+that condition (``STALE_QUEUE``) clears the queue (``SET #head = #tickets + :one``) and takes
+the lease. L and I are the waiters' own: each waiter writes them on the item with its ticket
+(``queueExpiryMs``, ``queueIdleMs``; :meth:`turnstile_ddb.lease_queue.QueueSettings.of`), so a
+plain caller never judges a queue by settings of its own.
+Both kinds of acquisition make the same write (private to the two modules), so fences strictly
+increase across them.
+
+**Stored names.** The names above are the defaults; a table whose items use others gives them as
+``Leases(attributes=LeaseAttributes(...))`` (the queue uses the same). Every expression keeps its
+placeholders (``#expiresAt``, ...); only what they name changes. Items handed back
+(``Lease.previous``, ``LeaseLost.current``, what :class:`Held` reads) use the default names.
 
 **renew** and **release** name the exact lease, owner *and* fence, so a late or paused holder can
 never extend or free a successor's lease (a successor always has a higher fence)::
@@ -95,6 +103,8 @@ decisions themselves are made by the database comparing fences, never by a clock
 
 **Lambda.** Given the invocation's remaining time (``remaining_ms``), an acquisition is capped so
 the lease ends ``safety_margin_ms`` before the invocation does, unless it is renewed.
+``ttl_ms`` arguments are that duration (``expiresAt`` = now + ``ttl_ms``, capped as said): the
+lease's own lifetime, unrelated to the table's TTL attribute.
 
 **Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
 that found a live holder or a queue, ``LeaseQueueCleared`` per stale queue cleared,
@@ -113,7 +123,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -122,180 +132,150 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
+from turnstile_ddb import _lease_item as _item
+from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft
+from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated, renamed
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "FREE_AND_NO_QUEUE",
-    "QUEUE_EXPIRY_MS",
-    "REAP_ATTRIBUTE",
     "SAFETY_MARGIN_MS",
-    "SILENT_HEAD",
-    "STALE_HEAD",
-    "STALE_QUEUE",
     "Held",
     "Lease",
+    "LeaseAttributes",
     "LeaseLost",
     "Leases",
     "NoTimeLeft",
-    "QueueSettings",
     "StaleFence",
-    "attribute_names",
     "fenced_update",
-    "new_acquisition",
 ]
 
-PATTERN = "lease"
-# The lease table's TTL attribute (epoch seconds): carried only by rows that are not lease items
-# (the queue's tombstones); never written on a lease item, and removed by every acquisition.
-REAP_ATTRIBUTE = "reapAt"
+PATTERN = _item.PATTERN
 # The assumed bound on clock skew between clients (see "Clocks" above); the one default.
 SAFETY_MARGIN_MS = 500
 
-_NAMES = {
-    "#resource": "resource",
-    "#owner": "owner",
-    "#fence": "fence",
-    "#expiresAt": "expiresAt",
-    "#acquiredAt": "acquiredAt",
-    "#releasedAt": "releasedAt",
-    "#acquisition": "acquisition",
-    "#purgeAt": "purgeAt",
-    "#reapAt": "reapAt",
-    # the FIFO queue in front of the item (turnstile_ddb.lease_queue)
-    "#tickets": "tickets",
-    "#head": "head",
-    "#skippedAt": "skippedAt",
-    "#queuedAt": "queuedAt",
-    "#left": "left",
-    "#turnMs": "turnMs",
-    "#holdMs": "holdMs",
-    "#lastHoldMs": "lastHoldMs",
-    "#beatTicket": "beatTicket",
-    "#beatAt": "beatAt",
-    "#expiryMs": "queueExpiryMs",
-    "#idleMs": "queueIdleMs",
-}
 
-# The default of QueueSettings.expiry_ms (L); a queue's own L is the one its tickets wrote.
-QUEUE_EXPIRY_MS = 1500
+def _queue_settings() -> object:
+    from turnstile_ddb import lease_queue  # imports this module: read at use, not at import
 
-# The queue's head has not come for a free lease for L (``:stale`` = now - L): nobody released,
-# expired, or moved the head since.
-STALE_HEAD = (
-    "#expiresAt < :stale AND (attribute_not_exists(#releasedAt) OR #releasedAt < :stale) "
-    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :stale)"
-)
+    return lease_queue.QueueSettings
 
 
-# A plain acquisition: free, and nobody queued (head past the last ticket).
-FREE_AND_NO_QUEUE = (
-    "(attribute_not_exists(#resource) OR #expiresAt < :now) "
-    "AND (attribute_not_exists(#tickets) OR #head > #tickets)"
-)
-# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
-# been the head for I (``:idle`` = now - I): no claim or pass-over since.
-SILENT_HEAD = (
-    "((#beatTicket = :head AND #beatAt < :stale) OR "
-    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
-    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
-    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
-)  # rows passed over per transaction (TransactWriteItems takes 100 items)
+def _attribute_names(*placeholders: str) -> dict[str, str]:
+    """The default ExpressionAttributeNames for ``placeholders`` (what the old name returned)."""
+    return _item.expression_names(_item.DEFAULT_ATTRIBUTES, placeholders, "resource")
 
 
-# ... or free with a queue whose head the queue itself would pass over, and would have for I
-# already (``:stale`` = now - I - L, ``:idle`` = now - 2 I, ``:head`` the head as read): every
-# live waiter looks at least every I - H, so one would have come for the lease or passed the head
-# over since. The queue is then cleared. L and I are the waiters' own (see QueueSettings.of).
-STALE_QUEUE = (
-    f"#expiresAt < :now AND #head = :head AND #head <= #tickets AND {STALE_HEAD} "
-    f"AND {SILENT_HEAD} AND (attribute_not_exists(#queuedAt) OR #queuedAt < :idle)"
-)
+# Names that were public only so that lease_queue could use them: now private to both, in
+# turnstile_ddb._lease_item. They keep answering, with a warning, until 0.5.0.
+_INTERNAL = "nothing: the lease item's schema is private (configure LeaseAttributes instead)"
+__getattr__ = renamed(
+    __name__,
+    {
+        "FREE_AND_NO_QUEUE": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
+        "STALE_HEAD": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.STALE_HEAD),
+        "SILENT_HEAD": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.SILENT_HEAD),
+        "STALE_QUEUE": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.STALE_QUEUE),
+        "QUEUE_EXPIRY_MS": (
+            "0.4.0", "0.5.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
+            lambda: _item.QUEUE_EXPIRY_MS,
+        ),
+        "REAP_ATTRIBUTE": (
+            "0.4.0", "0.5.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
+            lambda: _item.DEFAULT_ATTRIBUTES.ttl_attribute,
+        ),
+        "QueueSettings": (
+            "0.4.0", "0.5.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
+        ),
+        "attribute_names": ("0.4.0", "0.5.0", "Leases.names", lambda: _attribute_names),
+        "new_acquisition": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.new_acquisition),
+    },
+)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class QueueSettings:
-    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
-    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
-    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
-    that never said it was next may leave its turn unclaimed (waiters further back write nothing
-    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
-    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
-    before a Lambda invocation ends waits and heartbeats stop.
-
-    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
-    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
-    writes are slow (a loaded machine), raise H and L together.
-    """
-
-    heartbeat_ms: int = 500
-    expiry_ms: int = QUEUE_EXPIRY_MS
-    poll_ms: int = 50
-    margin_ms: int = 1000
-    idle_ms: int = 0  # 0: four times expiry_ms
-
-    def __post_init__(self) -> None:
-        if not 0 < self.heartbeat_ms < self.expiry_ms:
-            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
-        if self.poll_ms <= 0 or self.margin_ms < 0:
-            raise ValueError("poll_ms must be positive and margin_ms not negative")
-        if self.idle_ms == 0:
-            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
-        if self.idle_ms < self.expiry_ms:
-            raise ValueError("need idle_ms >= expiry_ms")
-
-    @classmethod
-    def of(cls, item: Mapping[str, Any]) -> QueueSettings:
-        """L and I as the queue's waiters wrote them on the lease item with their ticket
-        (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were
-        recorded). A plain acquisition judges a queue by these, never by settings of its own."""
-        expiry = int(item.get("queueExpiryMs", 0)) or cls.expiry_ms
-        idle = max(int(item.get("queueIdleMs", 0)), expiry)
-        return cls(heartbeat_ms=min(cls.heartbeat_ms, expiry - 1), expiry_ms=expiry, idle_ms=idle)
-
-    def stale_queue_times(self, now: int) -> tuple[int, int]:
-        """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` at ``now``: the queue's own pass-over
-        rule (``SILENT_HEAD``) as it stood I ago (every live waiter looks within I - H)."""
-        since = now - self.idle_ms
-        return since - self.expiry_ms, since - self.idle_ms
+def _renamed_attribute(old: str, new: str) -> None:
+    warnings.warn(
+        f"turnstile_ddb.lease.{old} is deprecated since turnstile-ddb 0.4.0 and will be removed "
+        f"in 0.5.0; use {new} instead",
+        TurnstileDeprecationWarning,
+        stacklevel=3,
+    )
 
 
-def new_acquisition() -> str:
-    """A new acquisition id (random, 128 bits): written by every acquisition on the lease item."""
-    return uuid.uuid4().hex
-
-
-def attribute_names(*placeholders: str) -> dict[str, str]:
-    """ExpressionAttributeNames for the lease item's placeholders (shared with the queue)."""
-    return {name: _NAMES[name] for name in placeholders}
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Lease:
-    """A lease this caller holds. ``fence`` is the token every protected write must carry."""
+    """A lease this caller holds. ``fence`` is the token every protected write must carry.
+
+    ``expires_at_ms`` is the lease's expiry (epoch ms by the acquirer's clock, the item's
+    ``expiresAt``), which decides ownership; it has nothing to do with the table's TTL attribute.
+    ``attempts`` is the number of DynamoDB calls the acquisition made (each acquire,
+    queue call, look, claim, beat or pass-over; a call resent by the retry policy counts once).
+    """
 
     resource: str
     owner: str
     fence: int
-    expires_at: int  # epoch ms, by the acquirer's clock
-    acquired_at: int
-    attempts: int = 1  # acquire calls it took (waiting acquisitions)
+    expires_at_ms: int  # epoch ms, by the acquirer's clock: the item's expiresAt
+    acquired_at: int  # epoch ms, by the acquirer's clock
+    attempts: int = 1  # DynamoDB calls the acquisition made
     previous: dict[str, Any] | None = None  # the lease item as this acquisition found it
-    ticket: int | None = None  # the queue ticket it was served on (turnstile_ddb.lease_queue)
+    ticket: int | None = None  # its FIFO number in the queue (turnstile_ddb.lease_queue)
+
+    def __init__(
+        self,
+        resource: str,
+        owner: str,
+        fence: int,
+        expires_at_ms: int | None = None,
+        acquired_at: int = 0,
+        attempts: int = 1,
+        previous: dict[str, Any] | None = None,
+        ticket: int | None = None,
+        *,
+        expires_at: int | None = None,  # the old name of expires_at_ms (deprecated)
+    ) -> None:
+        if expires_at is not None:
+            _renamed_attribute("Lease(expires_at=...)", "Lease(expires_at_ms=...)")
+            expires_at_ms = expires_at if expires_at_ms is None else expires_at_ms
+        if expires_at_ms is None:
+            raise TypeError("Lease() needs expires_at_ms")
+        for name, value in (
+            ("resource", resource), ("owner", owner), ("fence", fence),
+            ("expires_at_ms", expires_at_ms), ("acquired_at", acquired_at),
+            ("attempts", attempts), ("previous", previous), ("ticket", ticket),
+        ):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    @property
+    def expires_at(self) -> int:
+        """The old name of :attr:`expires_at_ms` (deprecated)."""
+        _renamed_attribute("Lease.expires_at", "Lease.expires_at_ms")
+        return self.expires_at_ms
 
 
 class Held(errors.Retryable):
-    """Someone else holds the lease (read from the failed condition's ALL_OLD image)."""
+    """Someone else holds the lease (read from the failed condition's ALL_OLD image).
 
-    def __init__(self, resource: str, owner: str, expires_at: int, fence: int, attempts: int = 1):
-        super().__init__(f"{resource!r} is held by {owner!r} until {expires_at}")
-        self.waiting = 0  # tickets queued (turnstile_ddb.lease_queue) when it was refused
+    ``expires_at_ms``: the holder's expiry (epoch ms); ``attempts``: the DynamoDB calls this
+    acquisition made before giving up (as :attr:`Lease.attempts`)."""
+
+    def __init__(
+        self, resource: str, owner: str, expires_at_ms: int, fence: int, attempts: int = 1
+    ):
+        super().__init__(f"{resource!r} is held by {owner!r} until {expires_at_ms}")
+        self.waiting = 0  # waiters queued (turnstile_ddb.lease_queue) when it was refused
         self.resource = resource
         self.owner = owner
-        self.expires_at = expires_at
+        self.expires_at_ms = expires_at_ms
         self.fence = fence
         self.attempts = attempts
+
+    @property
+    def expires_at(self) -> int:
+        """The old name of :attr:`expires_at_ms` (deprecated)."""
+        _renamed_attribute("Held.expires_at", "Held.expires_at_ms")
+        return self.expires_at_ms
 
     @classmethod
     def from_item(cls, resource: str, item: Mapping[str, Any] | None, attempts: int = 1) -> Held:
@@ -331,48 +311,46 @@ class StaleFence(errors.Refused):
         self.current = current
 
 
-class NoTimeLeft(errors.Retryable):
-    """The invocation ends before a lease could be worth taking (remaining time <= margin)."""
-
-
 @dataclass
 class Leases:
-    """Lease operations on one lease table. ``clock`` returns epoch seconds (inject it in tests)."""
+    """Lease operations on one lease table. ``clock`` returns epoch seconds (inject it in tests).
+
+    ``key_attr`` is the table's partition key (``turnstile_ddb.cdk.LeaseTable``'s default);
+    ``attributes`` the names its lease items' attributes are stored under (the defaults are
+    what every earlier version wrote)."""
 
     client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     clock: Callable[[], float] = time.time
     safety_margin_ms: int = SAFETY_MARGIN_MS
-    key_attr: str = "resource"  # the table's partition key (turnstile_ddb.cdk.LeaseTable's default)
+    key_attr: str = "resource"
+    attributes: LeaseAttributes = field(default_factory=LeaseAttributes)
 
-    def key(self, resource: str) -> dict[str, Any]:
-        """The lease item's key for ``resource``, in the table's own key attribute."""
+    def wire_key(self, resource: str) -> dict[str, Any]:
+        """The lease item's key for ``resource`` in DynamoDB's typed form (``{"S": ...}``), in
+        the table's own key attribute."""
         return codec.encode_item({self.key_attr: resource})
 
+    @deprecated(since="0.4.0", removed_in="0.5.0", use="Leases.wire_key")
+    def key(self, resource: str) -> dict[str, Any]:
+        """The typed key: :meth:`wire_key` under its old name (``key()`` means plain values)."""
+        return self.wire_key(resource)
+
     def names(self, *placeholders: str) -> dict[str, str]:
-        """:func:`attribute_names`, with ``#resource`` naming this table's key attribute."""
-        names = attribute_names(*placeholders)
-        if "#resource" in names:
-            names["#resource"] = self.key_attr
-        return names
+        """ExpressionAttributeNames for the lease item's placeholders (``#expiresAt``, ...), in
+        this table's stored names (``#resource``: its key attribute)."""
+        return _item.expression_names(self.attributes, placeholders, self.key_attr)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
     def time_left_ms(self, lease: Lease) -> int:
         """How long the holder may still act, keeping the clock-skew margin (can be negative)."""
-        return lease.expires_at - self.safety_margin_ms - self.now_ms()
+        return lease.expires_at_ms - self.safety_margin_ms - self.now_ms()
 
-    def _ttl_ms(self, ttl_ms: int, remaining_ms: Callable[[], int] | None) -> int:
-        if ttl_ms <= 0:
-            raise ValueError("a lease needs a positive duration")
-        if remaining_ms is None:
-            return ttl_ms
-        allowed = remaining_ms() - self.safety_margin_ms
-        if allowed <= 0:
-            raise NoTimeLeft(f"only {remaining_ms()} ms left in this invocation")
-        return min(ttl_ms, allowed)
+    def _duration_ms(self, ttl_ms: int, remaining_ms: Callable[[], int] | None) -> int:
+        return _item.duration_ms(ttl_ms, remaining_ms, self.safety_margin_ms)
 
     # -- acquire ---------------------------------------------------------------------------------
 
@@ -385,52 +363,71 @@ class Leases:
         *,
         remaining_ms: Callable[[], int] | None = None,
     ) -> Lease:
-        """One attempt. Raises :class:`Held` when a live lease exists or waiters are queued.
+        """One attempt: a lease of ``ttl_ms`` (its duration: ``expiresAt`` = now + ``ttl_ms``).
+        Raises :class:`Held` when a live lease exists or waiters are queued.
 
         Not retried after a timeout (``ADD`` is not idempotent): that surfaces as
         :class:`turnstile_ddb.retry.OutcomeUnknown`, and a lease taken that way simply expires.
         """
-        duration = self._ttl_ms(ttl_ms, remaining_ms)
         now = self.now_ms()
-        expires_at = now + duration
+        write = _item.Acquisition(
+            owner, now + self._duration_ms(ttl_ms, remaining_ms), now, _item.FREE_AND_NO_QUEUE
+        )
         metrics.count("LeaseAttempt", pattern=PATTERN)
         try:
-            previous = self.take(resource, owner, expires_at, now, FREE_AND_NO_QUEUE)
+            previous = _item.take(self, resource, write)
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
             metrics.count("LeaseBusy", pattern=PATTERN)
-            item = codec.old_item(exc) or {}
-            stale, idle = QueueSettings.of(item).stale_queue_times(now)
-            if not self._stale_queue(item, now, stale, idle):
-                raise Held.from_item(resource, item) from exc
-            # Waiters are queued but the queue itself would have passed its head over I ago, and
-            # nobody queued since: they are gone (a restore, dead waiters). Clear it and take it.
-            try:
-                previous = self.take(
-                    resource,
-                    owner,
-                    expires_at,
-                    now,
-                    STALE_QUEUE,
-                    also_set=", #head = #tickets + :one",
-                    also_remove=", #left",
-                    extra_values=codec.values(
-                        head=int(item.get("head", 1)), stale=stale, idle=idle
-                    ),
-                )
-            except ClientError as again:
-                if not retry.condition_failed(again):
-                    raise
-                raise Held.from_item(resource, codec.old_item(again)) from again
-            metrics.count("LeaseQueueCleared", pattern=PATTERN)
+            previous = self._clear_stale_queue(resource, write, self._old(exc) or {})
+            return self._taken(resource, write, previous, attempts=2)
+        return self._taken(resource, write, previous, attempts=1)
+
+    def _clear_stale_queue(
+        self, resource: str, write: _item.Acquisition, item: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Refused: take the lease past a queue whose waiters are gone (a restore, dead waiters:
+        the queue itself would have passed its head over I ago, and nobody queued since), with
+        the queue cleared in the same write; :class:`Held` (from the refusal) otherwise."""
+        now = write.now_ms
+        stale, idle = _item.stale_queue_times(now, *_item.queue_times(item))
+        if not self._stale_queue(item, now, stale, idle):
+            raise Held.from_item(resource, item)
+        clear = replace(
+            write,
+            condition=_item.STALE_QUEUE,
+            also_set=", #head = #tickets + :one",
+            also_remove=", #left",
+            values=codec.values(head=int(item.get("head", 1)), stale=stale, idle=idle),
+        )
+        try:
+            previous = _item.take(self, resource, clear)
+        except ClientError as again:
+            if not retry.condition_failed(again):
+                raise
+            raise Held.from_item(resource, self._old(again), attempts=2) from again
+        metrics.count("LeaseQueueCleared", pattern=PATTERN)
+        return previous
+
+    @staticmethod
+    def _taken(
+        resource: str, write: _item.Acquisition, previous: dict[str, Any] | None, attempts: int
+    ) -> Lease:
         fence = int((previous or {}).get("fence", 0)) + 1
-        return Lease(resource, owner, fence, expires_at, now, previous=previous)
+        return Lease(
+            resource, write.owner, fence, write.expires_at_ms, write.now_ms,
+            attempts=attempts, previous=previous,
+        )  # fmt: skip
+
+    def _old(self, exc: BaseException) -> dict[str, Any] | None:
+        """The ALL_OLD item of a refusal, with the default names."""
+        return _item.logical(self.attributes, codec.old_item(exc))
 
     @staticmethod
     def _stale_queue(item: Mapping[str, Any], now: int, stale: int, idle: int) -> bool:
-        """Free, waiters queued, and :data:`STALE_QUEUE` holds (it decides; this only saves a
-        call that would fail)."""
+        """Free, waiters queued, and ``STALE_QUEUE`` holds (it decides; this only saves a call
+        that would fail)."""
         if not item or int(item.get("expiresAt", 0)) >= now:
             return False
         head = int(item.get("head", 1))
@@ -446,6 +443,7 @@ class Leases:
             return int(item.get("beatAt", 0)) < stale
         return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
 
+    @deprecated(since="0.4.0", removed_in="0.5.0", use="Leases.acquire or LeaseQueue.acquire")
     @_contract.write
     def take(
         self,
@@ -460,53 +458,13 @@ class Leases:
         extra_values: Mapping[str, Any] | None = None,
         acquisition: str | None = None,
     ) -> dict[str, Any] | None:
-        """The one acquisition write, for every kind of acquisition (plain here, queued in
-        :mod:`turnstile_ddb.lease_queue`)::
-
-            UpdateItem <resource>
-              SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
-                  #acquisition = :acquisition <also_set>
-              REMOVE #releasedAt, #purgeAt, #reapAt <also_remove>
-              ADD #fence :one
-              ConditionExpression: <condition>
-              ReturnValues: ALL_OLD, ReturnValuesOnConditionCheckFailure: ALL_OLD
-
-        ``acquisition`` (default: a new random id) is written on the item, so a caller whose reply
-        was lost can read whether this write was the one applied (:func:`new_acquisition`).
-        Returns the item as it was (new fence = its fence + 1); a refusal is the ClientError.
-        """
-        acquisition = acquisition or new_acquisition()
-        update = (
-            "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
-            f"#acquisition = :acquisition{also_set} "
-            f"REMOVE #releasedAt, #purgeAt, #reapAt{also_remove} ADD #fence :one"
-        )
-        used = [name for name in _NAMES if name in update or name in condition]
-        response = retry.call(
-            lambda: self.client.update_item(
-                TableName=self.table,
-                Key=self.key(resource),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=self.names(*used),
-                ExpressionAttributeValues={
-                    **codec.values(
-                        owner=owner,
-                        expiresAt=expires_at,
-                        now=now,
-                        one=1,
-                        acquisition=acquisition,
-                    ),
-                    **(extra_values or {}),
-                },
-                ReturnValues="ALL_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ),
-            backoff=self.backoff,
-            idempotent=False,
-            pattern=PATTERN,
-        )
-        return codec.decode_item(response.get("Attributes"))
+        """The raw acquisition write (see ``acquire`` above), public only so that the queue could
+        make it; both now share a private one."""
+        write = _item.Acquisition(
+            owner, expires_at, now, condition, also_set, also_remove, extra_values or {},
+            acquisition or _item.new_acquisition(),
+        )  # fmt: skip
+        return _item.take(self, resource, write)
 
     @_contract.write
     def acquire_wait(
@@ -521,28 +479,31 @@ class Leases:
     ) -> Lease:
         """Acquire, waiting up to ``wait_ms`` (never past the invocation's end) for the holder.
 
-        Between attempts it sleeps a full-jitter exponential delay from ``waits``, but never longer
-        than until the holder's ``expiresAt`` (plus a little jitter): an expired holder is taken
-        over promptly and an early release is noticed by the next poll. Only the acquire call is
-        repeated; nothing the caller does is. Raises :class:`Held` (with ``attempts``) at the end.
+        Between attempts it sleeps a full-jitter exponential delay from ``waits`` (its ``sleep``
+        is the one used: inject it in tests), but never longer than until the holder's
+        ``expiresAt`` (plus a little jitter): an expired holder is taken over promptly and an
+        early release is noticed by the next poll. Only the acquire call is repeated; nothing the
+        caller does is. Raises :class:`Held` at the end; ``attempts`` (on the lease or on
+        :class:`Held`) counts the DynamoDB calls of every attempt.
         """
         start = self.now_ms()
         deadline = start + wait_ms
         if remaining_ms is not None:
             deadline = min(deadline, start + remaining_ms() - 2 * self.safety_margin_ms)
-        attempt = 0
+        attempt = calls = 0
         while True:
             attempt += 1
             try:
                 lease = self.acquire(resource, owner, ttl_ms, remaining_ms=remaining_ms)
             except Held as held:
+                calls += held.attempts
                 now = self.now_ms()
                 if now >= deadline:
-                    held.attempts = attempt
+                    held.attempts = calls
                     metrics.timing("LeaseWait", now - start, pattern=PATTERN)
                     metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
                     raise
-                until_expiry_ms = max(0, held.expires_at - now)
+                until_expiry_ms = max(0, held.expires_at_ms - now)
                 delay_ms = min(
                     waits.delay(attempt) * 1000,
                     until_expiry_ms + waits.rand() * waits.base * 1000,
@@ -551,7 +512,7 @@ class Leases:
                 waits.sleep(delay_ms / 1000)
                 continue
             metrics.timing("LeaseWait", self.now_ms() - start, pattern=PATTERN)
-            return replace(lease, attempts=attempt)
+            return replace(lease, attempts=calls + lease.attempts)
 
     # -- renew, release --------------------------------------------------------------------------
 
@@ -561,15 +522,15 @@ class Leases:
     ) -> Lease:
         """Extend ``lease`` to now + ``ttl_ms``; :class:`LeaseLost` if it is no longer this
         lease."""
-        expires_at = self.now_ms() + self._ttl_ms(ttl_ms, remaining_ms)
+        expires_at_ms = self.now_ms() + self._duration_ms(ttl_ms, remaining_ms)
         self._owned_update(
             lease,
             "SET #expiresAt = :expiresAt",
             "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
-            attribute_names("#owner", "#fence", "#expiresAt", "#releasedAt"),
-            codec.values(expiresAt=expires_at),
+            self.names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+            codec.values(expiresAt=expires_at_ms),
         )
-        return replace(lease, expires_at=expires_at)
+        return replace(lease, expires_at_ms=expires_at_ms)
 
     @_contract.write
     def release(self, lease: Lease) -> None:
@@ -585,7 +546,7 @@ class Leases:
             "SET #expiresAt = :zero, #releasedAt = :now",
             "#owner = :owner AND #fence = :fence "
             "AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now",
-            attribute_names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+            self.names("#owner", "#fence", "#expiresAt", "#releasedAt"),
             codec.values(zero=0, now=now),
             already=lambda item: (
                 int(item.get("fence", -1)) == lease.fence and item.get("owner") == lease.owner
@@ -607,7 +568,7 @@ class Leases:
             retry.call(
                 lambda: self.client.update_item(
                     TableName=self.table,
-                    Key=self.key(lease.resource),
+                    Key=self.wire_key(lease.resource),
                     UpdateExpression=update,
                     ConditionExpression=condition,
                     ExpressionAttributeNames=names,
@@ -623,7 +584,7 @@ class Leases:
             )
         except ClientError as exc:
             if retry.condition_failed(exc):
-                current = codec.old_item(exc)
+                current = self._old(exc)
                 if already is not None and current is not None and already(current):
                     metrics.count("LeaseReleaseRepeated", pattern=PATTERN)
                     return
@@ -639,12 +600,12 @@ class Leases:
         return {
             "ConditionCheck": {
                 "TableName": self.table,
-                "Key": self.key(lease.resource),
+                "Key": self.wire_key(lease.resource),
                 "ConditionExpression": (
                     "#owner = :owner AND #fence = :fence "
                     "AND attribute_not_exists(#releasedAt) AND #expiresAt > :now"
                 ),
-                "ExpressionAttributeNames": attribute_names(
+                "ExpressionAttributeNames": self.names(
                     "#owner", "#fence", "#releasedAt", "#expiresAt"
                 ),
                 "ExpressionAttributeValues": codec.values(
@@ -674,7 +635,9 @@ class Leases:
         except transact.Cancelled as exc:
             if exc.failed_at(0):
                 metrics.count("FencedWriteRefused", pattern=PATTERN)
-                raise LeaseLost(lease.resource, exc.reasons[0].item) from exc
+                raise LeaseLost(
+                    lease.resource, _item.logical(self.attributes, exc.reasons[0].item)
+                ) from exc
             raise transact.Cancelled(exc.reasons[1:]) from exc
 
     @contextmanager

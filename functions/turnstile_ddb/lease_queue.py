@@ -138,14 +138,14 @@ last renewal plus one poll: the next waiter, beating, sleeps until the holder's 
       Update <resource>  SET #head = :front, #skippedAt = :now  DELETE #left :passed
         ConditionExpression: #head = :head
 
-A ticket call whose answer was lost is not resent (``ADD`` would take a second ticket); the waiter
+A queue call whose answer was lost is not resent (``ADD`` would take a second ticket); the waiter
 takes a new ticket while its deadline allows, and the orphan, if it was taken, is passed over
 after I like any silent waiter. A waiter that finds the head past its ticket (passed over), or the
 ticket counter behind its ticket (a restore took it back, so the number may be handed out again),
 takes a new ticket while its deadline allows.
 
 A claim or grab whose answer was lost is settled by one consistent read: every acquisition writes
-an id of its own on the item (``acquisition``, :func:`turnstile_ddb.lease.new_acquisition`), so
+an id of its own on the item (``acquisition``, a new random id per write), so
 the item shows this write's id only if it was applied and nobody has acquired since. The owner
 cannot tell: one owner (a user, over HTTP) may be queued many times at once, and a successor with
 the same owner would hand this waiter its own fence.
@@ -169,13 +169,14 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from turnstile_ddb import _contract, codec, errors, lease, metrics, retry, transact
+from turnstile_ddb import _lease_item as _item
 
 __all__ = [
     "Heartbeat",
@@ -186,19 +187,64 @@ __all__ = [
     "waiter_key",
 ]
 
-PATTERN = lease.PATTERN
+PATTERN = _item.PATTERN
 SEPARATOR = "#q#"
 TOMBSTONE_REAP_S = 86_400  # a tombstone's TTL: a day, far past any wait
 MAX_SKIP = 50
 MAX_QUIET = 1024  # resources a process remembers as quiet (an arbitrary one is forgotten past it)
-SILENT_HEAD = lease.SILENT_HEAD
-QueueSettings = lease.QueueSettings
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
+    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
+    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
+    that never said it was next may leave its turn unclaimed (waiters further back write nothing
+    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
+    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
+    before a Lambda invocation ends waits and heartbeats stop.
+
+    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
+    writes are slow (a loaded machine), raise H and L together.
+    """
+
+    heartbeat_ms: int = 500
+    expiry_ms: int = _item.QUEUE_EXPIRY_MS
+    poll_ms: int = 50
+    margin_ms: int = 1000
+    idle_ms: int = 0  # 0: four times expiry_ms
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_ms < self.expiry_ms:
+            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
+        if self.poll_ms <= 0 or self.margin_ms < 0:
+            raise ValueError("poll_ms must be positive and margin_ms not negative")
+        if self.idle_ms == 0:
+            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
+        if self.idle_ms < self.expiry_ms:
+            raise ValueError("need idle_ms >= expiry_ms")
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> QueueSettings:
+        """L and I as the queue's waiters wrote them on the lease item with their ticket
+        (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were
+        recorded). A plain acquisition judges a queue by these, never by settings of its own."""
+        expiry, idle = _item.queue_times(item)
+        return cls(heartbeat_ms=min(cls.heartbeat_ms, expiry - 1), expiry_ms=expiry, idle_ms=idle)
+
+    def stale_queue_times(self, now: int) -> tuple[int, int]:
+        """``:stale`` and ``:idle`` of the plain acquisition's stale-queue condition at ``now``:
+        the queue's own pass-over rule as it stood I ago (every live waiter looks within I - H)."""
+        return _item.stale_queue_times(now, self.expiry_ms, self.idle_ms)
 
 
 # The claim records the hold it ends (its release minus its acquisition, from the item's own
 # values: the claimer never saw the release) as ``lastHoldMs``; a takeover records the time since
 # the acquisition, which :meth:`LeaseQueue._hold_sample` discards as longer than L.
 LAST_HOLD = "if_not_exists(#releasedAt, :now) - if_not_exists(#acquiredAt, :now)"
+# What a claim sets besides the acquisition: the head past its ticket, and the pace it records.
+CLAIM_SET = f", #head = :next, #turnMs = :turn, #holdMs = :hold, #lastHoldMs = {LAST_HOLD}"
 
 
 def waiter_key(resource: str, ticket: int) -> str:
@@ -224,13 +270,13 @@ class WaitTimedOut(lease.Held):
         self,
         resource: str,
         owner: str,
-        expires_at: int,
+        expires_at_ms: int,
         fence: int,
         *,
         position: int,
         attempts: int,
     ) -> None:
-        super().__init__(resource, owner, expires_at, fence, attempts)
+        super().__init__(resource, owner, expires_at_ms, fence, attempts)
         self.position = position
 
 
@@ -241,13 +287,13 @@ class _Wait:
     resource: str
     owner: str
     ticket: int
-    ticketed: float  # monotonic: when the ticket was taken
+    queued_at: float  # monotonic: when it queued (took its ticket)
     item: dict[str, Any]  # the lease item as last seen
     calls: int = 0
     polls: int = 0  # looks as the head at a live holder past its expected release
     first_head: int = 0  # the head when the ticket was taken (for the serving rate)
     beat_due: float | None = None  # monotonic: when it next says it is next (None: not next yet)
-    latency: float = 0.0  # seconds: how long its last ticket or claim call took
+    latency: float = 0.0  # seconds: how long its last queue or claim call took
 
     @property
     def key(self) -> str:
@@ -277,9 +323,24 @@ class _Wait:
 
 
 @dataclass
+class _Request:
+    """One call of :meth:`LeaseQueue.acquire`: what it asked for, and the DynamoDB calls it has
+    spent on tickets given up (passed over, lost) and on the fast path."""
+
+    resource: str
+    owner: str
+    deadline: float  # monotonic
+    duration_ms: int  # the lease's duration (expiresAt = now + this, capped by remaining_ms)
+    remaining_ms: Callable[[], int] | None
+    started: float  # monotonic
+    calls: int = 0
+
+
+@dataclass
 class LeaseQueue:
-    """FIFO waiting on :class:`turnstile_ddb.lease.Leases` (same client, table, clock and
-    backoff)."""
+    """FIFO waiting on :class:`turnstile_ddb.lease.Leases` (same client, table, stored names,
+    clock and backoff). ``sleep`` and ``monotonic`` are the waiter's naps and deadline clock:
+    inject them (with ``Leases.clock``) to run waits on virtual time."""
 
     leases: lease.Leases
     settings: QueueSettings = field(default_factory=QueueSettings)
@@ -321,65 +382,88 @@ class LeaseQueue:
         """Queue for ``resource`` and return the lease when served, in ticket order.
 
         Waits at most ``wait_ms`` (and never past ``remaining_ms() - margin_ms``); then leaves the
-        queue and raises :class:`WaitTimedOut`. The lease lasts ``ttl_ms`` (default ``L``): renew
-        it every ``H`` (:class:`Heartbeat`); given ``remaining_ms`` it is also cut to end before
-        the invocation does, which suits a lease the invocation holds itself: for a lease handed
-        to someone outside it (an HTTP client), bound ``wait_ms`` by the remaining time instead
-        and leave ``remaining_ms`` out, so the lease lasts ``ttl_ms``. A waiter passed over (it
-        did not come for its turn within L) takes a new ticket while time is left.
-        ``Lease.attempts`` counts the DynamoDB calls spent.
+        queue and raises :class:`WaitTimedOut`. The lease lasts ``ttl_ms`` (its duration; default
+        ``L``): renew it every ``H`` (:class:`Heartbeat`); given ``remaining_ms`` it is also cut
+        to end before the invocation does, which suits a lease the invocation holds itself: for a
+        lease handed to someone outside it (an HTTP client), bound ``wait_ms`` by the remaining
+        time instead and leave ``remaining_ms`` out, so the lease lasts ``ttl_ms``. A waiter
+        passed over (it did not come for its turn within L) takes a new ticket while time is left.
+        ``Lease.attempts`` (and ``WaitTimedOut.attempts``) counts the DynamoDB calls spent.
         """
-        deadline = self.deadline(wait_ms, remaining_ms)
-        duration = ttl_ms if ttl_ms is not None else self.settings.expiry_ms
-        started = self.monotonic()
-        calls = 0
-        if resource in self.quiet:
-            calls += 1
-            held = self._grab(resource, owner, duration, remaining_ms)
-            if held is not None:
-                metrics.timing("LeaseWait", (self.monotonic() - started) * 1000, pattern=PATTERN)
-                return held
+        request = _Request(
+            resource,
+            owner,
+            deadline=self.deadline(wait_ms, remaining_ms),
+            duration_ms=ttl_ms if ttl_ms is not None else self.settings.expiry_ms,
+            remaining_ms=remaining_ms,
+            started=self.monotonic(),
+        )
         try:
-            while True:
-                try:
-                    wait = self._enqueue(resource, owner)
-                except errors.OutcomeUnknown:
-                    # The ticket may have been taken: nobody comes for it, so it is passed over
-                    # after L like a dead waiter's. Take another while time is left.
-                    if self.monotonic() >= deadline:
-                        raise
-                    continue
-                try:
-                    held = self._wait(wait, deadline, duration, remaining_ms)
-                except PassedOver:
-                    calls += wait.calls
-                    metrics.count("LeasePassedOver", pattern=PATTERN)
-                    if self.monotonic() >= deadline:
-                        raise self._timed_out(wait, calls) from None
-                    continue
-                except WaitTimedOut as timed_out:
-                    timed_out.attempts += calls
-                    raise
-                metrics.timing("LeaseWait", (self.monotonic() - started) * 1000, pattern=PATTERN)
-                return replace(held, attempts=calls + wait.calls)
+            held = self._fast_path(request) or self._queue(request)
         except WaitTimedOut:
-            metrics.timing("LeaseWait", (self.monotonic() - started) * 1000, pattern=PATTERN)
+            self._waited(request)
             metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
             raise
+        self._waited(request)
+        return held
 
-    def _enqueue(self, resource: str, owner: str, started: float | None = None) -> _Wait:
+    def _waited(self, request: _Request) -> None:
+        metrics.timing("LeaseWait", (self.monotonic() - request.started) * 1000, pattern=PATTERN)
+
+    def _fast_path(self, request: _Request) -> lease.Lease | None:
+        """A resource last seen quiet: one write that takes a ticket and is served at once (see
+        *Fast path*); None (the call counted) if refused."""
+        if request.resource not in self.quiet:
+            return None
+        request.calls += 1
+        held = self._grab(request)
+        return None if held is None else replace(held, attempts=request.calls)
+
+    def _queue(self, request: _Request) -> lease.Lease:
+        """Take a ticket and wait on it; passed over, or the ticket call lost, queue again while
+        the deadline allows."""
+        while True:
+            wait = self._ticket(request)
+            if wait is None:
+                continue
+            try:
+                held = self._wait(wait, request)
+            except PassedOver:
+                request.calls += wait.calls
+                metrics.count("LeasePassedOver", pattern=PATTERN)
+                if self.monotonic() >= request.deadline:
+                    raise self._timed_out(wait, request.calls) from None
+                continue
+            except WaitTimedOut as timed_out:
+                timed_out.attempts += request.calls
+                raise
+            return replace(held, attempts=request.calls + wait.calls)
+
+    def _ticket(self, request: _Request) -> _Wait | None:
+        """A new ticket; None when the call's answer was lost and time is left to take another
+        (the ticket may have been taken: nobody comes for it, so it is passed over after I like
+        a dead waiter's)."""
+        try:
+            return self._enqueue(request.resource, request.owner)
+        except errors.OutcomeUnknown:
+            request.calls += 1
+            if self.monotonic() >= request.deadline:
+                raise
+            return None
+
+    def _enqueue(self, resource: str, owner: str) -> _Wait:
         asked = self.monotonic()
         response = retry.call(
             lambda: self._client.update_item(
                 TableName=self._table,
-                Key=self.leases.key(resource),
+                Key=self.leases.wire_key(resource),
                 UpdateExpression=(
                     "ADD #tickets :one SET #head = if_not_exists(#head, :one), "
                     "#fence = if_not_exists(#fence, :zero), "
                     "#expiresAt = if_not_exists(#expiresAt, :zero), #queuedAt = :now, "
                     "#expiryMs = :expiry, #idleMs = :idle"
                 ),
-                ExpressionAttributeNames=lease.attribute_names(
+                ExpressionAttributeNames=self.leases.names(
                     "#tickets", "#head", "#fence", "#expiresAt", "#queuedAt", "#expiryMs", "#idleMs"
                 ),
                 ExpressionAttributeValues=codec.values(
@@ -395,13 +479,13 @@ class LeaseQueue:
             idempotent=False,  # a resend takes a second ticket
             pattern=PATTERN,
         )
-        item = codec.new_item(response)
+        item = self._new(response)
         ticket = int(item["tickets"])
         metrics.count("LeaseQueued", pattern=PATTERN)
         if self.on_ticket is not None:
             self.on_ticket(resource, owner, ticket)
         wait = _Wait(resource, owner, ticket, self.monotonic(), item, calls=1)
-        wait.latency = wait.ticketed - asked
+        wait.latency = wait.queued_at - asked
         if ticket == wait.head and int(item.get("expiresAt", 0)) < self.leases.now_ms():
             if len(self.quiet) >= MAX_QUIET:
                 self.quiet.pop()
@@ -409,14 +493,11 @@ class LeaseQueue:
         wait.first_head = wait.head
         return wait
 
-    def _wait(
-        self,
-        wait: _Wait,
-        deadline: float,
-        duration: int,
-        remaining_ms: Callable[[], int] | None,
-    ) -> lease.Lease:
-        first = True  # even a spent deadline (wait_ms 0, a slow ticket call) gets one look
+    def _wait(self, wait: _Wait, request: _Request) -> lease.Lease:
+        """Wait on ``wait``'s ticket until served (see *Liveness* and *Pace*), or leave at the
+        deadline (:class:`WaitTimedOut`); :class:`PassedOver` if the queue moved past it."""
+        deadline = request.deadline
+        first = True  # even a spent deadline (wait_ms 0, a slow queue call) gets one look
         while True:
             if self.monotonic() >= deadline and not first:
                 self._leave(wait)
@@ -445,17 +526,17 @@ class LeaseQueue:
                     continue
                 if not free:
                     self._nap(wait, deadline, self._until_release(wait, now))
-                held = self._claim(wait, duration, remaining_ms)
+                held = self._claim(wait, request)
                 if held is not None:
                     return held
                 continue
             if free and self._stale(wait, now):
-                held = self._skip(wait, duration, remaining_ms)
+                held = self._skip(wait, request)
                 if held is not None:
                     return held
                 continue
             self._nap(wait, deadline, self._until_turn(wait, now, free))
-            held = self._claim(wait, duration, remaining_ms)
+            held = self._claim(wait, request)
             if held is not None:
                 return held
 
@@ -466,7 +547,7 @@ class LeaseQueue:
         the last claims recorded on the item (``turnMs``), else four polls."""
         served = wait.head - wait.first_head
         if served >= 2:
-            return (self.monotonic() - wait.ticketed) / served
+            return (self.monotonic() - wait.queued_at) / served
         if "turnMs" in wait.item:
             return int(wait.item["turnMs"]) / 1000
         return 4 * self.settings.poll_ms / 1000
@@ -514,23 +595,19 @@ class LeaseQueue:
             return False
         if int(item.get("beatTicket", 0)) == wait.head:
             return int(item.get("beatAt", 0)) < now - settings.expiry_ms
-        if (self.monotonic() - wait.ticketed) * 1000 <= settings.idle_ms:
+        if (self.monotonic() - wait.queued_at) * 1000 <= settings.idle_ms:
             return False
         head = max(int(item.get(name, 0)) for name in ("acquiredAt", "skippedAt"))
         return head < now - settings.idle_ms
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def _claim(
-        self, wait: _Wait, duration: int, remaining_ms: Callable[[], int] | None
-    ) -> lease.Lease | None:
+    def _claim(self, wait: _Wait, request: _Request) -> lease.Lease | None:
         """Take the lease as the head if it is free; None (``wait.item`` refreshed) if not."""
         condition = "#head = :ticket AND #expiresAt < :now"
-        return self._take(wait, duration, remaining_ms, condition, codec.values(ticket=wait.ticket))
+        return self._take(wait, request, condition, codec.values(ticket=wait.ticket))
 
-    def _skip(
-        self, wait: _Wait, duration: int, remaining_ms: Callable[[], int] | None
-    ) -> lease.Lease | None:
+    def _skip(self, wait: _Wait, request: _Request) -> lease.Lease | None:
         """Pass over a head that did not come for its turn in L: right behind it, take the lease
         in the same write; further back, only move the head on (and restart its clock)."""
         head = wait.head
@@ -538,9 +615,11 @@ class LeaseQueue:
         stale = codec.values(
             head=head, stale=now - self.settings.expiry_ms, idle=now - self.settings.idle_ms
         )
-        condition = f"#head = :head AND #expiresAt < :now AND {lease.STALE_HEAD} AND {SILENT_HEAD}"
+        condition = (
+            f"#head = :head AND #expiresAt < :now AND {_item.STALE_HEAD} AND {_item.SILENT_HEAD}"
+        )
         if head + 1 == wait.ticket:
-            held = self._take(wait, duration, remaining_ms, condition, stale)
+            held = self._take(wait, request, condition, stale)
             if held is not None:
                 metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
             return held
@@ -549,10 +628,10 @@ class LeaseQueue:
             response = retry.call(
                 lambda: self._client.update_item(
                     TableName=self._table,
-                    Key=self.leases.key(wait.resource),
+                    Key=self.leases.wire_key(wait.resource),
                     UpdateExpression="SET #head = :next, #skippedAt = :now",
                     ConditionExpression=condition,
-                    ExpressionAttributeNames=lease.attribute_names(
+                    ExpressionAttributeNames=self.leases.names(
                         "#head",
                         "#expiresAt",
                         "#releasedAt",
@@ -575,119 +654,138 @@ class LeaseQueue:
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
-            wait.item = codec.old_item(exc) or {}
+            wait.item = self._old(exc) or {}
             return None
-        wait.item = codec.new_item(response)
+        wait.item = self._new(response)
         metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
         return None
 
     def _take(
         self,
         wait: _Wait,
-        duration: int,
-        remaining_ms: Callable[[], int] | None,
+        request: _Request,
         condition: str,
         values: dict[str, Any] | None = None,
     ) -> lease.Lease | None:
-        """:meth:`Leases.take` with this ticket's head move (head = ticket + 1) and turn record;
+        """The acquisition write with this ticket's head move (head = ticket + 1) and turn record;
         None (``wait.item`` refreshed from the refusal's ALL_OLD) if refused."""
         now = self.leases.now_ms()
-        expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
-        turn = self._recorded_turn(wait, now)
+        own = codec.values(
+            next=wait.ticket + 1,
+            turn=self._recorded_turn(wait, now),
+            hold=self._recorded_hold(wait),
+        )
+        write = _item.Acquisition(
+            wait.owner,
+            now + self._duration_ms(request),
+            now,
+            condition,
+            also_set=CLAIM_SET,
+            values={**own, **(values or {})},
+        )
         wait.calls += 1
         metrics.count("LeaseAttempt", pattern=PATTERN)
         asked = self.monotonic()
-        acquisition = lease.new_acquisition()
         try:
-            seen = self.leases.take(
-                wait.resource,
-                wait.owner,
-                expires_at,
-                now,
-                condition,
-                acquisition=acquisition,
-                also_set=(
-                    f", #head = :next, #turnMs = :turn, #holdMs = :hold, #lastHoldMs = {LAST_HOLD}"
-                ),
-                extra_values={
-                    **codec.values(next=wait.ticket + 1, turn=turn, hold=self._recorded_hold(wait)),
-                    **(values or {}),
-                },
-            )
+            seen = _item.take(self.leases, wait.resource, write)
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
             wait.latency = self.monotonic() - asked
             metrics.count("LeaseBusy", pattern=PATTERN)
-            wait.item = codec.old_item(exc) or {}
+            wait.item = self._old(exc) or {}
             return None
         except errors.OutcomeUnknown:
-            # Settled by a read: the item records this write's acquisition id: ours (nobody
-            # acquired since; the owner alone would not tell, one owner may queue many times at
-            # once). Still before this ticket: not applied, look again. Otherwise queue again.
-            wait.item = self._get(wait)
-            if wait.item.get("acquisition") == acquisition:
-                return self._held(wait, {}, int(wait.item.get("fence", 0)), expires_at, now)
-            if wait.head <= wait.ticket:
-                return None
-            raise PassedOver(wait.resource, wait.ticket) from None
+            return self._settle_claim(wait, write)
         seen = seen or {}
         if int(seen.get("tickets", 0)) > wait.ticket:
             self.quiet.discard(wait.resource)  # someone queued behind it
-        return self._held(wait, seen, int(seen.get("fence", 0)) + 1, expires_at, now)
+        return self._held(wait, seen, int(seen.get("fence", 0)) + 1, write)
 
-    def _grab(
-        self,
-        resource: str,
-        owner: str,
-        duration: int,
-        remaining_ms: Callable[[], int] | None,
-    ) -> lease.Lease | None:
+    def _settle_claim(self, wait: _Wait, write: _item.Acquisition) -> lease.Lease | None:
+        """A claim whose answer was lost, settled by a read: the item records this write's
+        acquisition id: ours (nobody acquired since; the owner alone would not tell, one owner
+        may queue many times at once). Still before this ticket: not applied, look again (None).
+        Otherwise :class:`PassedOver`: queue again."""
+        wait.item = self._get(wait)
+        if wait.item.get("acquisition") == write.id:
+            return self._held(wait, {}, int(wait.item.get("fence", 0)), write)
+        if wait.head <= wait.ticket:
+            return None
+        raise PassedOver(wait.resource, wait.ticket) from None
+
+    def _grab(self, request: _Request) -> lease.Lease | None:
         """The fast path (see *Fast path*): a ticket served at once, in one write, if the lease
         is free and nobody is queued; None (the resource no longer taken for quiet) if not."""
         now = self.leases.now_ms()
-        expires_at = now + self.leases._ttl_ms(duration, remaining_ms)
+        write = _item.Acquisition(
+            request.owner,
+            now + self._duration_ms(request),
+            now,
+            _item.FREE_AND_NO_QUEUE,
+            also_set=(
+                ", #tickets = if_not_exists(#head, :one), "
+                f"#head = if_not_exists(#head, :one) + :one, #lastHoldMs = {LAST_HOLD}"
+            ),
+        )
         metrics.count("LeaseAttempt", pattern=PATTERN)
-        acquisition = lease.new_acquisition()
         try:
-            seen = self.leases.take(
-                resource,
-                owner,
-                expires_at,
-                now,
-                lease.FREE_AND_NO_QUEUE,
-                acquisition=acquisition,
-                also_set=(
-                    ", #tickets = if_not_exists(#head, :one), "
-                    f"#head = if_not_exists(#head, :one) + :one, #lastHoldMs = {LAST_HOLD}"
-                ),
-            )
+            seen = _item.take(self.leases, request.resource, write)
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
             metrics.count("LeaseBusy", pattern=PATTERN)
-            self.quiet.discard(resource)
+            self.quiet.discard(request.resource)
             return None
         except errors.OutcomeUnknown:
-            # Settled by a read: the item records this write's acquisition id: ours; else queue.
-            self.quiet.discard(resource)
-            item = self._get(_Wait(resource, owner, 0, self.monotonic(), {}))
-            if item.get("acquisition") != acquisition:
-                return None
-            fence, ticket, seen = int(item["fence"]), int(item["tickets"]), {}
-        else:
-            seen = seen or {}
-            fence, ticket = int(seen.get("fence", 0)) + 1, int(seen.get("head", 1))
+            self.quiet.discard(request.resource)
+            return self._settle_grab(request, write)
+        seen = seen or {}
+        fence, ticket = int(seen.get("fence", 0)) + 1, int(seen.get("head", 1))
+        return self._served(request, seen, fence, ticket, write)
+
+    def _settle_grab(self, request: _Request, write: _item.Acquisition) -> lease.Lease | None:
+        """A grab whose answer was lost, settled by a read: the item records this write's
+        acquisition id: ours; else None (queue as usual)."""
+        looking = _Wait(request.resource, request.owner, 0, self.monotonic(), {})
+        item = self._get(looking)
+        request.calls += looking.calls
+        if item.get("acquisition") != write.id:
+            return None
+        return self._served(request, {}, int(item["fence"]), int(item["tickets"]), write)
+
+    def _served(
+        self,
+        request: _Request,
+        seen: dict[str, Any],
+        fence: int,
+        ticket: int,
+        write: _item.Acquisition,
+    ) -> lease.Lease:
+        """The lease a grab took, as ``ticket`` (reported to ``on_ticket`` like any ticket)."""
         if self.on_ticket is not None:
-            self.on_ticket(resource, owner, ticket)
-        wait = _Wait(resource, owner, ticket, self.monotonic(), seen)
-        return self._held(wait, seen, fence, expires_at, now)
+            self.on_ticket(request.resource, request.owner, ticket)
+        wait = _Wait(request.resource, request.owner, ticket, self.monotonic(), seen)
+        return self._held(wait, seen, fence, write)
+
+    def _duration_ms(self, request: _Request) -> int:
+        return _item.duration_ms(
+            request.duration_ms, request.remaining_ms, self.leases.safety_margin_ms
+        )
+
+    def _old(self, exc: BaseException) -> dict[str, Any] | None:
+        """The ALL_OLD item of a refusal, with the default names."""
+        return _item.logical(self.leases.attributes, codec.old_item(exc))
+
+    def _new(self, response: Mapping[str, Any]) -> dict[str, Any]:
+        """The ALL_NEW item of an update, with the default names."""
+        return _item.logical(self.leases.attributes, codec.new_item(response)) or {}
 
     def _recorded_turn(self, wait: _Wait, now: int) -> int:
         """The turn length to record (``turnMs``): this waiter's own measure, the time it waited
         over the acquisitions it waited for (the holder it found, and each ticket ahead),
         averaged 1:3 with the recorded one, so the next waiters' first nap has a good guess."""
-        waited = (self.monotonic() - wait.ticketed) * 1000
+        waited = (self.monotonic() - wait.queued_at) * 1000
         sample = int(waited / max(1, wait.ticket - wait.first_head + 1))
         recorded = int(wait.item.get("turnMs", sample))
         return max(1, (sample + 3 * recorded) // 4)
@@ -726,12 +824,10 @@ class LeaseQueue:
             response = retry.call(
                 lambda: self._client.update_item(
                     TableName=self._table,
-                    Key=self.leases.key(wait.resource),
+                    Key=self.leases.wire_key(wait.resource),
                     UpdateExpression="SET #beatTicket = :ticket, #beatAt = :now",
                     ConditionExpression="#head = :ticket",
-                    ExpressionAttributeNames=lease.attribute_names(
-                        "#beatTicket", "#beatAt", "#head"
-                    ),
+                    ExpressionAttributeNames=self.leases.names("#beatTicket", "#beatAt", "#head"),
                     ExpressionAttributeValues=codec.values(
                         ticket=wait.ticket, now=self.leases.now_ms()
                     ),
@@ -745,9 +841,9 @@ class LeaseQueue:
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
-            wait.item = codec.old_item(exc) or {}
+            wait.item = self._old(exc) or {}
             return
-        wait.item = codec.new_item(response)
+        wait.item = self._new(response)
         wait.beat_due = self.monotonic() + self.settings.heartbeat_ms / 1000
 
     def _pass_left(self, wait: _Wait, front: int) -> None:
@@ -757,7 +853,7 @@ class LeaseQueue:
             {
                 "Delete": {
                     "TableName": self._table,
-                    "Key": self.leases.key(waiter_key(wait.resource, ticket)),
+                    "Key": self.leases.wire_key(waiter_key(wait.resource, ticket)),
                 }
             }
             for ticket in passed[:MAX_SKIP]
@@ -767,12 +863,10 @@ class LeaseQueue:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": self.leases.key(wait.resource),
+                    "Key": self.leases.wire_key(wait.resource),
                     "UpdateExpression": "SET #head = :next, #skippedAt = :now DELETE #left :passed",
                     "ConditionExpression": "#head = :head",
-                    "ExpressionAttributeNames": lease.attribute_names(
-                        "#head", "#skippedAt", "#left"
-                    ),
+                    "ExpressionAttributeNames": self.leases.names("#head", "#skippedAt", "#left"),
                     "ExpressionAttributeValues": codec.values(
                         next=passed[-1] + 1,
                         head=passed[0],
@@ -789,7 +883,9 @@ class LeaseQueue:
                 self._client, items, backoff=self.leases.backoff, pattern=PATTERN
             )
         except transact.Cancelled as exc:
-            wait.item = exc.reasons[-1].item or self._get(wait)  # someone moved the head: look
+            wait.item = _item.logical(self.leases.attributes, exc.reasons[-1].item) or self._get(
+                wait
+            )  # someone moved the head: look
             return
         metrics.count("LeaseWaiterSkipped", pattern=PATTERN, value=len(passed))
         wait.item = {
@@ -800,12 +896,18 @@ class LeaseQueue:
         }
 
     def _held(
-        self, wait: _Wait, seen: dict[str, Any], fence: int, expires_at: int, now: int
+        self, wait: _Wait, seen: dict[str, Any], fence: int, write: _item.Acquisition
     ) -> lease.Lease:
         if "owner" in seen and "releasedAt" not in seen and int(seen.get("expiresAt", 0)) > 0:
             metrics.count("LeaseTakeover", pattern=PATTERN)  # the holder never released
         return lease.Lease(
-            wait.resource, wait.owner, fence, expires_at, now, previous=seen, ticket=wait.ticket
+            wait.resource,
+            wait.owner,
+            fence,
+            write.expires_at_ms,
+            write.now_ms,
+            previous=seen,
+            ticket=wait.ticket,
         )
 
     def _leave(self, wait: _Wait) -> None:
@@ -819,12 +921,15 @@ class LeaseQueue:
                     "Item": codec.encode_item(
                         {
                             self.leases.key_attr: wait.key,
-                            "queueOf": wait.resource,
-                            "ticket": wait.ticket,
-                            "owner": wait.owner,
-                            "expiresAt": 0,
-                            # TTL's cleanup for a tombstone nobody passes over (epoch seconds)
-                            lease.REAP_ATTRIBUTE: int(self.leases.clock()) + TOMBSTONE_REAP_S,
+                            **_item.stored(
+                                self.leases.attributes,
+                                queue_of=wait.resource,
+                                ticket=wait.ticket,
+                                owner=wait.owner,
+                                expires_at_ms=0,
+                                # TTL's cleanup of a tombstone nobody passes over (epoch seconds)
+                                ttl_attribute=int(self.leases.clock()) + TOMBSTONE_REAP_S,
+                            ),
                         }
                     ),
                 }
@@ -832,10 +937,10 @@ class LeaseQueue:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": self.leases.key(wait.resource),
+                    "Key": self.leases.wire_key(wait.resource),
                     "UpdateExpression": "ADD #left :mine",
                     "ConditionExpression": "#head <= :ticket",
-                    "ExpressionAttributeNames": lease.attribute_names("#left", "#head"),
+                    "ExpressionAttributeNames": self.leases.names("#left", "#head"),
                     "ExpressionAttributeValues": codec.values(
                         mine={wait.ticket}, ticket=wait.ticket
                     ),
@@ -864,14 +969,14 @@ class LeaseQueue:
         response = retry.call(
             lambda: self._client.get_item(
                 TableName=self._table,
-                Key=self.leases.key(wait.resource),
+                Key=self.leases.wire_key(wait.resource),
                 ConsistentRead=True,
             ),
             backoff=self.leases.backoff,
             idempotent=True,
             pattern=PATTERN,
         )
-        return codec.decode_item(response.get("Item")) or {}
+        return _item.logical(self.leases.attributes, codec.decode_item(response.get("Item"))) or {}
 
     # -- holding -----------------------------------------------------------------------------
 

@@ -174,5 +174,5 @@ def test_releasing_a_lease_that_ran_out_does_not_move_the_queues_clocks(ddb, tab
     # Then it is answered as done, but the lease item keeps saying it came free at t
     current = item(ddb, table, resource)
     assert current is not None
-    assert current["expiresAt"] <= held.expires_at
-    assert current.get("releasedAt", 0) <= held.expires_at
+    assert current["expiresAt"] <= held.expires_at_ms
+    assert current.get("releasedAt", 0) <= held.expires_at_ms

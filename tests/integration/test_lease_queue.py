@@ -1,8 +1,12 @@
-"""The FIFO lease queue against DynamoDB Local with real threads.
+"""The FIFO lease queue against DynamoDB Local.
 
 Every claim is checked from the recorded history (tickets, fences, who held when) and from the
-table's own items, never from how long something took: the settings are short (H = 0.1 s,
-L = 0.3 s) only so the tests finish quickly.
+table's own items, never from how long something took. Waits are decided on virtual time
+(:class:`VirtualTime`: the queue's clocks and sleep, which only its naps move), and what happens
+"meanwhile" (a release, a restore, a rival) is done by the test when the waiter first naps, on
+the same thread: a wait of L or I takes no wall time, and no race decides an outcome. Two tests
+run real threads (strict FIFO under concurrency, and a heartbeat thread keeping its lease); every
+wall-clock wait in them is bounded (:func:`wait_until` fails with what it waited for).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -38,8 +42,53 @@ def counted() -> Iterator[metrics.Tally]:
     metrics.remove_sink(tally)
 
 
-def make(ddb: Any, tables: Any, settings: QueueSettings = FAST, **kwargs: Any) -> LeaseQueue:
+class VirtualTime:
+    """The queue's clocks (epoch and monotonic alike) and its sleep: time moves only when the
+    queue sleeps, by exactly what it asked. ``meanwhile(action)`` runs ``action`` at the next
+    sleep, before the clock moves: what other clients do while this waiter naps."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+        self.naps: list[float] = []
+        self._pending: list[Callable[[], None]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.naps.append(seconds)
+        actions, self._pending = self._pending, []
+        for action in actions:
+            action()
+        self.now += max(0.0, seconds)
+
+    def meanwhile(self, action: Callable[[], None]) -> None:
+        self._pending.append(action)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Wait (for real threads) until ``condition`` holds; fail the test naming ``what`` if it
+    does not within ``timeout_s``: a broken queue fails, it never hangs the run."""
+    give_up = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > give_up:
+            pytest.fail(f"gave up after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def make(
+    ddb: Any,
+    tables: Any,
+    settings: QueueSettings = FAST,
+    *,
+    virtual: VirtualTime | None = None,
+    **kwargs: Any,
+) -> LeaseQueue:
+    """A queue on the leases table; on ``virtual`` time if given, else on the real clocks."""
     leases = lease.Leases(client=ddb, table=tables["leases"], backoff=retry.Backoff(attempts=8))
+    if virtual is not None:
+        leases.clock = virtual.clock
+        kwargs = {"sleep": virtual.sleep, "monotonic": virtual.clock, **kwargs}
     return LeaseQueue(leases, settings, **kwargs)
 
 
@@ -87,7 +136,6 @@ def test_waiters_are_served_strictly_in_ticket_order(ddb, tables, unique, counte
     def wait(n: int) -> None:
         try:
             queued.wait()
-            time.sleep(0.01 * n)  # spread the tickets a little; the order is whatever it is
             held = queue.acquire(resource, f"w{n}", wait_ms=60_000)
             with queue.heartbeat(held) as beat:
                 recorder.hold(held.owner, held.fence)
@@ -102,11 +150,11 @@ def test_waiters_are_served_strictly_in_ticket_order(ddb, tables, unique, counte
         thread.start()
     # When everyone has a ticket and the first holder releases
     queued.wait()
-    while len(recorder.tickets) < 12:
-        time.sleep(0.02)
+    wait_until(lambda: len(recorder.tickets) == 12, "all twelve waiters to take a ticket")
     queue.leases.release(first)
     for thread in threads:
-        thread.join()
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a waiter never finished"
     assert not errors, errors
 
     # Then nobody was passed over (one ticket each: a waiter overtaken would have queued again),
@@ -128,9 +176,9 @@ def test_a_dead_waiter_ahead_is_passed_over_after_its_heartbeat_expires(
     ddb, tables, unique, counted
 ):
     # Given a waiter that took ticket 1, wrote its row, and died (never heartbeats again)
-    queue = make(ddb, tables)
+    queue = make(ddb, tables, virtual=VirtualTime())
     resource = f"dead-{unique}"
-    dead = queue._enqueue(resource, "dead", time.monotonic())
+    dead = queue._enqueue(resource, "dead")
     # And one that took ticket 2 and died before writing its row
     ddb.update_item(
         TableName=tables["leases"],
@@ -152,7 +200,8 @@ def test_a_dead_waiter_ahead_is_passed_over_after_its_heartbeat_expires(
 
 def test_a_waiter_whose_deadline_passes_leaves_and_nobody_waits_on_it(ddb, tables, unique, counted):
     # Given a live holder with a long lease, and a waiter whose deadline is short
-    queue = make(ddb, tables)
+    virtual = VirtualTime()
+    queue = make(ddb, tables, virtual=virtual)
     resource = f"deadline-{unique}"
     holder = queue.leases.acquire(resource, "holder", 60_000)
     # When it waits past its deadline
@@ -164,20 +213,12 @@ def test_a_waiter_whose_deadline_passes_leaves_and_nobody_waits_on_it(ddb, table
     row = get(ddb, tables["leases"], waiter_key(resource, 1))
     assert row is not None and row["expiresAt"] == 0
     assert counted.get("lease", "LeaseWaitGaveUp") == 1
-    # And a later waiter is served as soon as the holder releases, passing the tombstone over
-    # at once: its heartbeat expiry (now + L) is never waited for, and the row is removed
-    ready = threading.Event()
-    result: list[lease.Lease] = []
-    later = threading.Thread(
-        target=lambda: (ready.set(), result.append(queue.acquire(resource, "next", wait_ms=30_000)))
-    )
-    later.start()
-    ready.wait()
-    while (get(ddb, tables["leases"], resource) or {}).get("tickets") != 2:
-        time.sleep(0.01)
-    queue.leases.release(holder)
-    later.join()
-    assert result[0].fence == holder.fence + 1
+    # And a later waiter, queued (ticket 2) when the holder releases, is served passing the
+    # tombstone over at once: its heartbeat expiry (now + L) is never waited for, and the row is
+    # removed
+    virtual.meanwhile(lambda: queue.leases.release(holder))
+    later = queue.acquire(resource, "next", wait_ms=30_000)
+    assert later.ticket == 2 and later.fence == holder.fence + 1
     assert get(ddb, tables["leases"], waiter_key(resource, 1)) is None
     assert counted.get("lease", "LeaseWaiterSkipped") == 1
 
@@ -186,7 +227,7 @@ def test_a_holder_that_stops_heartbeating_is_taken_over_and_its_fenced_write_ref
     ddb, tables, unique, counted
 ):
     # Given a holder served by the queue (lease L) whose heartbeat stops (paused, killed)
-    queue = make(ddb, tables)
+    queue = make(ddb, tables, virtual=VirtualTime())
     resource = f"takeover-{unique}"
     paused = queue.acquire(resource, "paused", wait_ms=5_000)
     # When a waiter queues behind it
@@ -224,46 +265,47 @@ def test_a_heartbeating_holder_keeps_the_lease_and_a_lambda_heartbeat_stops_in_t
         # Then it never got the lease: the holder kept it alive
         assert timed_out.value.owner == "beating"
         assert beat.renewals >= 1 and not beat.lost.is_set()
-    # Given a Lambda invocation with little time left: the heartbeat stops renewing by itself
+    # Given a Lambda invocation with little time left (each beat finds one H less: 2 H, then H
+    # past the margin) and a stopped clock: the heartbeat stops renewing by itself
+    stopped = make(ddb, tables, virtual=VirtualTime()).leases
     left = [FAST.margin_ms + FAST.heartbeat_ms * 3]
+    told_to_stop = threading.Event()
 
     def remaining() -> int:
         left[0] -= FAST.heartbeat_ms
+        if left[0] - FAST.margin_ms <= FAST.heartbeat_ms:
+            told_to_stop.set()
         return left[0]
 
-    renewed = queue.leases.renew(beat.lease, FAST.expiry_ms)
+    renewed = stopped.renew(beat.lease, FAST.expiry_ms)
     with Heartbeat(
-        queue.leases,
+        stopped,
         renewed,
         period_ms=FAST.heartbeat_ms,
         ttl_ms=FAST.expiry_ms,
         remaining_ms=remaining,
         margin_ms=FAST.margin_ms,
     ) as lambda_beat:
-        time.sleep(FAST.heartbeat_ms * 8 / 1000)
-    assert lambda_beat.renewals <= 2
-    # Never past the invocation's end: each renewal was capped to the time left minus the margin
-    assert lambda_beat.lease.expires_at <= renewed.expires_at + 3 * FAST.heartbeat_ms
+        wait_until(told_to_stop.is_set, "the heartbeat's second beat (the one that stops it)")
+    # Then it renewed once (2 H left past the margin), never past the invocation's end: that
+    # renewal was cut from L to the 2 H left
+    assert lambda_beat.renewals == 1 and not lambda_beat.lost.is_set()
+    capped = renewed.expires_at_ms - FAST.expiry_ms + 2 * FAST.heartbeat_ms
+    assert lambda_beat.lease.expires_at_ms == capped
 
 
 def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(
     ddb, tables, unique, counted
 ):
-    # Given a holder, a waiter next in line whose thread stalls for 3 L once it has said it was
-    # next (its first beat, after H), and a waiter behind it
+    # Given a holder, and a waiter next in line whose thread stalls once it has said it was next
+    # (its first beat, after H); during the stall the holder releases, and a waiter queues
+    # behind it and waits for its turn (all on virtual time: the stall lasts as long as the
+    # waiter behind naps)
     recorder = Recorder()
     resource = f"pause-{unique}"
-    base = make(ddb, tables, on_ticket=recorder.on_ticket)
+    virtual = VirtualTime()
+    base = make(ddb, tables, virtual=virtual, on_ticket=recorder.on_ticket)
     holder = base.leases.acquire(resource, "holder", 60_000)
-    stalled = threading.Event()
-
-    def stalling_sleep(seconds: float) -> None:
-        if not stalled.is_set() and "beatTicket" in (get(ddb, tables["leases"], resource) or {}):
-            stalled.set()
-            time.sleep(3 * FAST.expiry_ms / 1000)
-        time.sleep(seconds)
-
-    slow = LeaseQueue(base.leases, FAST, sleep=stalling_sleep, on_ticket=recorder.on_ticket)
     results: dict[str, lease.Lease] = {}
 
     def run(queue: LeaseQueue, owner: str) -> None:
@@ -273,18 +315,24 @@ def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(
         recorder.done()
         queue.leases.release(held)
 
-    first = threading.Thread(target=run, args=(slow, "stalled"))
-    first.start()
-    stalled.wait()
-    second = threading.Thread(target=run, args=(base, "behind"))
-    second.start()
-    while len(recorder.tickets) < 2:
-        time.sleep(0.01)
-    # When the holder releases while the first waiter is stalled
-    time.sleep(FAST.expiry_ms / 1000)
-    base.leases.release(holder)
-    first.join()
-    second.join()
+    def stall() -> None:
+        base.leases.release(holder)
+        run(base, "behind")
+
+    def stalling_sleep(seconds: float) -> None:
+        if not results and "beatTicket" in (get(ddb, tables["leases"], resource) or {}):
+            virtual.meanwhile(stall)
+        virtual.sleep(seconds)
+
+    slow = LeaseQueue(
+        base.leases,
+        FAST,
+        sleep=stalling_sleep,
+        monotonic=virtual.clock,
+        on_ticket=recorder.on_ticket,
+    )
+    # When the stalled waiter wakes up
+    run(slow, "stalled")
 
     # Then the waiter behind was served first, and the stalled one came back with a new ticket
     assert [owner for owner, _, _ in recorder.served] == ["behind", "stalled"]
@@ -296,7 +344,7 @@ def test_a_waiter_whose_heartbeat_pauses_is_passed_over_and_queues_again(
 
 def test_fences_rise_across_plain_and_queued_acquisitions_and_after_a_restore(ddb, tables, unique):
     # Given plain and queued acquisitions of one resource, alternating
-    queue = make(ddb, tables)
+    queue = make(ddb, tables, virtual=VirtualTime())
     resource = f"mixed-{unique}"
     fences = []
     for n in range(6):
@@ -336,7 +384,7 @@ def test_fences_rise_across_plain_and_queued_acquisitions_and_after_a_restore(dd
 def test_a_passed_over_waiter_that_runs_out_of_time_is_told_so(ddb, tables, unique):
     # PassedOver is retryable, and a wait that ends after one is a WaitTimedOut, never a hang
     assert issubclass(PassedOver, lease.errors.Retryable)
-    queue = make(ddb, tables)
+    queue = make(ddb, tables, virtual=VirtualTime())
     resource = f"short-{unique}"
     queue.leases.acquire(resource, "holder", 60_000)
     with pytest.raises(WaitTimedOut):
@@ -352,7 +400,7 @@ def test_a_ticket_whose_answer_was_lost_is_passed_over_and_the_wait_goes_on(
     client = dynamodb_local.client(config=retry.client_config())
     faults = Faults(client)
     faults.lose_reply("UpdateItem", 1)
-    queue = make(client, tables)
+    queue = make(client, tables, virtual=VirtualTime())
     resource = f"lost-ticket-{unique}"
     # When a waiter queues for the free resource
     held = queue.acquire(resource, "waiter", wait_ms=30_000)
@@ -371,37 +419,36 @@ def client_free(dynamodb_local: Any) -> Any:
 
 def test_a_plain_acquisition_does_not_jump_a_queue_and_fences_rise_across_both(ddb, tables, unique):
     # Given a holder and a waiter queued behind it
-    queue = make(ddb, tables, STEADY)
+    virtual = VirtualTime()
+    queue = make(ddb, tables, STEADY, virtual=virtual)
     resource = f"nojump-{unique}"
     holder = queue.leases.acquire(resource, "holder", 60_000)
-    served: list[lease.Lease] = []
-    waiter = threading.Thread(
-        target=lambda: served.append(queue.acquire(resource, "waiter", wait_ms=30_000))
-    )
-    waiter.start()
-    while (get(ddb, tables["leases"], resource) or {}).get("tickets") != 1:
-        time.sleep(0.01)
-    # When the holder releases and a plain acquisition races the waiter for the free lease
-    queue.leases.release(holder)
-    jumped = None
-    try:
-        jumped = queue.leases.acquire(resource, "jumper", 60_000)
-    except lease.Held as held:
-        # Then it is refused although the lease is free, as someone is queued; or, when the
-        # waiter was served before the plain attempt (threads race), the new holder refused it
-        assert held.waiting == 1 or (held.owner, held.waiting) == ("waiter", 0)
-    waiter.join()
-    assert jumped is None
-    assert served[0].fence == holder.fence + 1 and served[0].owner == "waiter"
+    refusals: list[lease.Held] = []
+
+    def release_and_jump() -> None:
+        # When, while the waiter naps, the holder releases and a plain acquisition comes for the
+        # free lease before the waiter does
+        queue.leases.release(holder)
+        with pytest.raises(lease.Held) as refused:
+            queue.leases.acquire(resource, "jumper", 60_000)
+        refusals.append(refused.value)
+
+    virtual.meanwhile(release_and_jump)
+    served = queue.acquire(resource, "waiter", wait_ms=30_000)
+
+    # Then the plain acquisition was refused although the lease was free, as someone was queued,
+    # and the waiter was served with the next fence
+    assert [held.waiting for held in refusals] == [1]
+    assert served.fence == holder.fence + 1 and served.owner == "waiter"
     # And once the queue is empty, plain acquisitions go on from the queue's fence
-    queue.leases.release(served[0])
+    queue.leases.release(served)
     after = queue.leases.acquire(resource, "plain", 5_000)
-    assert after.fence == served[0].fence + 1
+    assert after.fence == served.fence + 1
 
 
 def test_a_free_lease_with_a_live_queue_refuses_a_plain_acquisition(ddb, tables, unique):
     # Given a free lease (released just now) with one waiter queued just now, not yet served:
-    # the state the racing test above reaches only when the waiter is slower than the jumper
+    # the state the test above reaches while the waiter naps, written directly
     queue = make(ddb, tables)
     now = queue.leases.now_ms()
     resource = f"queued-free-{unique}"
@@ -490,7 +537,7 @@ def test_a_plain_acquisition_judges_a_queue_by_the_settings_its_waiters_wrote(dd
 def test_a_restored_queue_whose_waiters_vanished_recovers(ddb, tables, unique, counted):
     # Given lease items as a restore left them: three tickets handed out, the head at the first,
     # the lease free, and none of those waiters alive any more (their processes are gone)
-    queue = make(ddb, tables)
+    queue = make(ddb, tables, virtual=VirtualTime())
     long_ago = queue.leases.now_ms() - 60_000
     stuck = {
         "owner": "old",
@@ -523,7 +570,8 @@ def test_a_restored_queue_whose_waiters_vanished_recovers(ddb, tables, unique, c
 def test_a_waiter_whose_ticket_a_restore_took_back_queues_again(ddb, tables, unique, counted):
     # Given a holder, and a waiter queued behind it on ticket 1
     recorder = Recorder()
-    queue = make(ddb, tables, STEADY, on_ticket=recorder.on_ticket)
+    virtual = VirtualTime()
+    queue = make(ddb, tables, STEADY, virtual=virtual, on_ticket=recorder.on_ticket)
     resource = f"rewound-{unique}"
     holder = queue.leases.acquire(resource, "holder", 60_000)
     snapshot = ddb.get_item(
@@ -531,20 +579,18 @@ def test_a_waiter_whose_ticket_a_restore_took_back_queues_again(ddb, tables, uni
         Key=codec.encode_item({"resource": resource}),
         ConsistentRead=True,
     )["Item"]
-    served: list[lease.Lease] = []
-    waiter = threading.Thread(
-        target=lambda: served.append(queue.acquire(resource, "waiter", wait_ms=30_000))
-    )
-    waiter.start()
-    while not recorder.tickets:
-        time.sleep(0.01)
-    # When the table is restored to before that ticket (the counter goes back to none)
-    ddb.put_item(TableName=tables["leases"], Item=snapshot)
-    queue.leases.release(holder)
-    waiter.join()
+
+    def restore_and_release() -> None:
+        # When, while the waiter naps, the table is restored to before its ticket (the counter
+        # goes back to none) and the holder releases
+        ddb.put_item(TableName=tables["leases"], Item=snapshot)
+        queue.leases.release(holder)
+
+    virtual.meanwhile(restore_and_release)
+    served = queue.acquire(resource, "waiter", wait_ms=30_000)
     # Then the waiter noticed its ticket was beyond the counter, queued again, and was served
     assert recorder.tickets["waiter"] == [1, 1]
-    assert served[0].fence == holder.fence + 1
+    assert served.fence == holder.fence + 1
     assert counted.get("lease", "LeasePassedOver") == 1
 
 

@@ -52,8 +52,8 @@ def test_hundred_threads_racing_for_one_resource_exactly_one_wins(ddb, tables, u
     assert stored is not None
     assert (stored["owner"], stored["fence"]) == (winner.owner, 1)
     # And every loser learned who holds it and until when from the failed write itself
-    assert {(r.owner, r.expires_at, r.fence) for r in refusals} == {
-        (winner.owner, winner.expires_at, 1)
+    assert {(r.owner, r.expires_at_ms, r.fence) for r in refusals} == {
+        (winner.owner, winner.expires_at_ms, 1)
     }
 
 
@@ -144,7 +144,11 @@ def test_paused_holder_is_refused_after_a_successor_takes_over(ddb, tables, uniq
     assert b.fence == a.fence + 1
     stored = item(ddb, table, resource)
     assert stored is not None
-    assert (stored["owner"], stored["fence"], stored["expiresAt"]) == ("B", b.fence, b.expires_at)
+    assert (stored["owner"], stored["fence"], stored["expiresAt"]) == (
+        "B",
+        b.fence,
+        b.expires_at_ms,
+    )
     assert item(ddb, table, data) == {"resource": data, "v": "B", "w": "B", "lastFence": b.fence}
 
 

@@ -62,7 +62,7 @@ def test_the_ttl_is_on_and_is_not_an_attribute_the_lease_items_keep(ddb, tables,
     assert described["TimeToLiveStatus"] == "ENABLED"
     # expiresAt (epoch ms) and fence are what every lease item keeps: never the TTL attribute;
     # nor purgeAt, which lease code before issue 13 wrote on lease items
-    assert ttl == lease.REAP_ATTRIBUTE
+    assert ttl == lease.LeaseAttributes().ttl_attribute
     assert ttl not in {"resource", "owner", "fence", "expiresAt", "acquiredAt", "releasedAt"}
     assert ttl != "purgeAt"
 

@@ -53,7 +53,7 @@ def _restored_environment(snapshot: Any, go: int, out: int, table: str, resource
             resource=resource,
             owner=owner,
             fence=taken.fence,
-            expires_at=taken.expires_at,
+            expires_at_ms=taken.expires_at_ms,
             acquired_at=0,
         )
     try:

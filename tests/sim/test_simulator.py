@@ -17,7 +17,7 @@ from sim.ddb import Faults, moto_dynamodb
 from sim.model import Model
 from sim.run import Config, describe, repro, run_seed, shrink
 from sim.workloads import INVENTORY_TABLE, PRODUCTS_TABLE
-from turnstile_ddb import lease, transact, versioned
+from turnstile_ddb import _lease_item, lease, transact, versioned
 
 # The in-suite seed budget, fixed: CHUNKS tests of SEEDS_PER_CHUNK seeds each, about 20 s on a
 # quiet 2-core machine (make sim SEEDS=N runs more).
@@ -167,7 +167,9 @@ def test_a_lease_taken_while_its_holder_is_live_is_caught(monkeypatch):
     """An acquisition that ignores the holder's expiry: two live holders at once (what chaos's
     fence-only lease checker cannot see), found by sim.checks.overlapping_holds."""
     monkeypatch.setattr(
-        lease, "FREE_AND_NO_QUEUE", "attribute_not_exists(#resource) OR #expiresAt < :expiresAt"
+        _lease_item,
+        "FREE_AND_NO_QUEUE",
+        "attribute_not_exists(#resource) OR #expiresAt < :expiresAt",
     )
     found = _first_violations(
         Config(purchase_clients=0, lease_clients=3, faults=Faults.none()), range(5)

@@ -56,15 +56,22 @@ def versioned_api(client: DynamoDBClient, backoff: retry.Backoff) -> None:
 
 def lease_api(client: DynamoDBClient, waits: retry.Backoff) -> None:
     leases = lease.Leases(client=client, table="leases")
+    named = lease.Leases(
+        client=client, table="locks", attributes=lease.LeaseAttributes(expires_at_ms="until")
+    )
+    assert_type(named.attributes.ttl_attribute, str)
+    assert_type(leases.wire_key("r"), dict[str, Any])
+    assert_type(leases.names("#expiresAt"), dict[str, str])
     held = leases.acquire("r", "me", 1000)
     assert_type(held, lease.Lease)
     assert_type(held.fence, int)
+    assert_type(held.expires_at_ms, int)
     assert_type(leases.renew(held, 1000), lease.Lease)
     assert_type(leases.release(held), None)
     assert_type(leases.transact(held, []), None)
     with leases.hold("r", "me", 1000, wait_ms=100, waits=waits) as inside:
         assert_type(inside, lease.Lease)
-    queue = lease_queue.LeaseQueue(leases)
+    queue = lease_queue.LeaseQueue(leases, lease_queue.QueueSettings(heartbeat_ms=100))
     assert_type(queue.acquire("r", "me", wait_ms=100), lease.Lease)
     with queue.heartbeat(held) as beat:
         assert_type(beat, lease_queue.Heartbeat)

@@ -118,7 +118,11 @@ MEMBER = capacity.Member(
     table="events", key={"eventId": "e1", "userId": "u1"}, item={"eventId": "e1", "userId": "u1"}
 )
 HELD = lease.Lease(
-    resource="r1", owner="o1", fence=1, expires_at=1_767_225_660_000, acquired_at=1_767_225_600_000
+    resource="r1",
+    owner="o1",
+    fence=1,
+    expires_at_ms=1_767_225_660_000,
+    acquired_at=1_767_225_600_000,
 )
 UNIT_KEY = {"sku": "s1", "sk": "u#1"}
 ITEM = {"Put": {"TableName": "t", "Item": {"id": {"S": "1"}}}}

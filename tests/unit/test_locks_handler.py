@@ -254,7 +254,7 @@ def test_top_up_lease_never_outlives_the_invocation(moto_ddb, moto_tables, provi
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         held = acquire(*args, **kwargs)
-        seen.append(held.expires_at - held.acquired_at)
+        seen.append(held.expires_at_ms - held.acquired_at)
         return held
 
     service.leases.acquire = spy  # type: ignore[method-assign]

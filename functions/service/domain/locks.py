@@ -43,7 +43,9 @@ def queue(leases: lease.Leases) -> lease_queue.LeaseQueue:
     )
 
 
-def ttl_ms(ttl_seconds: float) -> int:
+def duration_ms(ttl_seconds: float) -> int:
+    """The lease's duration for ``ttlSeconds`` (its expiresAt = now + this): the lease's own
+    lifetime, unrelated to the lease table's TTL attribute (cleanup only)."""
     return max(1, round(ttl_seconds * 1000))
 
 
@@ -52,7 +54,7 @@ def public(held: lease.Lease) -> dict[str, Any]:
         "resource": held.resource,
         "owner": held.owner,
         "fence": held.fence,
-        "expiresAt": held.expires_at,
+        "expiresAt": held.expires_at_ms,
     }
     if held.ticket is not None:
         answer["ticket"] = held.ticket  # the queue ticket it was served on (waitMs)
@@ -60,14 +62,14 @@ def public(held: lease.Lease) -> dict[str, Any]:
 
 
 def locked(exc: lease.Held, now_ms: int) -> Locked:
-    wait_seconds = max(0, exc.expires_at - now_ms) / 1000
+    wait_seconds = max(0, exc.expires_at_ms - now_ms) / 1000
     details: dict[str, Any] = {}
     if isinstance(exc, lease_queue.WaitTimedOut):
         details["queuePosition"] = exc.position
     return Locked(
         f"{exc.resource!r} is held by {exc.owner!r}",
         owner=exc.owner,
-        expiresAt=exc.expires_at,
+        expiresAt=exc.expires_at_ms,
         retryAfterSeconds=max(1, math.ceil(wait_seconds)),
         **details,
     )
@@ -105,7 +107,7 @@ class Locks:
         """One attempt without ``wait_ms``; with it, a queued wait (see the module docstring)."""
         try:
             if wait_ms is None:
-                return public(self.leases.acquire(resource, owner, ttl_ms(ttl_seconds)))
+                return public(self.leases.acquire(resource, owner, duration_ms(ttl_seconds)))
             assert self.waiting is not None
             if remaining_ms is not None:
                 # The invocation bounds the wait only: the lease is the client's, not this
@@ -114,7 +116,7 @@ class Locks:
                 margin = self.waiting.settings.margin_ms
                 wait_ms = max(0, min(wait_ms, remaining_ms() - margin))
             held = self.waiting.acquire(
-                resource, owner, wait_ms=wait_ms, ttl_ms=ttl_ms(ttl_seconds)
+                resource, owner, wait_ms=wait_ms, ttl_ms=duration_ms(ttl_seconds)
             )
         except lease.Held as exc:
             raise locked(exc, self.leases.now_ms()) from exc
@@ -123,7 +125,7 @@ class Locks:
     def renew(self, resource: str, owner: str, fence: int, ttl_seconds: float) -> dict[str, Any]:
         current = self._lease(resource, owner, fence)
         try:
-            return public(self.leases.renew(current, ttl_ms(ttl_seconds)))
+            return public(self.leases.renew(current, duration_ms(ttl_seconds)))
         except lease.LeaseLost as exc:
             raise lock_lost(exc, fence) from exc
 
@@ -136,4 +138,4 @@ class Locks:
     @staticmethod
     def _lease(resource: str, owner: str, fence: int) -> lease.Lease:
         # Only resource, owner and fence are used by renew and release: they are the identity.
-        return lease.Lease(resource, owner, fence, expires_at=0, acquired_at=0)
+        return lease.Lease(resource, owner, fence, expires_at_ms=0, acquired_at=0)

@@ -236,9 +236,10 @@ class LeaseTable(PrimitiveTable):
     """Lease items of ``turnstile_ddb.lease`` (key ``resource``), and the waiter rows of
     ``turnstile_ddb.lease_queue`` in the same table.
 
-    TTL on ``reapAt`` (``TTL_ATTRIBUTE``, ``turnstile_ddb.lease.REAP_ATTRIBUTE``), an attribute no
-    lease item has ever been written with, and which every acquisition removes besides, because a
-    lease item carries its fence, which must increase forever, and a purge would restart it at 1.
+    TTL on ``reapAt`` (``TTL_ATTRIBUTE``, ``turnstile_ddb.lease.LeaseAttributes().ttl_attribute``),
+    an attribute no lease item has ever been written with, and which every acquisition removes
+    besides, because a lease item carries its fence, which must increase forever, and a purge
+    would restart it at 1.
     (Not ``purgeAt``: lease code before issue 13 wrote that on lease items, and an old item idle
     since would be purged.) The queue's tombstone rows carry it (a day ahead) and are cleaned up
     when nobody passed them over; correctness never depends on it (conditions decide)."""

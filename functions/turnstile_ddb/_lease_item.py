@@ -1,0 +1,306 @@
+"""The lease item's schema, shared by :mod:`turnstile_ddb.lease` and its queue.
+
+Private: :mod:`turnstile_ddb.lease` and :mod:`turnstile_ddb.lease_queue` write and read the same
+item (a plain acquisition and a queued claim make the very same write, so fences strictly increase
+across both), so its attribute names, the condition fragments both issue, the lease-duration
+computation and that one acquisition write live here, once, and neither module reaches into the
+other's private members. What users configure (:class:`LeaseAttributes`) and catch
+(:class:`NoTimeLeft`) is public as ``turnstile_ddb.lease.LeaseAttributes`` and
+``turnstile_ddb.lease.NoTimeLeft``.
+
+Two clocks on the item, never to be confused:
+
+* ``expires_at_ms`` (stored ``expiresAt``): the lease's expiry, epoch **milliseconds** by the
+  acquirer's clock. It alone decides ownership, through the conditions below.
+* ``ttl_attribute`` (stored ``reapAt``): the table's DynamoDB TTL attribute, epoch **seconds**. It
+  only cleans up (the queue's tombstone rows); no lease item is ever written with it.
+
+Every expression is written with fixed placeholders (``#expiresAt``, ``#head``, ...); the
+attribute each placeholder names comes from the table's :class:`LeaseAttributes`, so a table with
+other stored names runs the same expressions. Items the library hands back (``Lease.previous``,
+``LeaseLost.current``) carry the default names whatever the table stores.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+from turnstile_ddb import codec, errors, retry
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+PATTERN = "lease"
+
+
+@dataclass(frozen=True)
+class LeaseAttributes:
+    """The names a lease table stores its lease items' attributes under (the defaults are the
+    names every earlier version wrote; give other names for a table laid out otherwise, as
+    Powertools' persistence layers allow). The partition key is ``Leases.key_attr``.
+
+    ``expires_at_ms`` is the lease's expiry (epoch ms), which decides ownership;
+    ``ttl_attribute`` is the table's TTL attribute (epoch s), which only cleans up rows that are
+    not lease items. The rest: see :mod:`turnstile_ddb.lease` and :mod:`turnstile_ddb.lease_queue`.
+    """
+
+    owner: str = "owner"
+    fence: str = "fence"
+    expires_at_ms: str = "expiresAt"
+    acquired_at: str = "acquiredAt"
+    released_at: str = "releasedAt"
+    acquisition: str = "acquisition"
+    ttl_attribute: str = "reapAt"
+    legacy_purge_at: str = "purgeAt"  # an old TTL attribute; every acquisition removes it
+    # the FIFO queue in front of the item (turnstile_ddb.lease_queue)
+    tickets: str = "tickets"
+    head: str = "head"
+    skipped_at: str = "skippedAt"
+    queued_at: str = "queuedAt"
+    left: str = "left"
+    turn_ms: str = "turnMs"
+    hold_ms: str = "holdMs"
+    last_hold_ms: str = "lastHoldMs"
+    beat_ticket: str = "beatTicket"
+    beat_at: str = "beatAt"
+    queue_expiry_ms: str = "queueExpiryMs"
+    queue_idle_ms: str = "queueIdleMs"
+    # a tombstone row (a waiter that left): its resource and ticket
+    queue_of: str = "queueOf"
+    ticket: str = "ticket"
+    _to_default: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        stored = [getattr(self, f.name) for f in fields(self) if f.init]
+        if len(set(stored)) != len(stored) or not all(stored):
+            raise ValueError("each lease attribute needs a distinct, non-empty name")
+        renamed = {
+            getattr(self, f.name): f.default
+            for f in fields(self)
+            if f.init and getattr(self, f.name) != f.default
+        }
+        object.__setattr__(self, "_to_default", renamed)
+
+
+DEFAULT_ATTRIBUTES = LeaseAttributes()
+
+
+def expression_names(
+    attributes: LeaseAttributes, placeholders: Iterable[str], key_attr: str
+) -> dict[str, str]:
+    """ExpressionAttributeNames for ``placeholders`` (``#resource`` names ``key_attr``)."""
+    return {
+        p: key_attr if p == "#resource" else getattr(attributes, _PLACEHOLDERS[p])
+        for p in placeholders
+    }
+
+
+def logical(attributes: LeaseAttributes, item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``item`` as read from the table, with the default names (what the code reads)."""
+    if item is None or not attributes._to_default:
+        return item
+    return {attributes._to_default.get(name, name): value for name, value in item.items()}
+
+
+def stored(attributes: LeaseAttributes, **item: Any) -> dict[str, Any]:
+    """An item given by field name (``owner=...``), under the table's stored names."""
+    return {getattr(attributes, name): value for name, value in item.items()}
+
+
+# Each placeholder the expressions use, and the LeaseAttributes field it names.
+_PLACEHOLDERS = {
+    "#owner": "owner",
+    "#fence": "fence",
+    "#expiresAt": "expires_at_ms",
+    "#acquiredAt": "acquired_at",
+    "#releasedAt": "released_at",
+    "#acquisition": "acquisition",
+    "#purgeAt": "legacy_purge_at",
+    "#reapAt": "ttl_attribute",
+    "#tickets": "tickets",
+    "#head": "head",
+    "#skippedAt": "skipped_at",
+    "#queuedAt": "queued_at",
+    "#left": "left",
+    "#turnMs": "turn_ms",
+    "#holdMs": "hold_ms",
+    "#lastHoldMs": "last_hold_ms",
+    "#beatTicket": "beat_ticket",
+    "#beatAt": "beat_at",
+    "#expiryMs": "queue_expiry_ms",
+    "#idleMs": "queue_idle_ms",
+}
+PLACEHOLDERS = ("#resource", *_PLACEHOLDERS)
+
+
+def used(*expressions: str) -> list[str]:
+    """The placeholders ``expressions`` use (DynamoDB refuses names an expression does not use)."""
+    return [p for p in PLACEHOLDERS if any(p in expression for expression in expressions)]
+
+
+# -- condition fragments ---------------------------------------------------------------------------
+
+# The default of QueueSettings.expiry_ms (L); a queue's own L is the one its tickets wrote.
+QUEUE_EXPIRY_MS = 1500
+
+# A plain acquisition: free, and nobody queued (head past the last ticket).
+FREE_AND_NO_QUEUE = (
+    "(attribute_not_exists(#resource) OR #expiresAt < :now) "
+    "AND (attribute_not_exists(#tickets) OR #head > #tickets)"
+)
+
+# The queue's head has not come for a free lease for L (``:stale`` = now - L): nobody released,
+# expired, or moved the head since.
+STALE_HEAD = (
+    "#expiresAt < :stale AND (attribute_not_exists(#releasedAt) OR #releasedAt < :stale) "
+    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :stale)"
+)
+
+# ... and the head, if it said it was next (a beat), beat last L ago; if it did not, it has
+# been the head for I (``:idle`` = now - I): no claim or pass-over since.
+SILENT_HEAD = (
+    "((#beatTicket = :head AND #beatAt < :stale) OR "
+    "((attribute_not_exists(#beatTicket) OR #beatTicket <> :head) "
+    "AND (attribute_not_exists(#acquiredAt) OR #acquiredAt < :idle) "
+    "AND (attribute_not_exists(#skippedAt) OR #skippedAt < :idle)))"
+)
+
+# ... or free with a queue whose head the queue itself would pass over, and would have for I
+# already (``:stale`` = now - I - L, ``:idle`` = now - 2 I, ``:head`` the head as read): every
+# live waiter looks at least every I - H, so one would have come for the lease or passed the head
+# over since. The queue is then cleared. L and I are the waiters' own (queue_times).
+STALE_QUEUE = (
+    f"#expiresAt < :now AND #head = :head AND #head <= #tickets AND {STALE_HEAD} "
+    f"AND {SILENT_HEAD} AND (attribute_not_exists(#queuedAt) OR #queuedAt < :idle)"
+)
+
+
+def queue_times(item: Mapping[str, Any]) -> tuple[int, int]:
+    """L and I as the queue's waiters wrote them on the lease item with their ticket
+    (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were)."""
+    expiry = int(item.get("queueExpiryMs", 0)) or QUEUE_EXPIRY_MS
+    return expiry, max(int(item.get("queueIdleMs", 0)), expiry)
+
+
+def stale_queue_times(now: int, expiry_ms: int, idle_ms: int) -> tuple[int, int]:
+    """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` at ``now``: the queue's own pass-over
+    rule (``SILENT_HEAD``) as it stood I ago (every live waiter looks within I - H)."""
+    since = now - idle_ms
+    return since - expiry_ms, since - idle_ms
+
+
+# -- the lease's duration --------------------------------------------------------------------------
+
+
+class NoTimeLeft(errors.Retryable):
+    """The invocation ends before a lease could be worth taking (remaining time <= margin)."""
+
+
+NoTimeLeft.__module__ = "turnstile_ddb.lease"  # public there; defined here for both modules
+
+
+def duration_ms(
+    requested_ms: int, remaining_ms: Callable[[], int] | None, safety_margin_ms: int
+) -> int:
+    """How long a lease asked for ``requested_ms`` lasts: that, cut (given the invocation's
+    ``remaining_ms``) to end ``safety_margin_ms`` before the invocation does. This is the
+    lease's own expiry (``expiresAt`` = now + this), never the table's TTL attribute."""
+    if requested_ms <= 0:
+        raise ValueError("a lease needs a positive duration")
+    if remaining_ms is None:
+        return requested_ms
+    allowed = remaining_ms() - safety_margin_ms
+    if allowed <= 0:
+        raise NoTimeLeft(f"only {remaining_ms()} ms left in this invocation")
+    return min(requested_ms, allowed)
+
+
+# -- the one acquisition write ---------------------------------------------------------------------
+
+
+def new_acquisition() -> str:
+    """A new acquisition id (random, 128 bits): written by every acquisition on the lease item."""
+    return uuid.uuid4().hex
+
+
+class LeaseTable(Protocol):
+    """What the acquisition write needs of a :class:`turnstile_ddb.lease.Leases`."""
+
+    client: DynamoDBClient
+    table: str
+    backoff: retry.Backoff
+    attributes: LeaseAttributes
+
+    def wire_key(self, resource: str) -> dict[str, Any]: ...
+
+    def names(self, *placeholders: str) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class Acquisition:
+    """One acquisition write (:func:`take`): who takes the lease, until when, under which
+    condition, and what else the same write records (the queue's head move, its pace).
+
+    ``also_set`` / ``also_remove`` are extra clauses (each starting with ``", "``), ``values``
+    their ExpressionAttributeValues; ``id`` is written on the item so a caller whose reply was
+    lost can read whether this write was the one applied."""
+
+    owner: str
+    expires_at_ms: int
+    now_ms: int
+    condition: str
+    also_set: str = ""
+    also_remove: str = ""
+    values: Mapping[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=new_acquisition)
+
+    @property
+    def update(self) -> str:
+        return (
+            "SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now, "
+            f"#acquisition = :acquisition{self.also_set} "
+            f"REMOVE #releasedAt, #purgeAt, #reapAt{self.also_remove} ADD #fence :one"
+        )
+
+    def expression_values(self) -> dict[str, Any]:
+        own = codec.values(
+            owner=self.owner, expiresAt=self.expires_at_ms, now=self.now_ms, one=1,
+            acquisition=self.id,
+        )  # fmt: skip
+        return {**own, **self.values}
+
+
+def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any] | None:
+    """The one acquisition write, for every kind of acquisition (plain, queued, the fast path)::
+
+        UpdateItem <resource>
+          SET #owner = :owner, #expiresAt = :expiresAt, #acquiredAt = :now,
+              #acquisition = :acquisition <also_set>
+          REMOVE #releasedAt, #purgeAt, #reapAt <also_remove>
+          ADD #fence :one
+          ConditionExpression: <condition>
+          ReturnValues: ALL_OLD, ReturnValuesOnConditionCheckFailure: ALL_OLD
+
+    Returns the item as it was, with the default names (new fence = its fence + 1); a refusal is
+    the ClientError. Not resent after a timeout (``ADD``): that is ``OutcomeUnknown``.
+    """
+    update = write.update
+    response = retry.call(
+        lambda: leases.client.update_item(
+            TableName=leases.table,
+            Key=leases.wire_key(resource),
+            UpdateExpression=update,
+            ConditionExpression=write.condition,
+            ExpressionAttributeNames=leases.names(*used(update, write.condition)),
+            ExpressionAttributeValues=write.expression_values(),
+            ReturnValues="ALL_OLD",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        ),
+        backoff=leases.backoff,
+        idempotent=False,
+        pattern=PATTERN,
+    )
+    return logical(leases.attributes, codec.decode_item(response.get("Attributes")))
