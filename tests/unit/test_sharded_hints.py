@@ -160,9 +160,11 @@ def test_take_options_are_frozen_with_defaults():
 def test_the_keywords_of_0_3_still_work_with_a_warning(moto_ddb, moto_tables):
     counter = stocked(moto_ddb, moto_tables["products"], [0, 0])
     known = sharded.ShardHints(trust_seconds=3600.0)
-    with pytest.warns(TurnstileDeprecationWarning, match="TakeOptions"):
-        with pytest.raises(sharded.Exhausted):
-            sharded.take(moto_ddb, counter, 1, backoff=retry.Backoff(), known=known, rounds=1)
+    with (
+        pytest.warns(TurnstileDeprecationWarning, match="TakeOptions"),
+        pytest.raises(sharded.Exhausted),
+    ):
+        sharded.take(moto_ddb, counter, 1, backoff=retry.Backoff(), known=known, rounds=1)
     assert known.known(counter) == {0: 0, 1: 0}  # the hints given were the ones used
     with pytest.raises(TypeError):
         sharded.take(moto_ddb, counter, 1, sharded.TakeOptions(), backoff=retry.Backoff())
