@@ -21,9 +21,13 @@ for item in sharded.shard_items(stock, 100):
     ddb.put_item(TableName=table, Item=codec.encode_item(item))
 
 
+# One Hints object for the process, shared by every take (and given to any restock).
+options = sharded.TakeOptions(backoff=retry.Backoff(), hints=sharded.Hints())
+
+
 def buy(_: int) -> bool:
     try:
-        sharded.take(ddb, stock, 5, backoff=retry.Backoff(), sold_out=sharded.SoldOutHints())
+        sharded.take(ddb, stock, 5, options)
     except sharded.Exhausted:
         return False
     return True

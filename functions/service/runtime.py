@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import boto3
 
 from service import config, snapstart
-from turnstile_ddb import retry
+from turnstile_ddb import retry, sharded
 from turnstile_ddb.idempotency import IdempotencyStore
 
 T = TypeVar("T")
@@ -74,3 +74,9 @@ def _build_idempotency() -> IdempotencyStore:
 
 # The Idempotency-Key records, shared by every function that accepts the header.
 idempotency: Lazy[IdempotencyStore] = Lazy(_build_idempotency)
+
+
+# What this execution environment learnt of sharded counters (shard counts, throttles, sold out),
+# shared by every domain object that takes from or restocks them, so a restock here makes every
+# take here forget. Built on first use, like the clients; the library keeps no state of its own.
+sharded_hints: Lazy[sharded.Hints] = Lazy(sharded.Hints)

@@ -6,17 +6,17 @@ value over N items with distinct partition keys (``<base>#0`` .. ``<base>#N-1``)
 write rate, and each shard stays a plain conditional write on its own share, so the total can
 never go below zero: no oversell by construction, whatever the interleaving.
 
-Taking ``q`` units (:func:`take`)::
+Taking ``q`` units (:func:`take`, settings in :class:`TakeOptions`)::
 
-    0. this process knows every shard's count (:class:`ShardHints`, learned within 100 ms) and
-       they add up to fewer than q: refuse without a call (``ShortHint``)
+    0. the caller's hints know every shard's count (:class:`ShardHints`, learned within 100 ms)
+       and they add up to fewer than q: refuse without a call (``ShortHint``)
     1. the better of two random shards not last seen holding fewer than q
        (:meth:`ShardHints.choose`: not throttled lately, then the larger count last seen):
                              UpdateItem  SET #count = #count - :q
                              ConditionExpression: attribute_exists(#pk) AND #count >= :q
                              ReturnValuesOnConditionCheckFailure: ALL_OLD
        (throttled or refused: fail over, do not wait on the same hot key)
-    2. read the shards whose count this process has not learned within 100 ms:
+    2. read the shards whose count the hints have not learned within 100 ms:
                              BatchGetItem, ConsistentRead (one call, those keys only)
        the counts known and read add up to fewer than q: refuse (Exhausted)
     3. the shards that hold q, in random order with the ones throttled lately last, each the
@@ -25,19 +25,35 @@ Taking ``q`` units (:func:`take`)::
        each element  SET #count = #count - :take  ConditionExpression: #count >= :take
     4. back to 2, at most ``rounds`` times; every throttled attempt waits under the backoff.
 
+Hints are the caller's: a :class:`Hints` object it builds once (per process, say per Lambda
+execution environment) and passes to every call on the same counters: :func:`take`,
+:func:`join`, :func:`leave`, :func:`set_total`, :func:`add`. Without one, a call remembers
+nothing beyond itself; the module keeps no state of its own. Each hint map holds at most
+``max_counters`` counters (1024 by default), least recently used first out: an
+``OrderedDict`` does this in a few lines, with a lock, and the library adds no dependency
+(``functools.lru_cache`` caches a function's results, it cannot be written into or forgotten).
+
 A refusal is exact up to races and one stated bound. Between restocks a shard's count only goes
 down, so a count learned from a consistent read or from a write's answer is an upper bound of the
 count at any later moment: when the counts (learned within ``trust_seconds`` = 100 ms, or read
 just now) add up to fewer than ``q``, the total was below ``q`` at the refusal. The bound: this is
-wrong only if another process restocked the counter (``add``, ``set_total``, ``PATCH``) less than
-100 ms after one of those counts was learned; this process's own restocks forget its counts. The
-other refusal is the race: ``rounds`` reads that each showed enough but whose every write lost
-(:class:`Exhausted` with ``raced=True``, counted as ``ShardRaceRefusal``). A refusal reads at
-most the shards this process does not know (all N only when it knows none), and none while it
-knows them all. Sold out is cheaper still: a process remembers that a counter read empty and
-then goes straight to step 2; and for ``trust_seconds`` (100 ms) after such a read it refuses
-without any call (``SoldOutHint``), with the same bound. Sales never depend on the hints: writes
-decide.
+wrong only if someone restocked the counter (``add``, ``set_total``, ``PATCH``) without telling
+these hints, less than 100 ms after one of those counts was learned; a restock given the same
+hints makes them forget the counter's counts. The other refusal is the race: ``rounds`` reads
+that each showed enough but whose every write lost (:class:`Exhausted` with ``raced=True``,
+counted as ``ShardRaceRefusal``). A refusal reads at most the shards the hints do not know (all N
+only when they know none), and none while they know them all. Sold out is cheaper still: the
+hints remember that a counter read empty and then go straight to step 2; and for
+``trust_seconds`` (100 ms) after such a read a take refuses without any call (``SoldOutHint``),
+with the same bound. Sales never depend on the hints: writes decide.
+
+A sharded capacity (:func:`join`, :func:`leave`) is the same split applied to
+:mod:`turnstile_ddb.capacity`: shard ``k`` is a :class:`~turnstile_ddb.capacity.CapacityRow`
+(count, limit and version attributes of the counter), and a member joins one shard in that
+module's transaction (``#count < #limit`` on the shard, ``attribute_not_exists`` on the member),
+failing over like a take; the member item records the shard it took (``shard_attr``) for its
+leave. The member lives in the counter's table, so the read after a refused join sees the
+member's key in the same ``BatchGetItem`` as the shards: "already a member" stays exact.
 
 Setting the total (:func:`set_total`) is one transaction over every shard, each conditioned on
 the value just read (``#count = :seen``), plus the caller's own elements (a version check):
@@ -59,45 +75,65 @@ from __future__ import annotations
 import random
 import threading
 import time
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
+from turnstile_ddb import (
+    _contract,
+    capacity,
+    codec,
+    deprecation,
+    errors,
+    metrics,
+    retry,
+    transact,
+    versioned,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
-    "ROUNDS",
     "Exhausted",
+    "Full",
+    "Hints",
     "Missing",
     "ShardHints",
     "ShardedCounter",
     "SoldOutHints",
+    "TakeOptions",
     "Taken",
     "add",
-    "hints",
+    "join",
+    "leave",
     "read_all",
     "read_items",
-    "read_shards",
-    "read_with",
     "set_total",
-    "shard_hints",
     "shard_items",
     "split",
     "take",
 ]
 
 PATTERN = "sharded"
-ROUNDS = 4
+_ROUNDS = 4
+_MAX_COUNTERS = 1024
+_BACKOFF = retry.Backoff()
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
 class ShardedCounter:
-    """Shard ``k`` of counter ``base``: ``{key_attr: f"{base}#{k}", **extra_key}`` in ``table``."""
+    """Shard ``k`` of counter ``base``: ``{key_attr: f"{base}#{k}", **extra_key}`` in ``table``.
+
+    The stored attribute names are fields: ``count_attr`` holds each shard's share;
+    ``limit_attr`` and ``version_attr`` are read and written only by a sharded capacity
+    (:func:`join`, :func:`leave`), and ``shard_attr`` names the member item's record of the
+    shard it joined."""
 
     table: str
     key_attr: str
@@ -105,9 +141,17 @@ class ShardedCounter:
     shards: int
     count_attr: str
     extra_key: tuple[tuple[str, Any], ...] = ()
+    limit_attr: str = "limit"
+    version_attr: str = "version"
+    shard_attr: str = "shard"
 
     def key(self, shard: int) -> dict[str, Any]:
+        """Shard ``shard``'s primary key as plain Python values (see :meth:`wire_key`)."""
         return {self.key_attr: f"{self.base}#{shard}", **dict(self.extra_key)}
+
+    def wire_key(self, shard: int) -> dict[str, Any]:
+        """Shard ``shard``'s primary key in DynamoDB's typed form (``{"S": ...}``)."""
+        return codec.encode_item(self.key(shard))
 
     @property
     def identity(self) -> tuple[Any, ...]:
@@ -115,8 +159,15 @@ class ShardedCounter:
         count attribute, not its bare id (an event and a product may share an id)."""
         return (self.table, self.key_attr, self.base, self.extra_key, self.count_attr)
 
-    def wire_key(self, shard: int) -> dict[str, Any]:
-        return codec.encode_item(self.key(shard))
+    def capacity_row(self, shard: int) -> capacity.CapacityRow:
+        """Shard ``shard`` as a :class:`turnstile_ddb.capacity.CapacityRow` (for :func:`join`)."""
+        return capacity.CapacityRow(
+            table=self.table,
+            key=self.key(shard),
+            count_attr=self.count_attr,
+            limit_attr=self.limit_attr,
+            version_attr=self.version_attr,
+        )
 
 
 class Exhausted(errors.Refused):
@@ -126,6 +177,16 @@ class Exhausted(errors.Refused):
         super().__init__(f"{total} left")
         self.total = total
         self.raced = raced
+
+
+class Full(Exhausted):
+    """No shard of a sharded capacity had room: ``count`` members of ``limit`` when last read
+    (``raced``: the read showed room, but every join at it lost)."""
+
+    def __init__(self, count: int, limit: int, raced: bool = False) -> None:
+        super().__init__(limit - count, raced)
+        self.count = count
+        self.limit = limit
 
 
 class Missing(errors.NotFound):
@@ -154,41 +215,89 @@ def shard_items(counter: ShardedCounter, total: int, **attributes: Any) -> list[
     ]
 
 
+class _Recent(Generic[V]):
+    """At most ``limit`` counters' entries, the least recently used dropped first, behind one
+    lock (hints are shared by a process's threads). See the module docstring for why this is
+    an ``OrderedDict`` and not a library."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("a hint map holds at least one counter")
+        self._limit = limit
+        self._entries: OrderedDict[tuple[Any, ...], V] = OrderedDict()
+        self.lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[Any, ...]) -> V | None:
+        with self.lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: tuple[Any, ...], value: V) -> V:
+        with self.lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._limit:
+                self._entries.popitem(last=False)
+            return value
+
+    def pop(self, key: tuple[Any, ...]) -> None:
+        with self.lock:
+            self._entries.pop(key, None)
+
+
 @dataclass
 class SoldOutHints:
-    """Counters this process last read empty, and when (a monotonic clock; a hint, never a lock).
+    """Counters last read empty, and when (a monotonic clock; a hint, never a lock).
 
     ``empty``: skip the first write and read at once. ``fresh``: the empty read is younger than
     ``trust_seconds``, so a refusal may be answered from it without any call (see the module
-    docstring for the bound this puts on refusals)."""
+    docstring for the bound this puts on refusals). At most ``max_counters`` counters are
+    remembered, the least recently used forgotten first."""
 
     trust_seconds: float = 0.1
     clock: Callable[[], float] = time.monotonic
-    _empty: dict[tuple[Any, ...], float] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    max_counters: int = _MAX_COUNTERS
+    _empty: _Recent[float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._empty = _Recent(self.max_counters)
+
+    def remembered(self) -> int:
+        """How many counters are remembered as empty (at most ``max_counters``)."""
+        return len(self._empty)
 
     def empty(self, counter: ShardedCounter) -> bool:
-        return counter.identity in self._empty
+        return self._empty.get(counter.identity) is not None
 
     def fresh(self, counter: ShardedCounter) -> bool:
         seen = self._empty.get(counter.identity)
         return seen is not None and self.clock() - seen < self.trust_seconds
 
     def mark(self, counter: ShardedCounter, empty: bool) -> None:
-        with self._lock:
-            if empty:
-                self._empty[counter.identity] = self.clock()
-            else:
-                self._empty.pop(counter.identity, None)
+        if empty:
+            self._empty.put(counter.identity, self.clock())
+        else:
+            self._empty.pop(counter.identity)
 
 
-hints = SoldOutHints()
+@dataclass
+class _Learned:
+    """What was learned of one counter's shards: shard -> (count, when), shard -> throttled at."""
+
+    counts: dict[int, tuple[int, float]] = field(default_factory=dict)
+    throttled: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
 class ShardHints:
-    """What this process last learned of each shard (a hint, never a lock): the count a write or
-    a read returned, and when; and when the shard last throttled.
+    """What was last learned of each shard (a hint, never a lock): the count a write or a read
+    returned, and when; and when the shard last throttled. At most ``max_counters`` counters
+    are remembered, the least recently used forgotten first.
 
     Choosing (:meth:`choose`): the first shard of a take is the better of two random ones (power
     of two choices), drawn from the shards not last seen holding fewer than ``q`` units (from all
@@ -199,44 +308,67 @@ class ShardHints:
     Knowing (:meth:`known`): counts learned within ``trust_seconds`` (100 ms). Between restocks a
     shard's count only goes down, so a count learned earlier is an upper bound of the count now;
     :func:`take` reads only the shards it does not know, and refuses when the known counts plus
-    the ones just read add up to fewer than ``q``. Bound: such a refusal is wrong only if another
-    process restocked the counter less than ``trust_seconds`` after a count was learned (this
-    process's own :func:`add` and :func:`set_total` forget the counter's counts)."""
+    the ones just read add up to fewer than ``q``. Bound: such a refusal is wrong only if the
+    counter was restocked without these hints less than ``trust_seconds`` after a count was
+    learned (:func:`add` and :func:`set_total` given these hints make them :meth:`forget`)."""
 
     throttle_seconds: float = 1.0
     trust_seconds: float = 0.1
     clock: Callable[[], float] = time.monotonic
-    _counts: dict[tuple[tuple[Any, ...], int], tuple[int, float]] = field(default_factory=dict)
-    _throttled: dict[tuple[tuple[Any, ...], int], float] = field(default_factory=dict)
+    max_counters: int = _MAX_COUNTERS
+    _learned: _Recent[_Learned] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._learned = _Recent(self.max_counters)
+
+    def remembered(self) -> int:
+        """How many counters something is remembered of (at most ``max_counters``)."""
+        return len(self._learned)
+
+    def _of(self, counter: ShardedCounter) -> _Learned:
+        """The counter's record, empty when nothing is remembered (not stored until written)."""
+        return self._learned.get(counter.identity) or _Learned()
+
+    def _write(self, counter: ShardedCounter) -> _Learned:
+        with self._learned.lock:
+            found = self._learned.get(counter.identity)
+            return found if found is not None else self._learned.put(counter.identity, _Learned())
 
     def count(self, counter: ShardedCounter, shard: int, value: int) -> None:
-        self._counts[(counter.identity, shard)] = (value, self.clock())
+        with self._learned.lock:
+            self._write(counter).counts[shard] = (value, self.clock())
 
     def throttled(self, counter: ShardedCounter, shard: int) -> None:
-        self._throttled[(counter.identity, shard)] = self.clock()
+        with self._learned.lock:
+            self._write(counter).throttled[shard] = self.clock()
 
     def forget(self, counter: ShardedCounter) -> None:
-        """Drop the counter's known counts (after this process changed its total)."""
-        for shard in range(counter.shards):
-            self._counts.pop((counter.identity, shard), None)
+        """Drop the counter's known counts (after its total changed)."""
+        with self._learned.lock:
+            self._of(counter).counts.clear()
 
     def known(self, counter: ShardedCounter) -> dict[int, int]:
         """Shard -> count, for the shards whose count was learned within ``trust_seconds``."""
         now = self.clock()
-        fresh = {}
-        for shard in range(counter.shards):
-            seen = self._counts.get((counter.identity, shard))
-            if seen is not None and now - seen[1] < self.trust_seconds:
-                fresh[shard] = seen[0]
-        return fresh
+        with self._learned.lock:
+            counts = dict(self._of(counter).counts)
+        return {
+            shard: value
+            for shard, (value, at) in sorted(counts.items())
+            if shard < counter.shards and now - at < self.trust_seconds
+        }
 
     def is_hot(self, counter: ShardedCounter, shard: int) -> bool:
-        at = self._throttled.get((counter.identity, shard))
+        at = self._of(counter).throttled.get(shard)
         return at is not None and self.clock() - at < self.throttle_seconds
 
+    def _last(self, counter: ShardedCounter, shard: int) -> int | None:
+        seen = self._of(counter).counts.get(shard)
+        return seen[0] if seen is not None else None
+
     def _score(self, counter: ShardedCounter, shard: int, quantity: int) -> tuple[bool, bool, int]:
-        seen = self._counts.get((counter.identity, shard))
-        last = seen[0] if seen is not None else 1 << 30
+        last = self._last(counter, shard)
+        last = last if last is not None else 1 << 30
         return (not self.is_hot(counter, shard), last >= quantity, last)
 
     def choose(self, counter: ShardedCounter, rand: random.Random, quantity: int = 1) -> int:
@@ -245,7 +377,7 @@ class ShardHints:
         pool = [
             shard
             for shard in range(counter.shards)
-            if self._counts.get((counter.identity, shard), (quantity, 0.0))[0] >= quantity
+            if (last := self._last(counter, shard)) is None or last >= quantity
         ] or list(range(counter.shards))
         if len(pool) == 1:
             return pool[0]
@@ -258,16 +390,79 @@ class ShardHints:
         return sorted(shards, key=lambda shard: self.is_hot(counter, shard))
 
 
-shard_hints = ShardHints()
+@dataclass
+class Hints:
+    """What a caller remembers of its sharded counters, to spend fewer calls: shard counts and
+    throttles (:class:`ShardHints`) and counters read empty (:class:`SoldOutHints`).
+
+    Build one per process (per Lambda execution environment, say) and pass the same object to
+    every call on the same counters, restocks included: :func:`add`, :func:`set_total` and
+    :func:`leave` call :meth:`restocked`, so a take never trusts a count from before the total
+    grew. Hints only save calls: writes decide every sale."""
+
+    shards: ShardHints = field(default_factory=ShardHints)
+    sold_out: SoldOutHints = field(default_factory=SoldOutHints)
+
+    def restocked(self, counter: ShardedCounter, total: int | None = None) -> None:
+        """Forget what was learned of ``counter``, whose total changed (``total``: the new total,
+        when known; 0 marks the counter empty)."""
+        self.sold_out.mark(counter, total == 0)
+        self.shards.forget(counter)
+
+
+@dataclass(frozen=True)
+class TakeOptions:
+    """How :func:`take` and :func:`join` go about it.
+
+    ``backoff``: every read and every wait after a throttled round (a throttled shard is failed
+    over, not retried at once; after ``backoff.attempts`` throttled rounds the call gives up).
+    ``rounds``: reads after the first write, at most (then a refusal for lost races).
+    ``hints``: the caller's :class:`Hints` (none: the call remembers nothing beyond itself).
+    ``rand``: the random choices (a seeded one for reproducible tests)."""
+
+    backoff: retry.Backoff = field(default_factory=retry.Backoff)
+    rounds: int = _ROUNDS
+    hints: Hints | None = None
+    rand: random.Random | None = None
+
+
+_LEGACY_TAKE = ("backoff", "rand", "sold_out", "rounds", "known")
+
+
+def _legacy_options(legacy: dict[str, Any]) -> TakeOptions:
+    """The options the keyword arguments of turnstile-ddb 0.3 name (warning once per call)."""
+    unknown = sorted(set(legacy) - set(_LEGACY_TAKE))
+    if unknown:
+        raise TypeError(f"take() got unexpected keyword arguments {unknown}")
+    warnings.warn(
+        "take(backoff=, rand=, sold_out=, rounds=, known=) is deprecated since turnstile-ddb "
+        "0.4.0 and will be removed in 0.5.0; use take(..., TakeOptions(backoff=, rand=, "
+        "rounds=, hints=Hints(shards=..., sold_out=...))) instead",
+        deprecation.TurnstileDeprecationWarning,
+        stacklevel=4,
+    )
+    known, sold_out = legacy.get("known"), legacy.get("sold_out")
+    hints = None
+    if known is not None or sold_out is not None:
+        hints = Hints(
+            shards=known if known is not None else ShardHints(),
+            sold_out=sold_out if sold_out is not None else SoldOutHints(),
+        )
+    return TakeOptions(
+        backoff=legacy.get("backoff", _BACKOFF),
+        rounds=legacy.get("rounds", _ROUNDS),
+        hints=hints,
+        rand=legacy.get("rand"),
+    )
 
 
 @_contract.read
 def read_items(
-    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff
+    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
 ) -> list[dict[str, Any]]:
     """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
     ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
-    return read_with(client, counter, backoff)[0]
+    return _read_with(client, counter, backoff)[0]
 
 
 def _batch_get(
@@ -301,10 +496,10 @@ def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> di
 
 
 @_contract.read
-def read_with(
+def _read_with(
     client: DynamoDBClient,
     counter: ShardedCounter,
-    backoff: retry.Backoff,
+    backoff: retry.Backoff = _BACKOFF,
     extra_keys: Sequence[dict[str, Any]] = (),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
     """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
@@ -320,8 +515,11 @@ def read_with(
 
 
 @_contract.read
-def read_shards(
-    client: DynamoDBClient, counter: ShardedCounter, shards: Sequence[int], backoff: retry.Backoff
+def _read_shards(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    shards: Sequence[int],
+    backoff: retry.Backoff = _BACKOFF,
 ) -> dict[int, dict[str, Any]]:
     """The items of ``shards`` only (one ``BatchGetItem``, strongly consistent): shard -> item.
     Raises :class:`Missing` when one of them does not exist."""
@@ -333,7 +531,9 @@ def read_shards(
 
 
 @_contract.read
-def read_all(client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff) -> list[int]:
+def read_all(
+    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
+) -> list[int]:
     """Every shard's count (see :func:`read_items`)."""
     return [int(item.get(counter.count_attr, 0)) for item in read_items(client, counter, backoff)]
 
@@ -355,6 +555,8 @@ def _decrement(
 
 
 def _decrement_many(client: DynamoDBClient, counter: ShardedCounter, takes: dict[int, int]) -> None:
+    """One transaction taking ``takes[k]`` from each shard ``k``, each guarded by its own
+    ``#count >= :take``: the shards cannot go below zero whatever sold meanwhile."""
     client.transact_write_items(
         TransactItems=[
             {
@@ -386,106 +588,159 @@ def spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[in
     return takes
 
 
-@_contract.write
-def take(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    quantity: int,
-    *,
-    backoff: retry.Backoff,
-    rand: random.Random | None = None,
-    sold_out: SoldOutHints = hints,
-    rounds: int = ROUNDS,
-    known: ShardHints | None = None,
-) -> Taken:
-    """Take ``quantity`` units from some shard(s) (see the module docstring), or raise
-    :class:`Exhausted` / :class:`Missing`; :class:`turnstile_ddb.retry.RetriesExhausted` when every
-    shard stayed throttled for the whole backoff. ``known``: the shard hints (this process's
-    :data:`shard_hints` unless given)."""
-    rand = rand or random.Random()
-    known = known if known is not None else shard_hints
-    if sold_out.fresh(counter):
-        metrics.count("SoldOutHint", pattern=PATTERN)
-        raise Exhausted(0)
-    fresh = known.known(counter)
-    if len(fresh) == counter.shards and sum(fresh.values()) < quantity:
-        metrics.count("ShortHint", pattern=PATTERN)
-        raise Exhausted(sum(fresh.values()))
-    calls = 0
-    throttled_rounds = 0
-    candidates: list[int] = []
-    if not sold_out.empty(counter):
-        candidates = [known.choose(counter, rand, quantity)]
-    saw_enough = False
-    total = 0
-    for round_ in range(rounds + 1):
+_THROTTLED = "throttled"
+
+
+class _Take:
+    """One :func:`take`: what it has spent and learned across its rounds, one method a step."""
+
+    def __init__(
+        self, client: DynamoDBClient, counter: ShardedCounter, quantity: int, options: TakeOptions
+    ) -> None:
+        self.client = client
+        self.counter = counter
+        self.quantity = quantity
+        self.options = options
+        self.rand = options.rand or random.Random()
+        self.hints = options.hints if options.hints is not None else Hints()
+        self.calls = 0
+        self.throttled_rounds = 0
+        self.total = 0  # the counts last read added up to this
+        self.saw_enough = False  # a read showed enough units at least once
+
+    def run(self) -> Taken:
+        self.refuse_from_hints()
+        candidates = self.first_choice()
+        for round_ in range(self.options.rounds + 1):
+            taken, answered = self.try_shards(candidates)
+            if taken is not None:
+                return taken
+            if round_ == self.options.rounds:
+                break
+            counts, items, candidates = self.read_counts(round_, answered)
+            if not candidates:  # only a sum of shards holds q
+                taken = self.take_across(counts, items)
+                if taken is not None:
+                    return taken
+        metrics.count("ShardRaceRefusal", pattern=PATTERN)
+        raise Exhausted(self.total if self.saw_enough else 0, raced=self.saw_enough)
+
+    def refuse_from_hints(self) -> None:
+        """Step 0: refuse without a call when the hints alone show too few units."""
+        if self.hints.sold_out.fresh(self.counter):
+            metrics.count("SoldOutHint", pattern=PATTERN)
+            raise Exhausted(0)
+        fresh = self.hints.shards.known(self.counter)
+        if len(fresh) == self.counter.shards and sum(fresh.values()) < self.quantity:
+            metrics.count("ShortHint", pattern=PATTERN)
+            raise Exhausted(sum(fresh.values()))
+
+    def first_choice(self) -> list[int]:
+        """Step 1's shard, or none when the counter was last read empty (read at once)."""
+        if self.hints.sold_out.empty(self.counter):
+            return []
+        return [self.hints.shards.choose(self.counter, self.rand, self.quantity)]
+
+    def try_shards(self, candidates: Sequence[int]) -> tuple[Taken | None, dict[int, int]]:
+        """Steps 1 and 3: each candidate's conditional write until one takes ``q``; else the
+        counts the refused writes answered (after a wait if one was throttled)."""
+        answered: dict[int, int] = {}
         throttled = False
-        answered: dict[int, int] = {}  # counts the refused writes of this round answered
         for shard in candidates:
-            calls += 1
-            try:
-                item = _decrement(client, counter, shard, quantity)
-                known.count(counter, shard, int(item[counter.count_attr]))
-                return Taken((shard,), int(item[counter.count_attr]), calls, item)
-            except retry.MAYBE_APPLIED_ERRORS as exc:
-                raise retry.OutcomeUnknown(str(exc)) from exc
-            except retry.NOT_SENT_ERRORS:
+            outcome = self.try_one(shard)
+            if isinstance(outcome, Taken):
+                return outcome, answered
+            if outcome == _THROTTLED:
                 throttled = True
-                continue
-            except ClientError as exc:
-                if retry.is_throttle(exc):
-                    metrics.count("Throttle", pattern=PATTERN)
-                    known.throttled(counter, shard)
-                    throttled = True
-                elif not retry.condition_failed(exc):
-                    raise
-                elif (old := codec.old_item(exc)) is None:
-                    raise Missing(counter.base) from exc
-                else:
-                    answered[shard] = int(old.get(counter.count_attr, 0))
-                    known.count(counter, shard, answered[shard])
-                metrics.count("ShardFailover", pattern=PATTERN)
+            else:
+                answered[shard] = int(outcome)
         if throttled:
-            throttled_rounds += 1
-            if throttled_rounds >= backoff.attempts:
-                raise retry.RetriesExhausted(throttled_rounds, RuntimeError("shards throttled"))
-            backoff.pause(throttled_rounds)
-        if round_ == rounds:
-            break
-        # Read only what is not known: the counts the writes just answered, and on the first
-        # read those learned within the trust window too (each an upper bound of the count now:
-        # counts only go down between restocks). Later rounds read the rest again, so a refusal
-        # for lost races always rests on counts read or answered in that round.
-        counts = {**(known.known(counter) if round_ == 0 else {}), **answered}
+            self.throttled_rounds += 1
+            if self.throttled_rounds >= self.options.backoff.attempts:
+                raise retry.RetriesExhausted(
+                    self.throttled_rounds, RuntimeError("shards throttled")
+                )
+            self.options.backoff.pause(self.throttled_rounds)
+        return None, answered
+
+    def try_one(self, shard: int) -> Taken | int | str:
+        """One shard's write: what it took, the count it answered, or :data:`_THROTTLED`."""
+        counter, known = self.counter, self.hints.shards
+        self.calls += 1
+        try:
+            item = _decrement(self.client, counter, shard, self.quantity)
+        except retry.MAYBE_APPLIED_ERRORS as exc:
+            raise retry.OutcomeUnknown(str(exc)) from exc
+        except retry.NOT_SENT_ERRORS:
+            return _THROTTLED
+        except ClientError as exc:
+            if retry.is_throttle(exc):
+                metrics.count("Throttle", pattern=PATTERN)
+                metrics.count("ShardFailover", pattern=PATTERN)
+                known.throttled(counter, shard)
+                return _THROTTLED
+            if not retry.condition_failed(exc):
+                raise
+            old = codec.old_item(exc)
+            if old is None:
+                raise Missing(counter.base) from exc
+            metrics.count("ShardFailover", pattern=PATTERN)
+            count = int(old.get(counter.count_attr, 0))
+            known.count(counter, shard, count)
+            return count
+        known.count(counter, shard, int(item[counter.count_attr]))
+        return Taken((shard,), int(item[counter.count_attr]), self.calls, item)
+
+    def read_counts(
+        self, round_: int, answered: dict[int, int]
+    ) -> tuple[dict[int, int], dict[int, dict[str, Any]], list[int]]:
+        """Step 2: every shard's count, reading only what is not known, then the shards that
+        hold ``q`` in the order to try them; refuses (:class:`Exhausted`) when the counts add up
+        to fewer than ``q``. Known: the counts the writes just answered, and on the first read
+        those learned within the trust window too (each an upper bound of the count now: counts
+        only go down between restocks). Later rounds read the rest again, so a refusal for lost
+        races always rests on counts read or answered in that round. When no shard holds ``q``
+        alone, every shard is read (unless just done): the transaction over several needs them
+        all read now."""
+        counter = self.counter
+        counts = {**(self.hints.shards.known(counter) if round_ == 0 else {}), **answered}
         unknown = [k for k in range(counter.shards) if k not in counts]
         items: dict[int, dict[str, Any]] = {}
-        for _ in range(2):  # twice only when a transaction over several shards needs them all
+        candidates: list[int] = []
+        for _ in range(2):
             if unknown:
-                calls += 1
-                items = read_shards(client, counter, unknown, backoff)
-                for shard, item in items.items():
-                    counts[shard] = int(item.get(counter.count_attr, 0))
-                    known.count(counter, shard, counts[shard])
-            total = sum(counts.values())
-            sold_out.mark(counter, total == 0)
-            if total < quantity:
+                items = self.read(unknown, counts)
+            self.total = sum(counts.values())
+            self.hints.sold_out.mark(counter, self.total == 0)
+            if self.total < self.quantity:
                 metrics.count("SoldOutRead", pattern=PATTERN)
-                raise Exhausted(total)
-            saw_enough = True
-            candidates = [k for k, count in counts.items() if count >= quantity]
+                raise Exhausted(self.total)
+            self.saw_enough = True
+            candidates = [k for k, count in counts.items() if count >= self.quantity]
             if candidates or len(items) == counter.shards:
                 break
-            # Only a sum of shards holds q: take it from counts (and items) all read just now.
             unknown = list(range(counter.shards))
-        rand.shuffle(candidates)
-        candidates = known.order(counter, candidates)
-        if candidates:
-            continue
+        self.rand.shuffle(candidates)
+        return counts, items, self.hints.shards.order(counter, candidates)
+
+    def read(self, shards: list[int], counts: dict[int, int]) -> dict[int, dict[str, Any]]:
+        """Read ``shards`` into ``counts`` (and the hints); their items."""
+        self.calls += 1
+        items = _read_shards(self.client, self.counter, shards, self.options.backoff)
+        for shard, item in items.items():
+            counts[shard] = int(item.get(self.counter.count_attr, 0))
+            self.hints.shards.count(self.counter, shard, counts[shard])
+        return items
+
+    def take_across(self, counts: dict[int, int], items: dict[int, dict[str, Any]]) -> Taken | None:
+        """Step 3's fallback: ``q`` from several shards in one transaction (each guarded by its
+        own count, see :func:`_decrement_many`); ``None`` when it lost a race or was throttled."""
+        counter = self.counter
         ordered = [counts[k] for k in range(counter.shards)]
-        takes = spread(ordered, quantity, rand)
-        calls += 1
+        takes = spread(ordered, self.quantity, self.rand)
+        self.calls += 1
         try:
-            _decrement_many(client, counter, takes)
+            _decrement_many(self.client, counter, takes)
         except retry.MAYBE_APPLIED_ERRORS as exc:
             raise retry.OutcomeUnknown(str(exc)) from exc
         except ClientError as exc:
@@ -493,13 +748,138 @@ def take(
             if code != "TransactionCanceledException" and not retry.is_throttle(exc):
                 raise
             metrics.count("ShardFailover", pattern=PATTERN)
-            continue
+            return None
         for shard, taken in takes.items():
-            known.count(counter, shard, ordered[shard] - taken)
+            self.hints.shards.count(counter, shard, ordered[shard] - taken)
         left = sum(ordered[k] - t for k, t in takes.items())
-        return Taken(tuple(takes), left, calls, items[next(iter(takes))])
+        return Taken(tuple(takes), left, self.calls, items[next(iter(takes))])
+
+
+@_contract.write
+def take(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    quantity: int,
+    options: TakeOptions | None = None,
+    **legacy: Any,
+) -> Taken:
+    """Take ``quantity`` units from some shard(s) (see the module docstring), or raise
+    :class:`Exhausted` / :class:`Missing`; :class:`turnstile_ddb.retry.RetriesExhausted` when every
+    shard stayed throttled for the whole backoff. ``options``: :class:`TakeOptions` (defaults:
+    no hints, a fresh ``Backoff()``). The keywords of 0.3 (``backoff``, ``rand``, ``sold_out``,
+    ``rounds``, ``known``) still work, with a deprecation warning."""
+    if legacy:
+        if options is not None:
+            raise TypeError("take() takes options or the deprecated keywords, not both")
+        options = _legacy_options(legacy)
+    return _Take(client, counter, quantity, options or TakeOptions()).run()
+
+
+def _join_shard(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    member: capacity.Member,
+    shard: int,
+    transactions: retry.Backoff,
+    also: Sequence[dict[str, Any]],
+) -> bool:
+    """One shard's join (:func:`turnstile_ddb.capacity.join`, the member recording ``shard``);
+    False when that shard was full."""
+    recorded = capacity.Member(
+        member.table, member.key, {**(member.item or {}), counter.shard_attr: shard}
+    )
+    try:
+        capacity.join(
+            client, counter.capacity_row(shard), recorded, backoff=transactions, also=also
+        )
+    except capacity.NoCounter as exc:
+        raise Missing(counter.base) from exc
+    except capacity.Full:
+        metrics.count("ShardFailover", pattern=PATTERN)
+        return False
+    return True
+
+
+def _with_room(
+    client: DynamoDBClient, counter: ShardedCounter, member: capacity.Member, backoff: retry.Backoff
+) -> tuple[list[int], int, int]:
+    """One read of every shard and of the member's key: the shards with room, and the counts
+    and limits added up. Raises :class:`turnstile_ddb.capacity.AlreadyMember` when the member
+    exists."""
+    items, (found,) = _read_with(client, counter, backoff, [dict(member.key)])
+    if found is not None:
+        raise capacity.AlreadyMember(found)
+    counts = [int(item.get(counter.count_attr, 0)) for item in items]
+    limits = [int(item.get(counter.limit_attr, 0)) for item in items]
+    room = [k for k, (count, limit) in enumerate(zip(counts, limits, strict=True)) if count < limit]
+    return room, sum(counts), sum(limits)
+
+
+@_contract.write
+def join(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    member: capacity.Member,
+    options: TakeOptions | None = None,
+    *,
+    transactions: retry.Backoff | None = None,
+    also: Sequence[dict[str, Any]] = (),
+) -> int:
+    """Add ``member`` to the sharded capacity ``counter`` (see the module docstring) and return
+    the shard it joined. A random shard first (none when the hints saw the counter full); on
+    ``Full``, one read of every shard and of the member's key, then the shards with room in
+    random order, at most ``options.rounds`` times. ``member`` lives in the counter's table.
+    ``transactions``: the backoff of each join's transaction (``options.backoff`` unless given).
+
+    Raises :class:`turnstile_ddb.capacity.AlreadyMember`, :class:`Missing` (no shards),
+    :class:`Full` (a read showed every shard full, or ``raced``: every shard with room was taken
+    meanwhile, ``rounds`` times), and :class:`turnstile_ddb.transact.Cancelled` unchanged when
+    one of the caller's ``also`` elements failed."""
+    options = options or TakeOptions()
+    rand = options.rand or random.Random()
+    hints = options.hints if options.hints is not None else Hints()
+    backoff = transactions or options.backoff
+    candidates = [] if hints.sold_out.empty(counter) else [rand.randrange(counter.shards)]
+    count = limit = 0
+    for _ in range(options.rounds + 1):
+        for shard in candidates:
+            if _join_shard(client, counter, member, shard, backoff, also):
+                return shard
+        candidates, count, limit = _with_room(client, counter, member, options.backoff)
+        hints.sold_out.mark(counter, not candidates)
+        if not candidates:
+            metrics.count("SoldOutRead", pattern=PATTERN)
+            raise Full(count, limit)
+        rand.shuffle(candidates)
     metrics.count("ShardRaceRefusal", pattern=PATTERN)
-    raise Exhausted(total if saw_enough else 0, raced=saw_enough)
+    raise Full(count, limit, raced=True)
+
+
+@_contract.write
+def leave(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    member: capacity.Member,
+    options: TakeOptions | None = None,
+    *,
+    transactions: retry.Backoff | None = None,
+) -> int:
+    """Remove ``member`` from the shard it joined (its ``shard_attr``, read consistently) and
+    give the place back, in :func:`turnstile_ddb.capacity.leave`'s transaction; returns that
+    shard. The hints forget the counter (it has room again). Raises
+    :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile) and
+    :class:`turnstile_ddb.capacity.NoCounter`."""
+    options = options or TakeOptions()
+    item = versioned.read(client, member.table, member.key, options.backoff)
+    if item is None:
+        raise capacity.NotMember()
+    shard = int(item[counter.shard_attr])
+    capacity.leave(
+        client, counter.capacity_row(shard), member, backoff=transactions or options.backoff
+    )
+    if options.hints is not None:
+        options.hints.restocked(counter)
+    return shard
 
 
 def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str, Any]]:
@@ -520,17 +900,19 @@ def set_total(
     counter: ShardedCounter,
     total: int,
     *,
-    backoff: retry.Backoff,
+    backoff: retry.Backoff = _BACKOFF,
     also: Callable[[], Sequence[dict[str, Any]]] = lambda: (),
     stamp: dict[str, Any] | None = None,
     attempts: int = 8,
+    hints: Hints | None = None,
 ) -> list[int]:
     """Make the shards add up to exactly ``total`` (split evenly), atomically with ``also()``'s
     elements. Each shard is conditioned on the count just read; a sale in between cancels the
     transaction and it is read and tried again (at most ``attempts`` times, then
     :class:`turnstile_ddb.retry.RetriesExhausted`). A failed ``also`` element raises
     :class:`turnstile_ddb.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
-    attributes are set on every shard in the same transaction (a catalogue version, say)."""
+    attributes are set on every shard in the same transaction (a catalogue version, say).
+    ``hints``: the caller's :class:`Hints`, told the new total (:meth:`Hints.restocked`)."""
     target = split(total, counter.shards)
     names, sets, stamped = _stamp(stamp)
     for attempt in range(1, attempts + 1):
@@ -555,8 +937,8 @@ def set_total(
             )
         try:
             transact.transact_write(client, elements, backoff=backoff)
-            hints.mark(counter, total == 0)
-            shard_hints.forget(counter)
+            if hints is not None:
+                hints.restocked(counter, total)
             return target
         except transact.Cancelled as exc:
             if any(exc.failed_at(i) for i in range(offset)):
@@ -572,15 +954,17 @@ def add(
     counter: ShardedCounter,
     units: int,
     *,
-    backoff: retry.Backoff,
+    backoff: retry.Backoff = _BACKOFF,
     also: Sequence[dict[str, Any]] = (),
     stamp: dict[str, Any] | None = None,
     increments: Sequence[str] = (),
+    hints: Hints | None = None,
 ) -> None:
     """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
     shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
     ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
-    a copy of a parent's counter stays equal to it when the parent is incremented alongside)."""
+    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
+    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
@@ -610,5 +994,20 @@ def add(
             }
         )
     transact.transact_write(client, elements, backoff=backoff)
-    hints.mark(counter, False)
-    shard_hints.forget(counter)
+    if hints is not None:
+        hints.restocked(counter)
+
+
+# Names of 0.3 that leave the public surface: each still answers, with a deprecation warning.
+# ``hints`` and ``shard_hints`` were process-wide objects the library consulted by default; the
+# library keeps no state now, so each use gets a new, empty one: pass your own Hints instead.
+__getattr__ = deprecation.renamed(
+    __name__,
+    {
+        "ROUNDS": ("0.4.0", "0.5.0", "TakeOptions().rounds", lambda: _ROUNDS),
+        "hints": ("0.4.0", "0.5.0", "Hints().sold_out, passed in TakeOptions", SoldOutHints),
+        "shard_hints": ("0.4.0", "0.5.0", "Hints().shards, passed in TakeOptions", ShardHints),
+        "read_with": ("0.4.0", "0.5.0", "join (a sharded capacity)", lambda: _read_with),
+        "read_shards": ("0.4.0", "0.5.0", "read_items", lambda: _read_shards),
+    },
+)

@@ -110,11 +110,12 @@ def test_3_2_if_match_star_on_a_missing_product_is_404(wired, ddb, tables, uniqu
 
 
 def test_3_3_a_full_sharded_event_does_not_sell_out_a_sharded_product_with_its_id(
-    ddb, tables, unique, monkeypatch: pytest.MonkeyPatch
+    ddb, tables, unique
 ):
-    # Given the process's sold-out hint trusted for an hour, and a full sharded event named X
-    monkeypatch.setattr(sharded.hints, "trust_seconds", 3600.0)
-    events = Events(client=ddb, table=tables["events"])
+    # Given the process's hints (one object, as the runtime shares it) with the sold-out hint
+    # trusted for an hour, and a full sharded event named X
+    hints = sharded.Hints(sold_out=sharded.SoldOutHints(trust_seconds=3600.0))
+    events = Events(client=ddb, table=tables["events"], hints=hints)
     events.create(unique, "Launch", 2, shards=2)
     for user in ("u1", "u2", "u3", "u4"):
         try:
@@ -122,7 +123,7 @@ def test_3_3_a_full_sharded_event_does_not_sell_out_a_sharded_product_with_its_i
         except Exception as exc:  # noqa: BLE001 - the event fills: EVENT_FULL is expected
             assert getattr(exc, "code", None) == "EVENT_FULL", exc
     # When a sharded product also named X, with stock 50, is bought 10 times in the same process
-    shop = Products(client=ddb, table=tables["products"])
+    shop = Products(client=ddb, table=tables["products"], hints=hints)
     shop.create(unique, "Hot", 50, shards=2)
     outcomes = []
     for _ in range(10):

@@ -71,14 +71,9 @@ def watch(ddb: Any) -> Any:
 
 
 def take(client: Any, counter: sharded.ShardedCounter, quantity: int, hints: Any) -> Any:
-    return sharded.take(
-        client,
-        counter,
-        quantity,
-        backoff=retry.Backoff(),
-        sold_out=sharded.SoldOutHints(trust_seconds=0.0),
-        known=hints,
-    )
+    untrusted = sharded.SoldOutHints(trust_seconds=0.0)
+    options = sharded.TakeOptions(hints=sharded.Hints(shards=hints, sold_out=untrusted))
+    return sharded.take(client, counter, quantity, options)
 
 
 def test_the_first_write_goes_to_the_shard_known_to_have_stock(ddb, tables, unique, watch):
@@ -164,10 +159,10 @@ def test_a_refusal_reads_only_the_shards_whose_count_it_does_not_know(ddb, table
 def test_this_processs_restock_forgets_the_counts_it_knew(ddb, tables, unique):
     counter = counter_of(tables, unique, 2)
     stock(ddb, counter, [0, 0])
-    hints = sharded.shard_hints  # the process's own: add() forgets in it
+    hints = sharded.ShardHints(trust_seconds=3600.0)  # the process's own, given to add()
     hints.count(counter, 0, 0)
     hints.count(counter, 1, 0)
-    sharded.add(ddb, counter, 4, backoff=retry.Backoff())
+    sharded.add(ddb, counter, 4, hints=sharded.Hints(shards=hints))
     assert hints.known(counter) == {}
     assert take(ddb, counter, 3, hints).remaining >= 0
 

@@ -151,17 +151,20 @@ def test_get_sums_the_shards_and_patch_and_restock_keep_the_total_exact(
 
 
 def test_sold_out_refusals_cost_one_read_or_none_while_the_read_is_fresh(
-    ddb: Any, tables: Any, unique: str, monkeypatch: pytest.MonkeyPatch
+    ddb: Any, tables: Any, unique: str
 ) -> None:
-    monkeypatch.setattr(sharded.hints, "trust_seconds", 0.0)
-    monkeypatch.setattr(sharded.shard_hints, "trust_seconds", 0.0)  # no count is trusted either
+    # The process's hints, not trusted at first: neither the empty read nor any count
+    hints = sharded.Hints(
+        shards=sharded.ShardHints(trust_seconds=0.0),
+        sold_out=sharded.SoldOutHints(trust_seconds=0.0),
+    )
     calls: Counter[str] = Counter()
     client_events = ddb.meta.events
 
     def count(model: Any, **_: Any) -> None:
         calls[model.name] += 1
 
-    products = Products(client=ddb, table=tables["products"])
+    products = Products(client=ddb, table=tables["products"], hints=hints)
     products.create(unique, "Tiny", 2, shards=2)
     products.purchase(unique, 2)  # both shards: one transaction over two shards
     with pytest.raises(DomainError):
@@ -173,7 +176,7 @@ def test_sold_out_refusals_cost_one_read_or_none_while_the_read_is_fresh(
                 products.purchase(unique, 1)
             assert refused.value.code == "OUT_OF_STOCK"
         assert calls == {"BatchGetItem": 5}
-        monkeypatch.setattr(sharded.hints, "trust_seconds", 3600.0)
+        hints.sold_out.trust_seconds = 3600.0
         for _ in range(5):
             with pytest.raises(DomainError):
                 products.purchase(unique, 1)

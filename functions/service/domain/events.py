@@ -18,20 +18,20 @@ registration put ``attribute_not_exists``, in one transaction); cancelling is
 Sharded events (``shards`` > 1 at creation, for sign-ups past one item's write limit): the event
 item keeps ``name``, ``capacity``, ``shards`` and ``version`` but no ``registered``; the seats live
 in ``shards`` counter items ``eventId = "<eventId>#<k>", sk = "SHARD"``, each a
-:class:`turnstile_ddb.capacity.CapacityRow` over its share of the capacity. A registration item
-moves to
-``eventId = "<eventId>#<h>"`` with ``h`` a fixed hash of the user id (so registrations are spread
-over N keys too, and a user's registration has exactly one possible key: ``ALREADY_REGISTERED``
-stays exact) and records the counter shard it took (``shard``), which a cancellation gives back.
-A registration joins a random shard, fails over on ``Full`` to the shards one ``BatchGetItem``
-shows with room (the same call reads the user's registration key), and is ``EVENT_FULL`` only when
-that read shows every shard full. The ``byUser`` index shows ``eventId`` with the ``#<h>`` suffix,
-which :func:`_registration` strips (``#`` cannot occur in ids).
+:class:`turnstile_ddb.capacity.CapacityRow` over its share of the capacity, together a sharded
+capacity of :mod:`turnstile_ddb.sharded`. A registration item moves to ``eventId =
+"<eventId>#<h>"`` with ``h`` a fixed hash of the user id (so registrations are spread over N keys
+too, and a user's registration has exactly one possible key: ``ALREADY_REGISTERED`` stays exact)
+and records the counter shard it took (``shard``), which a cancellation gives back. A
+registration (:func:`turnstile_ddb.sharded.join`) joins a random shard, fails over on ``Full`` to
+the shards one ``BatchGetItem`` shows with room (the same call reads the user's registration
+key), and is ``EVENT_FULL`` only when that read shows every shard full. The ``byUser`` index
+shows ``eventId`` with the ``#<h>`` suffix, which :func:`_registration` strips (``#`` cannot
+occur in ids).
 """
 
 from __future__ import annotations
 
-import random
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +40,7 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
-from turnstile_ddb import capacity, codec, creation, metrics, retry, sharded, transact, versioned
+from turnstile_ddb import capacity, codec, creation, retry, sharded, transact, versioned
 
 EVENT_SK = "EVENT"
 REGISTRATION_PREFIX = "REG#"
@@ -84,6 +84,8 @@ class Events:
     transactions: retry.Backoff = field(default_factory=config.registration_backoff)
     clock: Callable[[], str] = now_iso
     shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
+    # What this process learnt of sharded events' shards (runtime.sharded_hints in Lambda).
+    hints: sharded.Hints = field(default_factory=sharded.Hints)
 
     def _event_key(self, event_id: str) -> dict[str, Any]:
         return {"eventId": event_id, "sk": EVENT_SK}
@@ -106,16 +108,13 @@ class Events:
 
     def shards_of(self, event_id: str, shards: int) -> sharded.ShardedCounter:
         return sharded.ShardedCounter(
-            self.table, "eventId", event_id, shards, "registered", (("sk", SHARD_SK),)
-        )
-
-    def _shard_counter(self, event_id: str, shard: int) -> capacity.CapacityRow:
-        return capacity.CapacityRow(
-            table=self.table,
-            key={"eventId": f"{event_id}#{shard}", "sk": SHARD_SK},
-            count_attr="registered",
+            self.table,
+            "eventId",
+            event_id,
+            shards,
+            "registered",
+            (("sk", SHARD_SK),),
             limit_attr="capacity",
-            version_attr="version",
         )
 
     def _sharded_member(
@@ -236,52 +235,29 @@ class Events:
         extra: dict[str, Any],
         also: Sequence[dict[str, Any]],
     ) -> None:
-        """Join a random shard; on ``Full``, one read of every shard and of the user's
-        registration key, then the shards with room in random order (see the module docstring)."""
-        rand = random.Random()
-        counters = self.shards_of(event_id, shards)
-        member_key = self._sharded_member(event_id, shards, user_id).key
-        candidates = [] if sharded.hints.empty(counters) else [rand.randrange(shards)]
-        for _ in range(sharded.ROUNDS + 1):
-            for shard in candidates:
-                member = self._sharded_member(event_id, shards, user_id, shard=shard, **extra)
-                try:
-                    capacity.join(
-                        self.client,
-                        self._shard_counter(event_id, shard),
-                        member,
-                        backoff=self.transactions,
-                        also=also,
-                    )
-                    return
-                except capacity.AlreadyMember as exc:
-                    raise already_registered(event_id, user_id) from exc
-                except capacity.NoCounter as exc:
-                    raise NotFound(f"no event {event_id!r}") from exc
-                except capacity.Full:
-                    metrics.count("ShardFailover", pattern=sharded.PATTERN)
-            try:
-                items, (member_item,) = sharded.read_with(
-                    self.client, counters, self.backoff, [dict(member_key)]
-                )
-            except sharded.Missing as exc:
-                raise NotFound(f"no event {event_id!r}") from exc
-            if member_item is not None:
-                raise already_registered(event_id, user_id)
-            candidates = [
-                k for k, item in enumerate(items) if item["registered"] < item["capacity"]
-            ]
-            sharded.hints.mark(counters, not candidates)
-            if not candidates:
-                metrics.count("SoldOutRead", pattern=sharded.PATTERN)
+        """Join one shard of the event's sharded capacity (:func:`turnstile_ddb.sharded.join`:
+        a random shard, then the shards one read shows with room; see the module docstring)."""
+        try:
+            sharded.join(
+                self.client,
+                self.shards_of(event_id, shards),
+                self._sharded_member(event_id, shards, user_id, **extra),
+                sharded.TakeOptions(backoff=self.backoff, hints=self.hints),
+                transactions=self.transactions,
+                also=also,
+            )
+        except capacity.AlreadyMember as exc:
+            raise already_registered(event_id, user_id) from exc
+        except sharded.Missing as exc:
+            raise NotFound(f"no event {event_id!r}") from exc
+        except sharded.Full as exc:
+            if exc.raced:
                 raise EventFull(
-                    f"event {event_id!r} is full",
-                    capacity=sum(item["capacity"] for item in items),
-                    registered=sum(item["registered"] for item in items),
-                )
-            rand.shuffle(candidates)
-        metrics.count("ShardRaceRefusal", pattern=sharded.PATTERN)
-        raise EventFull(f"event {event_id!r}: every shard with room was taken meanwhile; retry")
+                    f"event {event_id!r}: every shard with room was taken meanwhile; retry"
+                ) from exc
+            raise EventFull(
+                f"event {event_id!r} is full", capacity=exc.limit, registered=exc.count
+            ) from exc
 
     def unregister(self, event_id: str, user_id: str) -> None:
         """Give the seat back: the reverse transaction (registration gone, ``registered - 1``)."""
@@ -302,20 +278,16 @@ class Events:
             raise NotFound(f"no event {event_id!r}") from exc
 
     def _unregister_sharded(self, event_id: str, shards: int, user_id: str) -> None:
-        member = self._sharded_member(event_id, shards, user_id)
-        item = versioned.read(self.client, self.table, member.key, self.backoff)
-        if item is None:
-            raise NotFound(f"user {user_id!r} is not registered for event {event_id!r}")
         try:
-            capacity.leave(
+            sharded.leave(
                 self.client,
-                self._shard_counter(event_id, item["shard"]),
-                member,
-                backoff=self.transactions,
+                self.shards_of(event_id, shards),
+                self._sharded_member(event_id, shards, user_id),
+                sharded.TakeOptions(backoff=self.backoff, hints=self.hints),
+                transactions=self.transactions,
             )
         except (capacity.NotMember, capacity.NoCounter) as exc:
             raise NotFound(f"user {user_id!r} is not registered for event {event_id!r}") from exc
-        sharded.hints.mark(self.shards_of(event_id, shards), False)
 
     def registrations_of(self, user_id: str) -> list[dict[str, Any]]:
         """Every registration of ``user_id``, by event id (from the eventually consistent GSI)."""

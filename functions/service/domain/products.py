@@ -96,6 +96,8 @@ class Products:
     )
 
     shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
+    # What this process learnt of sharded products' shards (runtime.sharded_hints in Lambda).
+    hints: sharded.Hints = field(default_factory=sharded.Hints)
 
     def _key(self, product_id: str) -> dict[str, Any]:
         return {"productId": product_id}
@@ -170,6 +172,7 @@ class Products:
                 backoff=self.backoff,
                 also=[versioned.bump_op(self.table, self._key(product_id), {})],
                 increments=("version",),
+                hints=self.hints,
             )
         except transact.Cancelled as exc:
             raise NotFound(f"no product {product_id!r}") from exc
@@ -256,6 +259,7 @@ class Products:
                     backoff=self.backoff,
                     also=lambda: [bump],
                     stamp={"version": expected + 1},
+                    hints=self.hints,
                 )
             else:
                 transact.transact_write(self.client, [bump], backoff=self.backoff)
@@ -270,7 +274,7 @@ class Products:
         except retry.RetriesExhausted as exc:
             raise Conflict("sales kept changing the stock; retry the PATCH") from exc
         if "stock" not in changes:
-            sharded.hints.mark(self.counter(product_id, shards), False)
+            self.hints.sold_out.mark(self.counter(product_id, shards), False)
         return self.get(product_id)
 
     def purchase(
@@ -302,7 +306,8 @@ class Products:
         if claim is not None:
             return self._purchase_sharded_keyed(counter, quantity, purchase_id, claim)
         try:
-            taken = sharded.take(self.client, counter, quantity, backoff=self.backoff)
+            options = sharded.TakeOptions(backoff=self.backoff, hints=self.hints)
+            taken = sharded.take(self.client, counter, quantity, options)
         except sharded.Missing as exc:
             raise NotFound(f"no product {product_id!r}") from exc
         except sharded.Exhausted as exc:

@@ -16,7 +16,11 @@ from service.observability import observed
 app = Resolver("events")
 
 events: runtime.Lazy[Events] = runtime.Lazy(
-    lambda: Events(client=runtime.dynamodb.get(), table=catalog.tables("events")["events"])
+    lambda: Events(
+        client=runtime.dynamodb.get(),
+        table=catalog.tables("events")["events"],
+        hints=runtime.sharded_hints.get(),
+    )
 )
 requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
     lambda: RegistrationRequests(

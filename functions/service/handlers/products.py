@@ -21,6 +21,7 @@ products: runtime.Lazy[Products] = runtime.Lazy(
         client=runtime.dynamodb.get(),
         table=catalog.tables("products")["products"],
         idempotency=runtime.idempotency.get(),
+        hints=runtime.sharded_hints.get(),
     )
 )
 

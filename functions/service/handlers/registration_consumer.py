@@ -35,7 +35,9 @@ def _requests() -> RegistrationRequests:
     return RegistrationRequests(
         client=client,
         table=tables[config.REGISTRATION_REQUESTS],
-        events=Events(client=client, table=tables[config.EVENTS]),
+        events=Events(
+            client=client, table=tables[config.EVENTS], hints=runtime.sharded_hints.get()
+        ),
     )
 
 

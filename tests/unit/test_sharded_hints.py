@@ -1,0 +1,229 @@
+"""Sharded counters' hints are the caller's (API shape, moto): a restock given the hints makes
+them forget, a call given none remembers nothing, every hint map keeps at most ``max_counters``
+counters, ``TakeOptions`` holds take's settings (the 0.3 keywords still work, warning), and a
+sharded capacity joins and leaves through :func:`turnstile_ddb.sharded.join` / ``leave``."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from turnstile_ddb import capacity, codec, retry, sharded
+from turnstile_ddb.deprecation import TurnstileDeprecationWarning
+
+
+class Calls:
+    """The DynamoDB operations the client sends (and the parameters of each), until stopped."""
+
+    EVENT = "provide-client-params.dynamodb"
+
+    def __init__(self, client: Any) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.client = client
+        client.meta.events.register(self.EVENT, self._record)
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self.sent.append((model.name, params))
+
+    def names(self) -> Counter[str]:
+        return Counter(name for name, _ in self.sent)
+
+    def stop(self) -> None:
+        self.client.meta.events.unregister(self.EVENT, self._record)
+
+
+@pytest.fixture
+def calls(moto_ddb: Any) -> Iterator[Calls]:
+    watched = Calls(moto_ddb)
+    yield watched
+    watched.stop()
+
+
+def stocked(client: Any, table: str, counts: list[int], base: str = "p1") -> sharded.ShardedCounter:
+    counter = sharded.ShardedCounter(table, "productId", base, len(counts), "stock")
+    for shard, count in enumerate(counts):
+        client.put_item(
+            TableName=table, Item=codec.encode_item({**counter.key(shard), "stock": count})
+        )
+    return counter
+
+
+def trusted() -> sharded.Hints:
+    """Hints that trust what they learn for an hour (no test here depends on time passing)."""
+    return sharded.Hints(
+        shards=sharded.ShardHints(trust_seconds=3600.0),
+        sold_out=sharded.SoldOutHints(trust_seconds=3600.0),
+    )
+
+
+def test_a_restock_by_add_tells_the_injected_hints_to_forget(moto_ddb, moto_tables, calls):
+    # Given a sold-out counter, and hints that learnt so (trusted for an hour)
+    counter = stocked(moto_ddb, moto_tables["products"], [0, 0])
+    hints = trusted()
+    options = sharded.TakeOptions(hints=hints)
+    with pytest.raises(sharded.Exhausted):
+        sharded.take(moto_ddb, counter, 1, options)
+    assert hints.sold_out.fresh(counter) and hints.shards.known(counter) == {0: 0, 1: 0}
+    # When units are added with the same hints
+    sharded.add(moto_ddb, counter, 4, hints=hints)
+    # Then the hints forgot the counter, and the next take sells
+    assert not hints.sold_out.empty(counter) and hints.shards.known(counter) == {}
+    assert sharded.take(moto_ddb, counter, 1, options).remaining >= 0
+
+
+def test_set_total_tells_the_injected_hints_the_new_total(moto_ddb, moto_tables):
+    counter = stocked(moto_ddb, moto_tables["products"], [3, 3])
+    hints = trusted()
+    hints.shards.count(counter, 0, 3)
+    # Setting the total to zero marks the counter empty (a take refuses without a call) ...
+    sharded.set_total(moto_ddb, counter, 0, hints=hints)
+    assert hints.sold_out.fresh(counter) and hints.shards.known(counter) == {}
+    # ... and setting it again forgets that
+    sharded.set_total(moto_ddb, counter, 5, hints=hints)
+    assert not hints.sold_out.empty(counter)
+    taken = sharded.take(moto_ddb, counter, 2, sharded.TakeOptions(hints=hints))
+    assert taken.remaining in (0, 1)  # shards of 3 and 2: what the served shard still holds
+
+
+def test_a_take_without_hints_remembers_nothing_after_it_returns(moto_ddb, moto_tables, calls):
+    # Given a counter a first take (no hints given) found sold out
+    counter = stocked(moto_ddb, moto_tables["products"], [0, 0])
+    with pytest.raises(sharded.Exhausted):
+        sharded.take(moto_ddb, counter, 1)
+    # When it is stocked behind the library's back and taken from again, still without hints
+    stocked(moto_ddb, moto_tables["products"], [0, 2])
+    before = len(calls.sent)
+    taken = sharded.take(moto_ddb, counter, 1, sharded.TakeOptions(rand=random.Random(7)))
+    # Then the take started with a write, as for a counter never seen (no memory of "sold out")
+    assert calls.sent[before][0] == "UpdateItem"
+    assert taken.shards == (1,)
+
+
+def test_the_multi_shard_take_guards_every_shard_with_its_own_count(moto_ddb, moto_tables, calls):
+    # Given two shards of one unit each, and a take of two (no single shard holds it)
+    counter = stocked(moto_ddb, moto_tables["products"], [1, 1])
+    taken = sharded.take(moto_ddb, counter, 2)
+    # Then it was one transaction over both shards, each conditioned on holding its part
+    (transaction,) = [params for name, params in calls.sent if name == "TransactWriteItems"]
+    updates = [element["Update"] for element in transaction["TransactItems"]]
+    assert [update["ConditionExpression"] for update in updates] == ["#count >= :take"] * 2
+    assert sorted(taken.shards) == [0, 1] and taken.remaining == 0
+    assert sharded.read_all(moto_ddb, counter) == [0, 0]
+
+
+def counter_named(k: int) -> sharded.ShardedCounter:
+    return sharded.ShardedCounter("t", "id", f"c{k}", 2, "count")
+
+
+def test_shard_hints_keep_at_most_max_counters_the_least_recent_dropped_first():
+    hints = sharded.ShardHints(trust_seconds=3600.0, max_counters=8)
+    for k in range(100):
+        hints.count(counter_named(k), 0, k)
+        if k >= 1:
+            hints.known(counter_named(0))  # counter 0 is used all along: it stays
+    assert hints.remembered() == 8
+    assert hints.known(counter_named(0)) == {0: 0}
+    assert hints.known(counter_named(99)) == {0: 99}
+    assert hints.known(counter_named(50)) == {}  # dropped: least recently used
+
+
+def test_sold_out_hints_keep_at_most_max_counters():
+    hints = sharded.SoldOutHints(max_counters=8)
+    for k in range(100):
+        hints.mark(counter_named(k), True)
+    assert hints.remembered() == 8
+    assert hints.empty(counter_named(99)) and not hints.empty(counter_named(0))
+
+
+def test_the_default_bound_is_1024_counters():
+    hints = sharded.Hints()
+    for k in range(3000):
+        hints.shards.throttled(counter_named(k), 1)
+        hints.sold_out.mark(counter_named(k), True)
+    assert (hints.shards.remembered(), hints.sold_out.remembered()) == (1024, 1024)
+    assert hints.shards.max_counters == hints.sold_out.max_counters == 1024
+
+
+def test_take_options_are_frozen_with_defaults():
+    options = sharded.TakeOptions()
+    assert (options.rounds, options.hints, options.rand) == (4, None, None)
+    assert options.backoff == retry.Backoff()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.rounds = 1  # type: ignore[misc]
+
+
+def test_the_keywords_of_0_3_still_work_with_a_warning(moto_ddb, moto_tables):
+    counter = stocked(moto_ddb, moto_tables["products"], [0, 0])
+    known = sharded.ShardHints(trust_seconds=3600.0)
+    with (
+        pytest.warns(TurnstileDeprecationWarning, match="TakeOptions"),
+        pytest.raises(sharded.Exhausted),
+    ):
+        sharded.take(moto_ddb, counter, 1, backoff=retry.Backoff(), known=known, rounds=1)
+    assert known.known(counter) == {0: 0, 1: 0}  # the hints given were the ones used
+    with pytest.raises(TypeError):
+        sharded.take(moto_ddb, counter, 1, sharded.TakeOptions(), backoff=retry.Backoff())
+    with pytest.raises(TypeError):
+        sharded.take(moto_ddb, counter, 1, bakcoff=retry.Backoff())
+
+
+@pytest.mark.parametrize("name", ["ROUNDS", "hints", "shard_hints", "read_with", "read_shards"])
+def test_names_that_left_the_surface_warn_and_still_answer(name):
+    with pytest.warns(TurnstileDeprecationWarning, match=f"sharded.{name} is deprecated"):
+        value = getattr(sharded, name)
+    assert value is not None and name not in sharded.__all__
+
+
+def test_the_deprecated_process_hints_hold_no_state():
+    with pytest.warns(TurnstileDeprecationWarning):
+        first = sharded.hints
+    first.mark(counter_named(1), True)
+    with pytest.warns(TurnstileDeprecationWarning):
+        assert not sharded.hints.empty(counter_named(1))
+
+
+def capacity_of(table: str, limits: list[int]) -> sharded.ShardedCounter:
+    return sharded.ShardedCounter(
+        table, "eventId", "e1", len(limits), "registered", (("sk", "SHARD"),), "capacity"
+    )
+
+
+def member(table: str, user: str) -> capacity.Member:
+    return capacity.Member(table, {"eventId": f"e1#{user}", "sk": f"REG#{user}"}, {"userId": user})
+
+
+def test_a_sharded_capacity_fills_exactly_and_a_leave_frees_a_place(moto_ddb, moto_tables):
+    # Given a capacity of two places over two shards, and hints shared by every call
+    table = moto_tables["events"]
+    counter = capacity_of(table, [1, 1])
+    for shard in range(2):
+        item = {**counter.key(shard), "registered": 0, "capacity": 1, "version": 1}
+        moto_ddb.put_item(TableName=table, Item=codec.encode_item(item))
+    options = sharded.TakeOptions(hints=sharded.Hints())
+    # When three members join
+    joined = [sharded.join(moto_ddb, counter, member(table, u), options) for u in ("a", "b")]
+    with pytest.raises(sharded.Full) as full:
+        sharded.join(moto_ddb, counter, member(table, "c"), options)
+    # Then two got one shard each, the third was refused from one read, and nobody joins twice
+    assert sorted(joined) == [0, 1]
+    assert (full.value.count, full.value.limit, full.value.raced) == (2, 2, False)
+    assert options.hints is not None and options.hints.sold_out.empty(counter)
+    with pytest.raises(capacity.AlreadyMember):
+        sharded.join(moto_ddb, counter, member(table, "a"), options)
+    # And a leave gives the place back on the shard recorded, and the hints forget "full"
+    assert sharded.leave(moto_ddb, counter, member(table, "a"), options) == joined[0]
+    assert not options.hints.sold_out.empty(counter)
+    assert sharded.join(moto_ddb, counter, member(table, "c"), options) == joined[0]
+    with pytest.raises(capacity.NotMember):
+        sharded.leave(moto_ddb, counter, member(table, "a"), options)
+
+
+def test_a_join_without_shards_is_missing(moto_ddb, moto_tables):
+    table = moto_tables["events"]
+    with pytest.raises(sharded.Missing):
+        sharded.join(moto_ddb, capacity_of(table, [1, 1]), member(table, "a"))
