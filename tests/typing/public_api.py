@@ -127,20 +127,22 @@ def other_patterns(client: DynamoDBClient, backoff: retry.Backoff) -> None:
     assert_type(full, sharded.Full)
     assert_type(full.limit - full.count, int)
     units = claims.UnitTable(table="u", index="i", key_attrs=("sku", "sk"))
-    hints = claims.PoolHints(max_pools=64)
-    options = claims.ReserveOptions(backoff=backoff, hints=hints, unit_cache=claims.UnitCache())
+    pool_hints_ = claims.PoolHints(max_pools=64)
+    reserve_options = claims.ReserveOptions(
+        backoff=backoff, hints=pool_hints_, unit_cache=claims.UnitCache()
+    )
     got = claims.reserve(
         client, units, pools=["p"], quantity=1, holder=lambda k: "h", now_ms=0, until_ms=1,
-        options=options,
+        options=reserve_options,
     )  # fmt: skip
     assert_type(got, claims.Claimed)
     assert_type(got.keys, list[dict[str, Any]])
-    assert_type(hints.remembered_pools(), int)
-    assert_type(options.hints, claims.PoolHints | None)
+    assert_type(pool_hints_.remembered_pools(), int)
+    assert_type(reserve_options.hints, claims.PoolHints | None)
     # the keywords before ReserveOptions still type-check (deprecated until 0.5.0)
     old = claims.reserve(
         client, units, pools=["p"], quantity=1, holder=lambda k: "h", now_ms=0, until_ms=1,
-        backoff=backoff, rounds=2, pool_hints=hints,
+        backoff=backoff, rounds=2, pool_hints=pool_hints_,
     )  # fmt: skip
     assert_type(old, claims.Claimed)
     assert_type(claims.new_claimable_at(), int)
