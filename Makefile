@@ -146,10 +146,13 @@ lint: install
 	$(BIN)/ruff format --check .
 
 # The project as configured (pyproject.toml), then the library and its typing tests (tests/typing:
-# assert_type on the public API) under --strict, as a user's strict checker would read them.
+# assert_type on the public API) under --strict, as a user's strict checker would read them, then
+# every test tier (pyproject.toml's tests.* section: unannotated test functions allowed, their
+# bodies checked).
 typecheck: install
 	$(BIN)/mypy
 	$(BIN)/mypy --strict functions/turnstile_ddb tests/typing
+	$(BIN)/mypy tests
 
 test: install layers lint typecheck
 	$(BIN)/python -m pytest

@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 import requests
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.exceptions import ReadTimeoutError
 
 from local import iam
@@ -203,7 +204,8 @@ def units_in_table(ddb: Any, table: str, sku: str) -> list[dict[str, Any]]:
             if start:
                 request["ExclusiveStartKey"] = start
             response = ddb.query(**request)
-            items += [codec.decode_item(raw) for raw in response["Items"]]
+            decoded = (codec.decode_item(raw) for raw in response["Items"])
+            items += [item for item in decoded if item is not None]
             start = response.get("LastEvaluatedKey")
             if not start:
                 break
@@ -355,9 +357,8 @@ class Faults:
                 }
             ).encode()
             raw = _Raw(body)
-            return AWSResponse(
-                request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, raw
-            )
+            headers = HTTPHeaders.from_dict({"Content-Type": "application/x-amz-json-1.0"})
+            return AWSResponse(request.url, 400, headers, raw)
         # lose_reply: apply it for real, then pretend the answer never came
         requests.post(request.url, data=request.body, headers=dict(request.headers), timeout=10)
         raise ReadTimeoutError(endpoint_url=request.url)

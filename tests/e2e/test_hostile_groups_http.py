@@ -30,7 +30,11 @@ def member_of(identity: Any, verifier: Any, username: str, groups: list[str]) ->
 
 
 def create_product(api_url: str, who: Person) -> int:
-    body = {"productId": f"hostile-{uuid.uuid4().hex[:10]}", "name": "n", "stock": 1}
+    body: dict[str, Any] = {
+        "productId": f"hostile-{uuid.uuid4().hex[:10]}",
+        "name": "n",
+        "stock": 1,
+    }
     return who.post(f"{api_url}/products", json=body, timeout=30).status_code
 
 

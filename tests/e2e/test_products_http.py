@@ -7,6 +7,7 @@ import threading
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import requests
 
@@ -83,7 +84,7 @@ def test_purchases_with_both_strategies_and_out_of_stock(api_url, admin, alice):
 def test_client_mistakes_are_4xx_over_http(api_url, admin, alice):
     product_id = new_product(api_url, admin, 3)
     url = f"{api_url}/products/{product_id}/purchases"
-    cases = [
+    cases: list[tuple[dict[str, Any], int, str | None]] = [
         (dict(data="{not json", headers={"Content-Type": "application/json"}), 400, "BAD_JSON"),
         (dict(data='{"quantity": 1}', headers={"Content-Type": "text/plain"}), 415, None),
         (dict(json={"quantity": "1"}), 400, "VALIDATION_ERROR"),

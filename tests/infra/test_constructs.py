@@ -206,7 +206,9 @@ def test_a_constructs_table_keeps_the_logical_id_of_a_plain_table_in_its_place()
     def logical_ids(build: Any) -> set[str]:
         stack = cdk.Stack(cdk.App(), "S")
         build(cdk.aws_dynamodb, stack)
-        return set(cfn.resources(Template.from_stack(stack).to_json(), "AWS::DynamoDB::Table"))
+        return set(
+            cfn.resources(dict(Template.from_stack(stack).to_json()), "AWS::DynamoDB::Table")
+        )
 
     plain = logical_ids(
         lambda ddb, stack: ddb.Table(
@@ -303,7 +305,7 @@ def test_strongly_consistent_global_tables_are_accepted_where_the_primitive_hold
         time_to_live_attribute=None,
     )
     (table,) = cfn.resources(
-        Template.from_stack(stack).to_json(), "AWS::DynamoDB::GlobalTable"
+        dict(Template.from_stack(stack).to_json()), "AWS::DynamoDB::GlobalTable"
     ).values()
     assert table["Properties"]["MultiRegionConsistency"] == "STRONG"
     assert {r["Region"] for r in table["Properties"]["Replicas"]} == {
@@ -322,7 +324,7 @@ def test_an_explicit_reason_overrides_a_refusal():
         allow_unsafe_replication="only one region ever writes; the others are read replicas",
         removal_policy=cdk.RemovalPolicy.DESTROY,
     )
-    assert cfn.resources(Template.from_stack(stack).to_json(), "AWS::DynamoDB::GlobalTable")
+    assert cfn.resources(dict(Template.from_stack(stack).to_json()), "AWS::DynamoDB::GlobalTable")
 
 
 def test_the_refusal_is_a_turnstile_error():

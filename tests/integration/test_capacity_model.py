@@ -53,7 +53,7 @@ def test_a_throttled_write_is_refused_as_aws_refuses_it_and_applies_nothing(
     decrement(client, table, unique)  # the bucket held 2 WCU
     with pytest.raises(ClientError) as caught:
         decrement(client, table, unique)
-    error = caught.value.response
+    error: dict[str, Any] = dict(caught.value.response)  # ThrottlingReasons: newer than the stubs
     assert error["Error"]["Code"] == "ProvisionedThroughputExceededException"
     assert error["ThrottlingReasons"][0]["reason"] == "TableWriteKeyRangeThroughputExceeded"
     assert retry.is_throttle(caught.value)

@@ -69,6 +69,7 @@ def test_a_throttled_pool_fails_over_to_another_pool(dynamodb_local, tables, uni
     assert metrics.tally.get("claims", "Throttle") == 1
     (number,) = [int(u) for u in reservation["units"]]
     assert unit_key(unique, number, 4)["sku"] != throttled[0]["sku"]
+    assert inventory.pool_hints is not None
     assert inventory.pool_hints.is_throttled(str(throttled[0]["sku"]))
     check_table(client, tables, unique, 1)
 

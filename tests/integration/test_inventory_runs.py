@@ -243,6 +243,7 @@ def test_a_lost_round_whose_read_shows_too_few_is_refused_by_that_read(
     inventory = service(client, tables)
     # Given one pool of 6 units, known small (each read of it is one Query)
     create_to_ready(inventory, unique, 6, pools=1)
+    assert inventory.pool_hints is not None
     inventory.pool_hints.seen(f"{unique}#0", False, 6)
     # and a rival that, just before the first write, holds the units it names and enough others
     # to leave quantity - 1 free

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 
 from local.creator import create_to_ready, header_record
 from local.pump import StreamPump
@@ -265,9 +266,8 @@ def test_a_transaction_conflict_counts_as_taken_and_is_replaced(dynamodb_local, 
                 ],
             }
         ).encode()
-        return AWSResponse(
-            request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body)
-        )
+        headers = HTTPHeaders.from_dict({"Content-Type": "application/x-amz-json-1.0"})
+        return AWSResponse(request.url, 400, headers, _Raw(body))
 
     client.meta.events.register("before-send.dynamodb", conflict)
     metrics.tally.reset()

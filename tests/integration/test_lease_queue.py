@@ -636,7 +636,8 @@ def test_a_claim_records_the_hold_it_ends_and_the_next_in_line_naps_by_it_not_by
     # Then it napped until the holder's acquisition plus the recorded hold (80 ms), not a turn,
     # and was served once the holder released
     assert naps[0] == pytest.approx(0.080)
-    assert third.fence == second.fence + 1 and third.previous.get("owner") == "b"
+    assert third.fence == second.fence + 1
+    assert third.previous is not None and third.previous.get("owner") == "b"
     item = get(ddb, tables["leases"], resource)
     assert item is not None and int(item["holdMs"]) == 80
     queue.leases.release(third)
@@ -684,14 +685,14 @@ def test_a_process_that_saw_the_lease_quiet_takes_it_in_one_call_but_never_past_
     queue = make(ddb, tables, STEADY)
     resource = f"quiet-{unique}"
     first = queue.acquire(resource, "a", wait_ms=5_000)
-    assert first.attempts == 2 and resource in queue.quiet
+    assert first.attempts == 2 and resource in queue.quiet and first.ticket is not None
     queue.leases.release(first)
 
     # When it acquires the released lease again
     second = queue.acquire(resource, "b", wait_ms=5_000)
 
     # Then one write took it, as the next ticket, with the next fence, and left the queue empty
-    assert second.attempts == 1
+    assert second.attempts == 1 and second.ticket is not None
     assert (second.ticket, second.fence) == (first.ticket + 1, first.fence + 1)
     item = get(ddb, tables["leases"], resource)
     assert item is not None and item["owner"] == "b"

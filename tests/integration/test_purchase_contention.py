@@ -27,7 +27,7 @@ def contend(products: Products, product_id: str, strategy: str) -> list[tuple[st
 
     def worker(index: int) -> list[tuple[str, Any]]:
         barrier.wait()  # every thread starts at once: maximal contention on the first units
-        history = []
+        history: list[tuple[str, Any]] = []
         for _ in range(ATTEMPTS // WORKERS):
             try:
                 history.append(("sold", products.purchase(product_id, 1, strategy)))

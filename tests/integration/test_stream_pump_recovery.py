@@ -40,9 +40,9 @@ def test_a_refused_iterator_is_replaced_from_the_checkpoint(ddb, streams, stream
 
     put(ddb, stream_table, "k2", "k3")
     pump.streams = type("Refusing", (), {})()
-    pump.streams.get_records = once_refused  # type: ignore[attr-defined]
-    pump.streams.get_shard_iterator = streams.get_shard_iterator  # type: ignore[attr-defined]
-    pump.streams.describe_stream = streams.describe_stream  # type: ignore[attr-defined]
+    pump.streams.get_records = once_refused
+    pump.streams.get_shard_iterator = streams.get_shard_iterator
+    pump.streams.describe_stream = streams.describe_stream
     # When the pump carries on
     pump.drain()
     # Then the read was refused once and every record came exactly once, in order

@@ -6,6 +6,7 @@ items (sim/differential.py generates them; see docs/sim.md for what is not compa
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
@@ -95,6 +96,7 @@ def _run_extended(client, table, seed):
     answers = []
     for step in range(LENGTH):
         operation, params = generator.request(table)
+        answer: Any
         if operation == "query":
             answer = differential.pages(client, params)
         else:

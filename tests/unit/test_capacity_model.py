@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from local.capacity_model import Bucket, CapacityModel, item_size, scale_from_env
 
 TABLE = "products"
-SCHEMA = {"KeySchema": [{"AttributeName": "productId", "KeyType": "HASH"}]}
-INDEXED = {
+SCHEMA: dict[str, Any] = {"KeySchema": [{"AttributeName": "productId", "KeyType": "HASH"}]}
+INDEXED: dict[str, Any] = {
     "KeySchema": [
         {"AttributeName": "eventId", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},

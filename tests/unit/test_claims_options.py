@@ -183,7 +183,7 @@ def test_renamed_names_still_answer_with_a_warning():
         with pytest.warns(TurnstileDeprecationWarning, match=old):
             assert getattr(claims, old) is new
     with pytest.warns(TurnstileDeprecationWarning, match="free_unit"):
-        free_unit = claims.free_unit  # type: ignore[attr-defined]
+        free_unit: Any = claims.free_unit
     assert free_unit(UNITS, {"sku": "s", "sk": "u"}, "s#0", ticket=7) == claims.new_unit(
         UNITS, {"sku": "s", "sk": "u"}, "s#0", claimable_at=7
     )
@@ -192,7 +192,7 @@ def test_renamed_names_still_answer_with_a_warning():
     assert units.claimable_at_attr == "at"
     assert dataclasses.replace(units, claimable_at_attr="other").claimable_at_attr == "other"
     with pytest.warns(TurnstileDeprecationWarning, match="TICKET_SPACE"):
-        assert claims.TICKET_SPACE == 2**20  # type: ignore[attr-defined]
+        assert claims.TICKET_SPACE == 2**20
 
 
 def test_every_stored_attribute_name_is_the_tables_own():
@@ -202,7 +202,7 @@ def test_every_stored_attribute_name_is_the_tables_own():
         for f in dataclasses.fields(UNITS)
         if f.name.endswith("_attr") and f.name != "ticket_attr"
     }
-    units = dataclasses.replace(UNITS, **names)
+    units = dataclasses.replace(UNITS, **names)  # type: ignore[arg-type]
     # Then a new unit and every placeholder use those names, none of the defaults
     assert set(units.names().values()) == set(names.values())
     item = claims.new_unit(units, {"sku": "s", "sk": "u"}, "s#0", 5)

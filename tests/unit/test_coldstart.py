@@ -59,7 +59,7 @@ def test_pairs_become_one_row_per_function_with_ratios_taken_pair_by_pair():
         return {"import_ms": import_ms, "first_request_ms": first, "cpu_ms": first,
                 "maxrss_kb": 1024, "status": 401, "modules": 10}  # fmt: skip
 
-    def base(ms: float) -> dict[str, float]:
+    def base(ms: float) -> dict[str, float | None]:
         return {"import_ms": ms, "first_request_ms": ms, "cpu_ms": ms, "maxrss_kb": 512,
                 "status": None, "modules": 5}  # fmt: skip
 

@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -83,10 +84,12 @@ def failing_client(failure: str) -> Any:
         body = json.dumps(
             {"__type": f"com.amazonaws.dynamodb.v20120810#{failure}", "message": "injected"}
         ).encode()
-        headers = {"Content-Type": "application/x-amz-json-1.0"}
+        headers = HTTPHeaders.from_dict({"Content-Type": "application/x-amz-json-1.0"})
         return AWSResponse(request.url, AWS_ERRORS[failure], headers, _Raw(body))
 
-    client.meta.events.register("before-send.dynamodb", before_send)
+    # (the stubs type every handler as returning None; a before-send handler's answer is the
+    # response botocore uses instead of sending)
+    client.meta.events.register("before-send.dynamodb", before_send)  # type: ignore[arg-type]
     return client
 
 
@@ -315,7 +318,7 @@ def test_the_table_of_condition_answers_covers_every_call() -> None:
     ],
 )
 def test_an_aws_error_is_wrapped_with_its_cause_code_and_operation(
-    failure: str, kind: type[errors.AwsCause]
+    failure: str, kind: type[errors.AwsRefused | errors.AwsRetryable | errors.AwsOutcomeUnknown]
 ) -> None:
     # Given a write sent once, straight through the client (no retry loop to turn it into
     # RetriesExhausted)
@@ -328,11 +331,13 @@ def test_an_aws_error_is_wrapped_with_its_cause_code_and_operation(
     # When it fails, then the AWS error is wrapped in its kind, which carries what AWS said
     with pytest.raises(kind) as raised:
         put()
-    assert raised.value.code == failure
-    assert raised.value.operation == "PutItem"
-    assert raised.value.aws_message == "injected"
-    assert isinstance(raised.value.cause, ClientError)
-    assert retry.error_code(raised.value) == failure
+    wrapped = raised.value
+    assert isinstance(wrapped, errors.AwsCause)
+    assert wrapped.code == failure
+    assert wrapped.operation == "PutItem"
+    assert wrapped.aws_message == "injected"
+    assert isinstance(wrapped.cause, ClientError)
+    assert retry.error_code(wrapped) == failure
 
 
 def test_a_server_error_or_timeout_on_a_read_is_retryable_not_in_doubt() -> None:

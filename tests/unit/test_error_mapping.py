@@ -10,7 +10,7 @@ from service.api.errors import STATUS
 from service.domain.errors import DomainError
 
 
-def all_subclasses(cls: type) -> set[type]:
+def all_subclasses(cls: type[DomainError]) -> set[type[DomainError]]:
     found = set(cls.__subclasses__())
     for sub in list(found):
         found |= all_subclasses(sub)
@@ -45,7 +45,7 @@ def test_every_code_the_http_layer_raises_has_a_status():
     from pathlib import Path
 
     root = Path(service.domain.__path__[0]).parent
-    codes = set()
+    codes: set[str] = set()
     for path in [*root.glob("api/*.py"), *root.glob("handlers/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
@@ -54,6 +54,7 @@ def test_every_code_the_http_layer_raises_has_a_status():
                 in ("HttpError", "refusal")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
             ):
                 codes.add(node.args[0].value)
     assert {"BAD_REQUEST", "PRECONDITION_REQUIRED", "THROTTLED", "INTERNAL"} <= codes
@@ -72,6 +73,6 @@ def test_a_throttle_the_library_did_not_retry_is_a_503_never_a_500():
     cause = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "GetItem")
     exc = errors.AwsRetryable(cause, "ThrottlingException", "slow", "GetItem")
     response = resolver.answer(exc)
-    assert response is not None
+    assert response is not None and isinstance(response.body, dict)
     assert (response.status_code, response.body["error"]) == (503, "THROTTLED")
     assert any(isinstance(exc, kind) for kind in keyed.OUTAGES)

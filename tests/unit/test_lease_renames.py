@@ -39,7 +39,7 @@ def test_the_old_attribute_names_helper_still_maps_placeholders_to_the_default_n
     with pytest.warns(
         TurnstileDeprecationWarning, match=r"lease\.attribute_names .* Leases\.names"
     ):
-        names = lease.attribute_names("#expiresAt", "#head", "#resource")
+        names = lease.attribute_names("#expiresAt", "#head", "#resource")  # type: ignore[operator]
     assert names == {"#expiresAt": "expiresAt", "#head": "head", "#resource": "resource"}
 
 
@@ -87,7 +87,7 @@ def test_a_table_with_other_stored_names_gets_them_in_every_expression_of_the_wr
     # Given a table whose items store the expiry as "until" and the fence as "token"
     client = _Recording(answer={"token": 4, "until": 0})
     custom = lease.Leases(
-        client=client,
+        client=client,  # type: ignore[arg-type]
         table="leases",
         backoff=retry.Backoff(attempts=1),
         key_attr="lockId",

@@ -6,6 +6,7 @@ import base64
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,7 +189,12 @@ def test_a_request_without_claims_or_sub_is_unauthorized(missing):
 def test_caller_from_event_reads_request_context_authorizer_claims():
     event = {"requestContext": {"authorizer": {"claims": claims("sub-bob")}}, "body": "{}"}
     assert policy.caller_from_event(event).sub == "sub-bob"
-    for anonymous in ({}, {"requestContext": {}}, {"requestContext": {"authorizer": None}}):
+    anonymous_events: list[dict[str, Any]] = [
+        {},
+        {"requestContext": {}},
+        {"requestContext": {"authorizer": None}},
+    ]
+    for anonymous in anonymous_events:
         with pytest.raises(Unauthorized):
             policy.caller_from_event(anonymous)
 

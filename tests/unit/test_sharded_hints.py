@@ -181,10 +181,10 @@ def test_names_that_left_the_surface_warn_and_still_answer(name):
 
 def test_the_deprecated_process_hints_hold_no_state():
     with pytest.warns(TurnstileDeprecationWarning):
-        first = sharded.hints
+        first: Any = sharded.hints
     first.mark(counter_named(1), True)
     with pytest.warns(TurnstileDeprecationWarning):
-        assert not sharded.hints.empty(counter_named(1))
+        assert not sharded.hints.empty(counter_named(1))  # type: ignore[attr-defined]
 
 
 def capacity_of(table: str, limits: list[int]) -> sharded.ShardedCounter:
