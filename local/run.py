@@ -63,9 +63,6 @@ from service import observability  # noqa: E402
 from turnstile_ddb import metrics  # noqa: E402
 
 SUMMARY_SECONDS = 10.0
-# Save to the new code's first answer, as measured on the 2-core dev machine (the synth is most
-# of it); printed in the banner so nobody reloads the page for a minute wondering.
-RELOAD_TYPICAL = "about 15 s"
 DEFAULT_PORT = 3000
 
 
@@ -400,11 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as watching:
             if not args.no_watch:
                 watching.enter_context(watch.watching(stack.functions))
+                synthesis = synth.last_seconds()
                 log.info(
-                    "Edits          saved under functions/ are picked up: the synth rebuilds the "
-                    "asset and the functions it changed restart, tables, data and users kept "
-                    "(%s here from save to new answer; each reload logs its time)",
-                    RELOAD_TYPICAL,
+                    "Edits           saved under functions/ are picked up (WATCH=0: not): the "
+                    "synth rebuilds the asset (%s) and the functions whose asset changed restart "
+                    "(as 'starting the functions' workers' above), tables, data and users kept; "
+                    "each reload logs its time from the save",
+                    "unknown" if synthesis is None else f"{synthesis:.0f} s last time here",
                 )
             log.info("Ctrl-C stops everything")
             threading.Thread(target=report_contention, args=(stop,), daemon=True).start()

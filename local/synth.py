@@ -4,9 +4,9 @@ The synth (``python app.py``: the CDK app, its bundling of ``functions/`` and cd
 7-75 s on a shared 2-core machine, and ``make local`` needs it on every start. It is a pure
 function of its inputs (:data:`INPUTS`: the app, its CDK context, ``infra/``, ``functions/``, the
 requirements and the layers' build stamps), so a content hash of those is stamped into
-``cdk.out/`` (:data:`STAMP`) after a successful synth, and the next one is skipped while the hash
-matches. Anything changed runs the very same ``python app.py``: what runs locally is always what
-``cdk deploy`` would deploy.
+``cdk.out/`` (:data:`STAMP`, with the synth's duration) after a successful synth, and the next
+one is skipped while the hash matches. Anything changed runs the very same ``python app.py``:
+what runs locally is always what ``cdk deploy`` would deploy.
 
 A hand-written hash rather than a build tool's: make's timestamps miss a ``git checkout`` that
 restores an older file, and nothing in the venv hashes a tree; :func:`fingerprint` is a few lines
@@ -21,6 +21,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -89,7 +90,18 @@ def current(root: Path = ROOT, digest: str | None = None) -> bool:
     stamp = stamp_path(root)
     if not stamp.is_file() or not (root / OUTDIR / TEMPLATE).is_file():
         return False
-    return stamp.read_text().strip() == (digest or fingerprint(root))
+    recorded = stamp.read_text().split()
+    return bool(recorded) and recorded[0] == (digest or fingerprint(root))
+
+
+def last_seconds(root: Path = ROOT) -> float | None:
+    """How long the synth that wrote ``root``'s stamp took (None: no stamp)."""
+    stamp = stamp_path(root)
+    recorded = stamp.read_text().split() if stamp.is_file() else []
+    try:
+        return float(recorded[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def run_app(root: Path = ROOT) -> None:
@@ -108,8 +120,9 @@ def synthesize(
     if not force and current(root, digest):
         return False
     stamp_path(root).unlink(missing_ok=True)
+    started = time.monotonic()
     run(root)
-    stamp_path(root).write_text(digest + "\n")
+    stamp_path(root).write_text(f"{digest}\n{time.monotonic() - started:.1f}\n")
     return True
 
 

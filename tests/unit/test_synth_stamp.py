@@ -53,6 +53,13 @@ def test_the_synth_runs_once_then_is_skipped_while_nothing_changed(project):
     # And force runs it regardless
     assert synth.synthesize(project, run=app, force=True) is True
     assert app.runs == 2
+    # And the stamp says how long it took (make local's banner quotes it)
+    seconds = synth.last_seconds(project)
+    assert seconds is not None and seconds >= 0
+
+
+def test_no_stamp_no_duration(project):
+    assert synth.last_seconds(project) is None
 
 
 @pytest.mark.parametrize(
