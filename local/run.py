@@ -397,13 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as watching:
             if not args.no_watch:
                 watching.enter_context(watch.watching(stack.functions))
-                synthesis = synth.last_seconds()
+                synth_seconds = synth.last_seconds()
                 log.info(
                     "Edits           saved under functions/ are picked up (WATCH=0: not): the "
                     "synth rebuilds the asset (%s) and the functions whose asset changed restart "
                     "(as 'starting the functions' workers' above), tables, data and users kept; "
                     "each reload logs its time from the save",
-                    "unknown" if synthesis is None else f"{synthesis:.0f} s last time here",
+                    "unknown" if synth_seconds is None else f"{synth_seconds:.0f} s last time here",
                 )
             log.info("Ctrl-C stops everything")
             threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
