@@ -219,8 +219,10 @@ def running(
     folder). Each function runs from its asset and the layer, its role's policy enforced.
     ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
-    with step("starting DynamoDB Local (a JVM)"):
-        db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    # The JVM boots while the functions' workers start (neither needs the other until a request):
+    # the two longest steps overlap.
+    db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start(wait=False)
+    bridge.log.info("launched DynamoDB Local (a JVM) on %s: it boots meanwhile", db.endpoint)
     identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
     functions: workers.Workers | None = None
@@ -228,8 +230,6 @@ def running(
     written: list[Path] = []
     try:
         loaded = template.load(template_path)
-        with step("creating the template's tables"):
-            prepare_environment(db, loaded)
         function_environment = db.environment()
         scale = capacity_model.scale_from_env()
         if scale is not None:
@@ -242,10 +242,13 @@ def running(
                 model.rcu,
                 front.endpoint,
             )
-        with step("starting the functions' workers"):
+        with step("starting the functions' workers (DynamoDB Local's JVM boots meanwhile)"):
             functions = workers.start(
                 loaded, assembly_dir or template_path.parent, function_environment
             )
+        with step("waiting for DynamoDB Local, then creating the template's tables"):
+            db.wait_ready()
+            prepare_environment(db, loaded)
         with step("starting the identity provider"):
             auth = identity.start().provision(loaded)
         pumps = start_pumps(db, loaded, stop, functions)
