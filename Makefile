@@ -19,6 +19,8 @@ PORT ?= 3000
 DYNAMODB_PORT ?= 8000
 IDENTITY_PORT ?= 8100
 DATA_DIR ?=
+WATCH ?= 1
+RESYNTH ?=
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
@@ -31,7 +33,7 @@ STEP := local/step.sh
 
 help:
 	@echo "Targets:"
-	@echo "  make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider)"
+	@echo "  make local   run DynamoDB Local + the API on http://127.0.0.1:$(PORT) (+ stream consumers, identity provider); picks up edits to functions/"
 	@echo "  make token USER=alice [ADMIN=1]   an ID token of make local's identity provider on stdout; user id and groups on stderr"
 	@echo "  make test    install everything, then lint, type-check and run every test tier"
 	@echo "  make lint    ruff check and ruff format --check"
@@ -40,7 +42,7 @@ help:
 	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
-	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included)"
+	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included; skipped if no input changed)"
 	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
 	@echo "  make destroy npx cdk destroy the stack (tables and user pool are retained: docs/teardown.md)"
 	@echo "  make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
@@ -55,6 +57,8 @@ help:
 	@echo "Variables (make VAR=value target):"
 	@echo "  PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) IDENTITY_PORT=$(IDENTITY_PORT)   make local's ports (token, test-deployed LOCAL=1: which stack)"
 	@echo "  DATA_DIR=$(DATA_DIR)   make local: persist DynamoDB Local's data there (empty: in memory)"
+	@echo "  WATCH=$(WATCH)   make local: rebuild and restart the changed functions when a file under functions/ is saved (WATCH=0: off)"
+	@echo "  RESYNTH=$(RESYNTH)   synth (so local, bench, chaos, fuzz): run python app.py even if none of its inputs changed (RESYNTH=1)"
 	@echo "  USER=$(USER) ADMIN=$(ADMIN)   make token: who, and whether in the admins group (ADMIN=1)"
 	@echo "  STACK=$(STACK) STAGE=$(STAGE) REGION=$(REGION) DESTROY_WITH_STACK=$(DESTROY_WITH_STACK)   deploy, destroy, test-deployed: which stack (empty REGION: the CLI's)"
 	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"
@@ -121,9 +125,11 @@ install-local: $(VENV)/.installed node_modules/.installed .java
 # Everything: that, plus checkov's venv (make test).
 install: install-local $(VENV)/checkov/.installed
 
+# Skipped while nothing python app.py reads changed (a content hash stamped in cdk.out/,
+# local/synth.py); anything changed runs the same python app.py. RESYNTH=1: run it regardless.
 synth: install-local layers
-	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included)" \
-		$(BIN)/python app.py
+	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; skipped if no input changed)" \
+		$(BIN)/python -m local.synth $(if $(filter 1 true yes,$(RESYNTH)),--force)
 
 # Before any set-up: each port free, or fail in a second naming what holds it (standard library
 # only, so no venv is needed yet).
@@ -133,8 +139,10 @@ ports:
 
 # ports comes first: make builds prerequisites left to right.
 local: ports install-local layers synth
+	@echo "==> start the local stack (python -m local.run; its steps are timed below)"
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
-		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
+		$(if $(filter 1 true yes,$(WATCH)),,--no-watch)
 
 # Needs `make local` running on PORT (it writes .local/$(PORT)/auth.json). USER defaults to your
 # login name.

@@ -110,7 +110,10 @@ class DynamoDBLocal:
             INVENTORY_CREATE_PACE_ENV: "0",
         }
 
-    def start(self) -> DynamoDBLocal:
+    def start(self, *, wait: bool = True) -> DynamoDBLocal:
+        """Launch the JVM and wait until it answers; ``wait=False``: return once it is launched
+        (its port and :meth:`environment` are known), to do other work while it boots, then
+        :meth:`wait_ready`. Call from a thread that outlives it: the JVM dies with that thread."""
         java = shutil.which("java")
         if java is None:
             raise FileNotFoundError(
@@ -143,10 +146,12 @@ class DynamoDBLocal:
             start_new_session=True,  # its own process group: stop() takes the whole JVM down
             preexec_fn=_die_with_parent,
         )
-        self._wait_ready()
+        if wait:
+            self.wait_ready()
         return self
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
+        """Wait until the launched JVM answers (RuntimeError if it exited, TimeoutError)."""
         deadline = time.monotonic() + self.startup_timeout
         client = self.client()
         while True:

@@ -4,7 +4,11 @@ Every route but the documentation needs an ID token of that pool, verified by th
 Gateway's Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
 
     python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
-                        [--data-dir DIR] [--no-synth]
+                        [--data-dir DIR] [--no-synth | --force-synth] [--no-watch]
+
+The synth (``local.synth``) is skipped when nothing it reads changed since the last one. While it
+runs, a change saved under ``functions/`` is rebuilt by the same synth and the functions whose
+asset changed are restarted, the tables, their data and the users kept (``local.watch``).
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
 
@@ -50,7 +54,7 @@ sys.path.insert(0, str(ROOT / "functions"))
 from werkzeug.serving import BaseWSGIServer  # noqa: E402
 
 from infra import outputs  # noqa: E402
-from local import bridge, capacity_model, preflight, pump, template, workers  # noqa: E402
+from local import bridge, capacity_model, preflight, pump, synth, template, watch, workers  # noqa: E402
 from local.dynamo_proxy import DynamoProxy  # noqa: E402
 from local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from local.identity import AuthConfig, IdentityProvider  # noqa: E402
@@ -215,8 +219,10 @@ def running(
     folder). Each function runs from its asset and the layer, its role's policy enforced.
     ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
-    with step("starting DynamoDB Local (a JVM)"):
-        db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
+    # The JVM boots while the functions' workers start (neither needs the other until a request):
+    # the two longest steps overlap.
+    db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start(wait=False)
+    bridge.log.info("launched DynamoDB Local (a JVM) on %s: it boots meanwhile", db.endpoint)
     identity = IdentityProvider(port=identity_port, host=host)
     stop = threading.Event()
     functions: workers.Workers | None = None
@@ -224,8 +230,6 @@ def running(
     written: list[Path] = []
     try:
         loaded = template.load(template_path)
-        with step("creating the template's tables"):
-            prepare_environment(db, loaded)
         function_environment = db.environment()
         scale = capacity_model.scale_from_env()
         if scale is not None:
@@ -238,10 +242,13 @@ def running(
                 model.rcu,
                 front.endpoint,
             )
-        with step("starting the functions' workers"):
+        with step("starting the functions' workers (DynamoDB Local's JVM boots meanwhile)"):
             functions = workers.start(
                 loaded, assembly_dir or template_path.parent, function_environment
             )
+        with step("waiting for DynamoDB Local, then creating the template's tables"):
+            db.wait_ready()
+            prepare_environment(db, loaded)
         with step("starting the identity provider"):
             auth = identity.start().provision(loaded)
         pumps = start_pumps(db, loaded, stop, functions)
@@ -286,22 +293,59 @@ def local_outputs(stack: LocalStack) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--port", type=int, default=int(os.environ.get("PORT", DEFAULT_PORT)), help="the API's"
+    parser = argparse.ArgumentParser(
+        prog="python -m local.run",
+        description="make local: synthesizes the stack (skipped when nothing it reads changed), "
+        "then runs DynamoDB Local with the template's tables, the identity provider with its user "
+        "pool, every function in a worker of its own from its synthesized asset, and the API. "
+        "Changes saved under functions/ are picked up while it runs. Ctrl-C (or SIGTERM) stops "
+        "everything it started. Each option defaults to the environment variable of its name "
+        "(PORT, DYNAMODB_PORT, IDENTITY_PORT, DATA_DIR).",
     )
     parser.add_argument(
-        "--dynamodb-port", type=int, default=int(os.environ.get("DYNAMODB_PORT", "8000"))
+        "--port",
+        type=int,
+        default=int(os.environ.get("PORT", DEFAULT_PORT)),
+        help="the API's port on 127.0.0.1; also names the stack's state folder .local/<PORT>/ "
+        "(auth.json, outputs.json) (default: %(default)s)",
     )
     parser.add_argument(
-        "--identity-port", type=int, default=int(os.environ.get("IDENTITY_PORT", "8100"))
+        "--dynamodb-port",
+        type=int,
+        default=int(os.environ.get("DYNAMODB_PORT", "8000")),
+        help="DynamoDB Local's port (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--identity-port",
+        type=int,
+        default=int(os.environ.get("IDENTITY_PORT", "8100")),
+        help="the local identity provider's (Cognito user pool) port (default: %(default)s)",
     )
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("DATA_DIR") or None,
-        help="persist here (default: in memory)",
+        help="keep DynamoDB Local's data in this folder across runs (default: in memory, gone "
+        "when it stops)",
     )
-    parser.add_argument("--no-synth", action="store_true", help="reuse cdk.out/ as it is")
+    synthesis = parser.add_mutually_exclusive_group()
+    synthesis.add_argument(
+        "--no-synth",
+        action="store_true",
+        help="use cdk.out/ as it is, without checking its inputs (make local: make synth ran "
+        "just before); synthesizes only if there is no template",
+    )
+    synthesis.add_argument(
+        "--force-synth",
+        action="store_true",
+        help="run python app.py even when none of its inputs changed since the last synth "
+        "(default: skipped then, local.synth)",
+    )
+    parser.add_argument(
+        "--no-watch",
+        action="store_true",
+        help="do not pick up changes saved under functions/ while it runs (default: rebuild them "
+        "with the synth and restart the functions whose asset changed)",
+    )
     args = parser.parse_args(argv)
 
     bridge.configure_logging()
@@ -316,8 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join([*taken, preflight.advice(ports)]), file=sys.stderr)
         return 1
     if not args.no_synth or not template.TEMPLATE.exists():
-        with step("synthesizing the stack (python app.py)"):
-            template.synthesize()
+        with step("synthesizing the stack (python app.py; skipped if no input changed)"):
+            if not synth.synthesize(force=args.force_synth):
+                log.info("synth skipped: no input changed since the last one (local.synth)")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
@@ -352,10 +397,21 @@ def main(argv: list[str] | None = None) -> int:
                 worker.function.asset.name,
                 ", ".join(str(layer) for layer in worker.layers),
             )
-        log.info("Ctrl-C stops everything")
-        threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
-        stop.wait()
-        log.info("stopping...")
+        with contextlib.ExitStack() as watching:
+            if not args.no_watch:
+                watching.enter_context(watch.watching(stack.functions))
+                synth_seconds = synth.last_seconds()
+                log.info(
+                    "Edits           saved under functions/ are picked up (WATCH=0: not): the "
+                    "synth rebuilds the asset (%s) and the functions whose asset changed restart "
+                    "(as 'starting the functions' workers' above), tables, data and users kept; "
+                    "each reload logs its time from the save",
+                    "unknown" if synth_seconds is None else f"{synth_seconds:.0f} s last time here",
+                )
+            log.info("Ctrl-C stops everything")
+            threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
+            stop.wait()
+            log.info("stopping...")
     return 0
 
 

@@ -200,6 +200,9 @@ class Worker:
     output: list[str] = field(default_factory=list)
     _pool: urllib3.HTTPConnectionPool | None = None
     _config: Path | None = None
+    # Calls under way per connection pool (by id): a replaced process stops once its reach 0.
+    _calls: dict[int, int] = field(default_factory=dict)
+    _calls_changed: threading.Condition = field(default_factory=threading.Condition)
 
     def spawn(self) -> Worker:
         config = {
@@ -260,8 +263,6 @@ class Worker:
     ) -> dict[str, Any]:
         """The runtime's whole answer (``result``, and the chaos agent's ``chaos`` report when
         ``chaos``, the calling chaos client's context, is given)."""
-        if self._pool is None:
-            raise RuntimeError(f"{self.function.name} is not running")
         body = json.dumps(
             {
                 "event": event,
@@ -273,13 +274,14 @@ class Worker:
             },
             default=str,
         )
-        response = self._pool.request(
-            "POST",
-            "/invoke",
-            body=body.encode(),
-            headers={"Content-Type": "application/json"},
-            timeout=self.function.timeout_seconds + 30,
-        )
+        with self._calling() as pool:
+            response = pool.request(
+                "POST",
+                "/invoke",
+                body=body.encode(),
+                headers={"Content-Type": "application/json"},
+                timeout=self.function.timeout_seconds + 30,
+            )
         answer = json.loads(response.data)
         if response.headers.get("X-Function-Error"):
             raise FunctionError(self.function.name, answer["errorType"], answer["errorMessage"])
@@ -287,15 +289,73 @@ class Worker:
 
     def get(self, path: str) -> Any:
         """A ``GET`` route of the worker's runtime (the chaos agent's, ``/chaos/provider``)."""
-        if self._pool is None:
-            raise RuntimeError(f"{self.function.name} is not running")
-        response = self._pool.request("GET", path, timeout=30)
+        with self._calling() as pool:
+            response = pool.request("GET", path, timeout=30)
         if response.status != 200:
             raise LookupError(f"{self.function.name}: GET {path} answered {response.status}")
         return json.loads(response.data)
 
     def __call__(self, event: Any, context: Any = None) -> Any:
         return self.invoke(event, getattr(context, "aws_request_id", None))
+
+    @contextmanager
+    def _calling(self) -> Iterator[urllib3.HTTPConnectionPool]:
+        """The current process's connection pool, counted as in use until the call is done."""
+        with self._calls_changed:
+            pool = self._pool
+            if pool is None:
+                raise RuntimeError(f"{self.function.name} is not running")
+            self._calls[id(pool)] = self._calls.get(id(pool), 0) + 1
+        try:
+            yield pool
+        finally:
+            with self._calls_changed:
+                self._calls[id(pool)] -= 1
+                if not self._calls[id(pool)]:
+                    del self._calls[id(pool)]
+                self._calls_changed.notify_all()
+
+    def replace(self, function: FunctionDef, policy: dict[str, Any] | None = None) -> None:
+        """Run ``function`` (new code: another asset) in place of the current process, in this
+        same object (the bridge and the stream pumps hold it): :meth:`successor`, then
+        :meth:`take_over`. Call it from a thread that lives as long as the stack (see there)."""
+        self.take_over(self.successor(function, policy))
+
+    def successor(self, function: FunctionDef, policy: dict[str, Any] | None = None) -> Worker:
+        """A new process for ``function``, spawned but not yet ready, with this worker's layers,
+        environment and chaos settings (``policy``: its role's, by default the current one).
+        The kernel kills a worker when the *thread* that spawned it ends (``PR_SET_PDEATHSIG``):
+        spawn from a thread that lives as long as the stack, never from a short-lived one."""
+        return Worker(
+            function,
+            self.layers,
+            self.local_environment,
+            self.policy if policy is None else policy,
+            self.chaos,
+        ).spawn()
+
+    def take_over(self, successor: Worker) -> None:
+        """Wait for ``successor`` (:meth:`successor`) to be ready, then send it every new call;
+        calls under way finish on the old process, which then stops: no call sees a gap or a
+        killed process. If the new code fails to start, :class:`InitError` and the old process
+        keeps serving. Any thread may wait here."""
+        try:
+            successor.ready()
+        except BaseException:
+            successor.stop()
+            raise
+        with self._calls_changed:
+            retired = Worker(self.function, self.layers, {}, None)
+            retired.process, retired._pool, retired._config = self.process, self._pool, self._config
+            self.function, self.policy = successor.function, successor.policy
+            self.process, self.port = successor.process, successor.port
+            self._pool, self._config = successor._pool, successor._config
+            self.output = successor.output
+            old = id(retired._pool)
+            self._calls_changed.wait_for(
+                lambda: old not in self._calls, timeout=retired.function.timeout_seconds + 30
+            )
+        retired.stop()
 
     def stop(self) -> None:
         if self._pool is not None:
