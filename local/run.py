@@ -4,7 +4,7 @@ Every route but the documentation needs an ID token of that pool, verified by th
 Gateway's Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints one).
 
     python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
-                        [--data-dir DIR] [--no-synth]
+                        [--data-dir DIR] [--no-synth] [--workers shared|pool] [--pool-size N]
 
 Ctrl-C (or SIGTERM) stops everything it started, DynamoDB Local's JVM included.
 
@@ -60,6 +60,7 @@ from turnstile_ddb import metrics  # noqa: E402
 
 SUMMARY_SECONDS = 10.0
 DEFAULT_PORT = 3000
+DEFAULT_WORKERS = workers.SHARED  # make local's: docs/operations.md says why
 
 
 def outputs_file(port: int) -> Path:
@@ -209,11 +210,15 @@ def running(
     auth_file: Path | None = None,
     assembly_dir: Path | None = None,
     outputs_file: Path | None = None,
+    worker_mode: str = workers.SHARED,
+    pool_size: int = workers.POOL_SIZE,
 ) -> Iterator[LocalStack]:
     """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``;
     ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
     folder). Each function runs from its asset and the layer, its role's policy enforced.
-    ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
+    ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs).
+    ``worker_mode``: ``shared`` (a process per function) or ``pool`` (a process per concurrent
+    request, up to ``pool_size`` per function, as Lambda scales): ``local.workers``."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
     with step("starting DynamoDB Local (a JVM)"):
         db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start()
@@ -240,7 +245,11 @@ def running(
             )
         with step("starting the functions' workers"):
             functions = workers.start(
-                loaded, assembly_dir or template_path.parent, function_environment
+                loaded,
+                assembly_dir or template_path.parent,
+                function_environment,
+                mode=worker_mode,
+                pool_size=pool_size,
             )
         with step("starting the identity provider"):
             auth = identity.start().provision(loaded)
@@ -302,6 +311,18 @@ def main(argv: list[str] | None = None) -> int:
         help="persist here (default: in memory)",
     )
     parser.add_argument("--no-synth", action="store_true", help="reuse cdk.out/ as it is")
+    parser.add_argument(
+        "--workers",
+        choices=workers.MODES,
+        default=os.environ.get("WORKERS") or DEFAULT_WORKERS,
+        help="shared: a process per function; pool: a process per concurrent request, as Lambda",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=int(os.environ.get("POOL_SIZE") or workers.POOL_SIZE),
+        help="pool mode: processes per function at most",
+    )
     args = parser.parse_args(argv)
 
     bridge.configure_logging()
@@ -329,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         identity_port=args.identity_port,
         auth_file=state,
         outputs_file=outputs_file(args.port),
+        worker_mode=args.workers,
+        pool_size=args.pool_size,
     ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
         log.info(
@@ -347,10 +370,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         for handler, worker in stack.functions.items():
             log.info(
-                "function        %s <- %s + layer %s (its role's policy enforced)",
+                "function        %s <- %s + layer %s (its role's policy enforced; %s)",
                 handler,
                 worker.function.asset.name,
                 ", ".join(str(layer) for layer in worker.layers),
+                f"pool of {args.pool_size} processes at most"
+                if args.workers == workers.POOL
+                else "one process, a thread per request",
             )
         log.info("Ctrl-C stops everything")
         threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
