@@ -46,7 +46,6 @@ def test_a_one_minute_soak_reports_everything_with_no_5xx_and_no_broken_invarian
     assert report["errors_5xx"] == 0, report["errors_by_status"]
     assert report["invariant_checks"] > 0
     assert report["invariant_violations"] == 0, report["violations"]
-    assert report["latency_ms"]["all"][1]["count"] > 0  # the second bucket, p99_drift's base
     assert report["rss_growth"] > 0
     assert set(report["rss_kb"]["functions"]) >= {"products.handler", "wallets.handler"}
     assert out.with_suffix(".png").stat().st_size > 0
