@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench chaos sim clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak chaos sim clean docs examples wheel fuzz
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -39,6 +39,7 @@ help:
 	@echo "  make lint    ruff check and ruff format --check"
 	@echo "  make typecheck   mypy"
 	@echo "  make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
+	@echo "  make soak    every route at a fixed arrival rate for minutes, then the invariants (MINUTES=10 RATE=20)"
 	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
@@ -59,6 +60,8 @@ help:
 	@echo "  DATA_DIR=$(DATA_DIR)   make local: persist DynamoDB Local's data there (empty: in memory)"
 	@echo "  WATCH=$(WATCH)   make local: rebuild and restart the changed functions when a file under functions/ is saved (WATCH=0: off)"
 	@echo "  RESYNTH=$(RESYNTH)   synth (so local, bench, chaos, fuzz): run python app.py even if none of its inputs changed (RESYNTH=1)"
+	@echo "  WORKERS=$(WORKERS)   make local (default shared) and soak (default pool): shared = a process per function, pool = a process per concurrent request, as Lambda"
+	@echo "  MINUTES=$(MINUTES) RATE=$(RATE)   soak: duration (a fraction is fine: MINUTES=0.5) and target arrival rate (tasks a second)"
 	@echo "  USER=$(USER) ADMIN=$(ADMIN)   make token: who, and whether in the admins group (ADMIN=1)"
 	@echo "  STACK=$(STACK) STAGE=$(STAGE) REGION=$(REGION) DESTROY_WITH_STACK=$(DESTROY_WITH_STACK)   deploy, destroy, test-deployed: which stack (empty REGION: the CLI's)"
 	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"
@@ -142,7 +145,7 @@ local: ports install-local layers synth
 	@echo "==> start the local stack (python -m local.run; its steps are timed below)"
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
-		$(if $(filter 1 true yes,$(WATCH)),,--no-watch)
+		$(if $(filter 1 true yes,$(WATCH)),,--no-watch) $(if $(WORKERS),--workers $(WORKERS))
 
 # Needs `make local` running on PORT (it writes .local/$(PORT)/auth.json). USER defaults to your
 # login name.
@@ -217,6 +220,20 @@ destroy: install-local
 
 SECONDS ?= 600
 SEED ?=
+
+# Sustained load (bench/soak.py, docs/soak.md): the stack make local runs, on free ports, under
+# Locust for MINUTES at RATE tasks a second; report in bench/results/soak.json (+ .png).
+# TEMPLATE: another synthesized template (its folder holds the assets); OUT: another report path.
+MINUTES ?= 10
+RATE ?= 20
+WORKERS ?=
+TEMPLATE ?=
+OUT ?=
+
+soak: install-local layers synth
+	$(BIN)/python -m bench.soak --minutes $(MINUTES) --rate $(RATE) \
+		$(if $(WORKERS),--workers $(WORKERS)) $(if $(TEMPLATE),--template $(TEMPLATE)) \
+		$(if $(OUT),--out $(OUT))
 
 chaos: install-local layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))

@@ -68,6 +68,19 @@ def id_token(
 ) -> str:
     """Create or update ``username`` and return a fresh ID token for them. ``client``: a
     ``cognito-idp`` client to reuse (creating one costs ~0.25 s; tests create many users)."""
+    return authenticate(config, username, admin=admin, password=password, client=client)["IdToken"]
+
+
+def authenticate(
+    config: AuthConfig,
+    username: str,
+    *,
+    admin: bool = False,
+    password: str | None = None,
+    client: Any = None,
+) -> dict[str, str]:
+    """As :func:`id_token`, but the whole ``AuthenticationResult``: ``IdToken``, and the
+    ``RefreshToken`` a client renews it with (``REFRESH_TOKEN_AUTH``; the soak does)."""
     if client is None:
         client = cognito_client(config.endpoint, config.region)
     password = password or random_password()
@@ -78,7 +91,7 @@ def id_token(
         AuthFlow="ADMIN_USER_PASSWORD_AUTH",
         AuthParameters={"USERNAME": username, "PASSWORD": password},
     )
-    return str(result["AuthenticationResult"]["IdToken"])
+    return {key: str(value) for key, value in result["AuthenticationResult"].items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ Gateway's Cognito authorizer would (``make token USER=alice [ADMIN=1]`` prints o
 
     python -m local.run [--port 3000] [--dynamodb-port 8000] [--identity-port 8100]
                         [--data-dir DIR] [--no-synth | --force-synth] [--no-watch]
+                        [--workers shared|pool] [--pool-size N]
 
 The synth (``local.synth``) is skipped when nothing it reads changed since the last one. While it
 runs, a change saved under ``functions/`` is rebuilt by the same synth and the functions whose
@@ -64,6 +65,7 @@ from turnstile_ddb import metrics  # noqa: E402
 
 SUMMARY_SECONDS = 10.0
 DEFAULT_PORT = 3000
+DEFAULT_WORKERS = workers.SHARED  # make local's: docs/operations.md says why
 
 
 def outputs_file(port: int) -> Path:
@@ -213,11 +215,15 @@ def running(
     auth_file: Path | None = None,
     assembly_dir: Path | None = None,
     outputs_file: Path | None = None,
+    worker_mode: str = workers.SHARED,
+    pool_size: int = workers.POOL_SIZE,
 ) -> Iterator[LocalStack]:
     """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``;
     ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
     folder). Each function runs from its asset and the layer, its role's policy enforced.
-    ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs)."""
+    ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs).
+    ``worker_mode``: ``shared`` (a process per function) or ``pool`` (a process per concurrent
+    request, up to ``pool_size`` per function, as Lambda scales): ``local.workers``."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
     # The JVM boots while the functions' workers start (neither needs the other until a request):
     # the two longest steps overlap.
@@ -244,7 +250,11 @@ def running(
             )
         with step("starting the functions' workers (DynamoDB Local's JVM boots meanwhile)"):
             functions = workers.start(
-                loaded, assembly_dir or template_path.parent, function_environment
+                loaded,
+                assembly_dir or template_path.parent,
+                function_environment,
+                mode=worker_mode,
+                pool_size=pool_size,
             )
         with step("waiting for DynamoDB Local, then creating the template's tables"):
             db.wait_ready()
@@ -346,6 +356,18 @@ def main(argv: list[str] | None = None) -> int:
         help="do not pick up changes saved under functions/ while it runs (default: rebuild them "
         "with the synth and restart the functions whose asset changed)",
     )
+    parser.add_argument(
+        "--workers",
+        choices=workers.MODES,
+        default=os.environ.get("WORKERS") or DEFAULT_WORKERS,
+        help="shared: a process per function; pool: a process per concurrent request, as Lambda",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=int(os.environ.get("POOL_SIZE") or workers.POOL_SIZE),
+        help="pool mode: processes per function at most",
+    )
     args = parser.parse_args(argv)
 
     bridge.configure_logging()
@@ -374,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         identity_port=args.identity_port,
         auth_file=state,
         outputs_file=outputs_file(args.port),
+        worker_mode=args.workers,
+        pool_size=args.pool_size,
     ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
         log.info(
@@ -392,13 +416,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         for handler, worker in stack.functions.items():
             log.info(
-                "function        %s <- %s + layer %s (its role's policy enforced)",
+                "function        %s <- %s + layer %s (its role's policy enforced; %s)",
                 handler,
                 worker.function.asset.name,
                 ", ".join(str(layer) for layer in worker.layers),
+                f"pool of {args.pool_size} processes at most"
+                if args.workers == workers.POOL
+                else "one process, a thread per request",
             )
         with contextlib.ExitStack() as watching:
-            if not args.no_watch:
+            if args.workers == workers.POOL and not args.no_watch:
+                # A reload swaps one process per function (Worker.replace); a pool has several.
+                log.info(
+                    "Edits           not picked up in pool mode: restart make local to load them"
+                )
+            elif not args.no_watch:
                 watching.enter_context(watch.watching(stack.functions))
                 synth_seconds = synth.last_seconds()
                 log.info(

@@ -13,6 +13,14 @@ the stream pumps use it in place of an in-process import. An unhandled error in 
 raises :class:`FunctionError` here (API Gateway answers 502, the event source mapping retries);
 a function that fails to import raises :class:`InitError` at start, with its output.
 
+Two ways to run a function's concurrent requests (``start(mode=...)``). ``shared``
+(:class:`Worker`): one process serves them all, each on a thread, so what Lambda keeps per
+execution environment (module globals, caches, lazily built clients) is shared by concurrent
+requests here. ``pool`` (:class:`WorkerPool`): as Lambda scales a function, each process serves
+one request at a time; when every process is busy the pool starts a new one (a cold start), up
+to a cap. Idle processes are reused, most recently used first, and are not reaped (Lambda reaps
+idle environments after minutes; a local run keeps its few).
+
 Workers print what the function logs; lines that are CloudWatch EMF documents also feed the
 process-wide ``turnstile_ddb.metrics.tally`` here, so ``make local``'s contention summary still sees
 what the functions counted.
@@ -248,6 +256,11 @@ class Worker:
         threading.Thread(target=self._relay, name=f"log-{self.function.name}", daemon=True).start()
         return self
 
+    def pids(self) -> list[int]:
+        """The process id of the function's process, while it runs."""
+        alive = self.process is not None and self.process.poll() is None
+        return [self.process.pid] if alive and self.process is not None else []
+
     def _relay(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         function_log = log.getChild(self.function.name)
@@ -370,6 +383,145 @@ class Worker:
             self._config.unlink(missing_ok=True)
 
 
+def _alive(worker: Worker) -> bool:
+    return worker.process is not None and worker.process.poll() is None
+
+
+SHARED = "shared"
+POOL = "pool"
+MODES = (SHARED, POOL)
+POOL_SIZE = 4  # processes per function at most, in pool mode (Lambda: the concurrency limit)
+
+
+@dataclass
+class WorkerPool(Worker):
+    """One function as Lambda scales it: a process per concurrent request, up to ``size``.
+
+    Called like :class:`Worker` (it is one, to every caller): ``function``, ``layers``, ``output``
+    and ``process``/``port`` (its first process's) mean the same. A request takes an idle process
+    (the most recently used); when there is none it waits, and the pool starts one more process
+    if it may. The request is served by whichever comes first, a process freed or the new one
+    (Lambda would hold it for the new one; locally, cold starts compete for the same few cores).
+    Processes are started one at a time per function, by a thread of the pool's own: a process
+    is tied to the thread that started it (it dies with it, ``_die_with_parent``), and a request's
+    thread ends with the request. A process that died is dropped and replaced on demand, as Lambda
+    replaces a crashed execution environment."""
+
+    size: int = POOL_SIZE
+    members: list[Worker] = field(default_factory=list)
+    _idle: list[Worker] = field(default_factory=list)
+    _waiting: int = 0
+    _stopped: bool = False
+    _failure: BaseException | None = None
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def _new(self) -> Worker:
+        return Worker(
+            self.function,
+            self.layers,
+            self.local_environment,
+            self.policy,
+            self.chaos,
+            output=self.output,
+        )
+
+    def spawn(self) -> WorkerPool:
+        first = self._new().spawn()
+        self.members.append(first)
+        self.process = first.process
+        return self
+
+    def ready(self) -> WorkerPool:
+        first = self.members[0].ready()
+        self.port = first.port
+        self._idle.append(first)
+        name = f"pool-{self.function.name}"
+        threading.Thread(target=self._grow, name=name, daemon=True).start()
+        return self
+
+    def pids(self) -> list[int]:
+        """The process id of each live process of the pool."""
+        with self._changed:
+            return [pid for member in self.members for pid in member.pids()]
+
+    def _needs_one(self) -> bool:
+        return self._waiting > 0 and not self._idle and len(self.members) < self.size
+
+    def _grow(self) -> None:
+        """Start a process whenever a request waits, none is idle and the pool may grow."""
+        while True:
+            with self._changed:
+                while not self._stopped and not self._needs_one():
+                    self._changed.wait()
+                if self._stopped:
+                    return
+            try:
+                worker = self._new().spawn().ready()
+            except (InitError, OSError) as error:  # a failed init: every waiter is told
+                with self._changed:
+                    self._failure = error
+                    self._changed.notify_all()
+                return
+            with self._changed:
+                if self._stopped:
+                    worker.stop()
+                    return
+                self.members.append(worker)
+                self._idle.append(worker)
+                self._changed.notify_all()
+
+    def _acquire(self) -> Worker:
+        with self._changed:
+            self._waiting += 1
+            try:
+                while True:
+                    while self._idle:
+                        worker = self._idle.pop()  # the most recently used: as warm as it gets
+                        if _alive(worker):
+                            return worker
+                        self.members.remove(worker)  # died while idle: Lambda would replace it
+                        worker.stop()
+                    if self._stopped or self._failure is not None:
+                        raise self._failure or RuntimeError(f"{self.function.name} is not running")
+                    self._changed.notify_all()  # the grower: one more may be needed
+                    self._changed.wait()
+            finally:
+                self._waiting -= 1
+
+    def _release(self, worker: Worker) -> None:
+        with self._changed:
+            if _alive(worker):
+                self._idle.append(worker)
+            elif worker in self.members:
+                self.members.remove(worker)
+                worker.stop()
+            self._changed.notify_all()
+
+    def invoke_answer(
+        self, event: Any, request_id: str | None = None, chaos: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        worker = self._acquire()
+        try:
+            return worker.invoke_answer(event, request_id, chaos)
+        finally:
+            self._release(worker)
+
+    def get(self, path: str) -> Any:
+        worker = self._acquire()
+        try:
+            return worker.get(path)
+        finally:
+            self._release(worker)
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            members, self.members, self._idle = list(self.members), [], []
+            self._changed.notify_all()
+        for worker in members:
+            worker.stop()
+
+
 def _die_with_parent() -> None:
     from local.dynamodb_local import _die_with_parent as die
 
@@ -393,10 +545,16 @@ def start(
     enforce_iam: bool = True,
     only: set[str] | None = None,
     chaos: dict[str, Any] | None = None,
+    mode: str = SHARED,
+    pool_size: int = POOL_SIZE,
 ) -> Workers:
     """Start a worker per function (``only``: these handler paths), all at once; stops them
     all if any fails to start. ``chaos``: load the chaos agent with these settings
-    (``local/sandbox/chaos_agent.py``; ``make chaos`` only)."""
+    (``local/sandbox/chaos_agent.py``; ``make chaos`` only). ``mode``: ``shared`` (one process
+    per function, a thread per request) or ``pool`` (a process per concurrent request, up to
+    ``pool_size`` per function: :class:`WorkerPool`)."""
+    if mode not in MODES:
+        raise ValueError(f"worker mode {mode!r}: one of {', '.join(MODES)}")
     layers = layers if layers is not None else [host_layer()]
     policies = iam.policies(dict(template)) if enforce_iam else {}
     workers = Workers()
@@ -405,9 +563,14 @@ def start(
             if only is not None and function.handler not in only:
                 continue
             policy = policies[function.logical_id].config() if enforce_iam else None
-            workers[function.handler] = Worker(
-                function, list(layers), dict(local_environment), policy, chaos
-            ).spawn()
+            if mode == POOL:
+                workers[function.handler] = WorkerPool(
+                    function, list(layers), dict(local_environment), policy, chaos, size=pool_size
+                ).spawn()
+            else:
+                workers[function.handler] = Worker(
+                    function, list(layers), dict(local_environment), policy, chaos
+                ).spawn()
         for worker in workers.values():
             worker.ready()
     except BaseException:
