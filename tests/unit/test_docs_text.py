@@ -15,7 +15,7 @@ from local import docs
 from tests import docs_runner
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])  # docs/patterns too
 
 # pattern -> why it is refused (what to write instead)
 JARGON = {
