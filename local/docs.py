@@ -7,8 +7,8 @@ from the route declarations. Powertools documents a 422 "Validation Error" on ev
 route; turnstile answers validation errors with 400 (the contract), and 422 only for a reused
 ``Idempotency-Key``, so that default entry and its schemas are dropped.
 
-Every operation needs a Cognito ID token (API.md v2): the merged document declares one security
-scheme, ``SECURITY_SCHEME``, and requires it document-wide (``OpenAPIMerge``'s
+Every operation needs a Cognito ID token (docs/identity.md): the merged document declares one
+security scheme, ``SECURITY_SCHEME``, and requires it document-wide (``OpenAPIMerge``'s
 ``security_schemes`` / ``security``), so it applies to every operation and to routes added later.
 ``GET /openapi.json`` is served by the local bridge, not by a function, so it is not an operation
 of the document and stays open.
@@ -41,7 +41,7 @@ _SECURITY_SCHEMES = {
         bearerFormat="JWT",
         description=(
             "An ID token of the stack's Cognito user pool, as `Authorization: Bearer <token>` "
-            "or the raw token (API.md v2). Locally: `make token USER=alice` prints one."
+            "or the raw token (docs/identity.md). Locally: `make token USER=alice` prints one."
         ),
     )
 }

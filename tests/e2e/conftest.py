@@ -3,7 +3,8 @@ session's DynamoDB Local and the local identity provider, exactly as ``make loca
 every function runs from its synthesized asset and the layer in a worker of its own, its role's
 policy enforced (``functions``, started once per session).
 
-Every route but the documentation needs an ID token (API.md v2), so tests call the API as a person:
+Every route but the documentation needs an ID token (docs/identity.md), so tests call the API as a
+person:
 
 * ``admin``: a member of ``admins`` (catalogue writes, acting on others' behalf);
 * ``alice``, ``bob``: ordinary users;
