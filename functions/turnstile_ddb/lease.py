@@ -1,4 +1,4 @@
-"""Lease locks with fencing tokens (seed 003), and a FOR UPDATE-style critical section (seed 004).
+"""Time-limited lease locks with fencing tokens, and a FOR UPDATE-style critical section.
 
 One item per resource in a lease table whose partition key is ``resource``:
 
@@ -15,13 +15,13 @@ One item per resource in a lease table whose partition key is ``resource``:
 ===============  ==================================================================================
 
 Lease items are kept, never deleted: the item is what carries the fence, and fences must
-strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
+strictly increase forever. A TTL purge of an idle item would restart the fence at 1;
 one small item per resource is the price. The table's TTL attribute (``ttl_attribute``,
 ``reapAt``: epoch *seconds*, cleanup only, never ownership) is one no lease item has ever been
 written with: only the queue's tombstone rows carry it, and every acquisition removes it besides,
 so TTL can never take a lease item and its fence.
-Expiry is decided by the conditions below, never by whether an item is still there (seed 003
-found an expired-but-present item still fails ``attribute_not_exists``).
+Expiry is decided by the conditions below, never by whether an item is still there (TTL deletes
+late, and an expired-but-present item still fails ``attribute_not_exists``).
 
 **acquire** (one call, no read first)::
 
@@ -84,7 +84,7 @@ must carry the fence and be refused when it is stale. Two ways, both here:
         ReturnValuesOnConditionCheckFailure: ALL_OLD
 
   A holder that released its lease, or whose lease expired (by its own clock) without anyone
-  taking it, writes nothing either (issue 13.7): owner and fence alone accepted both.
+  taking it, writes nothing either: a condition on owner and fence alone would accept both.
 
 * :func:`fenced_update`: the protected item remembers the last fence it accepted::
 
@@ -115,7 +115,7 @@ write refused for its stale fence (either form).
 
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
 items guarded by :func:`fenced_update` never meet a restarted fence. (``REMOVE #purgeAt`` clears
-the TTL attribute that versions before issue 13 wrote; the table's TTL is on another attribute,
+the TTL attribute that versions before 0.3.0 wrote; the table's TTL is on another attribute,
 ``reapAt``, so no item of theirs can be purged before an acquisition clears it either.)
 """
 
@@ -654,7 +654,8 @@ class Leases:
         """``with leases.hold(...) as lease:`` the FOR UPDATE of a read-modify-write.
 
         The lease is taken before the body runs, so nothing in the body is ever repeated to get
-        the lock (seed 004's retried transaction re-ran everything before its lock). The body must
+        the lock (an emulated SELECT ... FOR UPDATE inside a retried transaction repeats
+        everything before its lock, side effects included). The body must
         write through :meth:`transact` (or :func:`fenced_update`) with ``lease``. On exit, also on
         an exception, the lease is released. A release that fails is not raised: the body's outcome
         (perhaps a committed write) is what the caller must see, and the lease ends at expiresAt.
