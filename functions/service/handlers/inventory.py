@@ -1,4 +1,4 @@
-"""Inventory API (seed 002): units, reservations that hold them, confirm, release, counts."""
+"""Inventory API (SKIP LOCKED): units, reservations that hold them, confirm, release, counts."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ inventory: runtime.Lazy[Inventory] = runtime.Lazy(_inventory)
 
 
 def _owned_by_caller() -> Callable[[str | None], None]:
-    """A reservation is confirmed or released by whoever made it (API.md v2)."""
+    """A reservation is confirmed or released by whoever made it (docs/identity.md)."""
     caller = app.caller()
     return lambda owner: policy.require_owner(caller, owner, write=True, what="reservation")
 
