@@ -1,4 +1,4 @@
-"""How fast the inventory creation worker may write (issue 23, item 5): the pace it keeps, the
+"""How fast the inventory creation worker may write: the pace it keeps, the
 setting that lifts it where there is no capacity to protect, and the time it is told it has."""
 
 from __future__ import annotations
