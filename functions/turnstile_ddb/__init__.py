@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from turnstile_ddb.errors import NotFound, OutcomeUnknown, Refused, Retryable, TurnstileError
 
-__version__ = "0.3.0"
+__version__ = "1.0.0"
 
 __all__ = [
     "NotFound",

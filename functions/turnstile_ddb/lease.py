@@ -168,36 +168,36 @@ def _attribute_names(*placeholders: str) -> dict[str, str]:
 
 
 # Names that were public only so that lease_queue could use them: now private to both, in
-# turnstile_ddb._lease_item. They keep answering, with a warning, until 0.5.0.
-_INTERNAL = "nothing: the lease item's schema is private (configure LeaseAttributes instead)"
+# turnstile_ddb._lease_item. They keep answering, with a warning, until 2.0.0.
+_INTERNAL = "Leases(attributes=LeaseAttributes(...)) (the lease item's schema is private)"
 __getattr__ = renamed(
     __name__,
     {
-        "FREE_AND_NO_QUEUE": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
-        "STALE_HEAD": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.STALE_HEAD),
-        "SILENT_HEAD": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.SILENT_HEAD),
-        "STALE_QUEUE": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.STALE_QUEUE),
+        "FREE_AND_NO_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
+        "STALE_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_HEAD),
+        "SILENT_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.SILENT_HEAD),
+        "STALE_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_QUEUE),
         "QUEUE_EXPIRY_MS": (
-            "0.4.0", "0.5.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
+            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
             lambda: _item.QUEUE_EXPIRY_MS,
         ),
         "REAP_ATTRIBUTE": (
-            "0.4.0", "0.5.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
+            "1.0.0", "2.0.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
             lambda: _item.DEFAULT_ATTRIBUTES.ttl_attribute,
         ),
         "QueueSettings": (
-            "0.4.0", "0.5.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
+            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
         ),
-        "attribute_names": ("0.4.0", "0.5.0", "Leases.names", lambda: _attribute_names),
-        "new_acquisition": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.new_acquisition),
+        "attribute_names": ("1.0.0", "2.0.0", "Leases.names", lambda: _attribute_names),
+        "new_acquisition": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.new_acquisition),
     },
 )  # fmt: skip
 
 
 def _renamed_attribute(old: str, new: str) -> None:
     warnings.warn(
-        f"turnstile_ddb.lease.{old} is deprecated since turnstile-ddb 0.4.0 and will be removed "
-        f"in 0.5.0; use {new} instead",
+        f"turnstile_ddb.lease.{old} is deprecated since turnstile-ddb 1.0.0 and will be removed "
+        f"in 2.0.0; use {new} instead",
         TurnstileDeprecationWarning,
         stacklevel=3,
     )
@@ -332,7 +332,7 @@ class Leases:
         the table's own key attribute."""
         return codec.encode_item({self.key_attr: resource})
 
-    @deprecated(since="0.4.0", removed_in="0.5.0", use="Leases.wire_key")
+    @deprecated(since="1.0.0", removed_in="2.0.0", use="Leases.wire_key")
     def key(self, resource: str) -> dict[str, Any]:
         """The typed key: :meth:`wire_key` under its old name (``key()`` means plain values)."""
         return self.wire_key(resource)
@@ -443,7 +443,7 @@ class Leases:
             return int(item.get("beatAt", 0)) < stale
         return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
 
-    @deprecated(since="0.4.0", removed_in="0.5.0", use="Leases.acquire or LeaseQueue.acquire")
+    @deprecated(since="1.0.0", removed_in="2.0.0", use="Leases.acquire or LeaseQueue.acquire")
     @_contract.write
     def take(
         self,
