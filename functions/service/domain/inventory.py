@@ -210,7 +210,7 @@ class Inventory:
     writers: int = config.INVENTORY_CREATE_WRITERS
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
     # The environment's setting (config.inventory_create_pace; 0: unpaced), else the table's pace.
-    create_units_per_second: float | None = field(default_factory=config.inventory_create_pace)
+    create_units_per_second: float | None = None
     # What this Inventory's reservations have seen of the pools lately, shared by them (the
     # wiring builds one per Lambda execution environment, handlers.inventory, and passes it);
     # None: each reservation starts knowing nothing.
