@@ -7,7 +7,11 @@ property chaos does not check (its lease checker judges fences, not time).
   write, fenced writes accounted), and two properties chaos does not check:
   :func:`overlapping_holds` and :func:`granted_as_asked`;
 * reservations: :func:`chaos.checkers.inventory` (no unit held twice, exactly q units or none,
-  sold once, sold units accounted, the table against the history) and :func:`bounded_cost`.
+  sold once, sold units accounted, the table against the history) and :func:`bounded_cost`;
+* sharded products: :func:`sharded_stock` (chaos's purchase checker assumes no restocks and a
+  linearizable remaining stock, which a sharded receipt does not promise);
+* the lease queue: :func:`chaos.checkers.queue` (run in :mod:`sim.run`), with
+  :func:`overlapping_holds` and :func:`granted_as_asked` over its holds too.
 """
 
 from __future__ import annotations

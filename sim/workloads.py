@@ -12,6 +12,10 @@ can judge them (see :mod:`sim.checks`).
 * **reservations**: ``service.domain.inventory.Inventory`` (the service's real code over
   ``turnstile_ddb.claims``): reserve 1 to 3 units of a small sku spread over pools with a short
   hold, then confirm, cancel, or let the hold lapse.
+* **sharded products**: ``Products.purchase`` on products whose stock is split over shards
+  (``turnstile_ddb.sharded.take``), with restocks (``sharded.add``) racing with the takes.
+* **the lease queue**: ``LeaseQueue.acquire`` with bounded waits, holders renewing under a
+  ``Heartbeat`` run as a simulated client of its own, plain ``Leases.acquire`` arrivals, crashes.
 """
 
 from __future__ import annotations
