@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from locust import HttpUser, constant_throughput, events, task
+from locust import HttpUser, constant, constant_throughput, events, task
 
 _SETUP: dict[str, Any] = {}
 _PEOPLE = itertools.count()
@@ -434,3 +434,15 @@ def cognito(plan: dict[str, Any]) -> Any:
                 )
             )
         return _COGNITO[0]
+
+
+class Ping(HttpUser):
+    """Step mode's yardstick: ``GET /_ping`` back to back, a route the local bridge answers itself
+    (no token, no function, no table), so what it moves is the most the bridge and Locust move on
+    this machine; ``bench.soak`` names this class or ``Person`` on Locust's command line."""
+
+    wait_time = constant(0)
+
+    @task
+    def ping(self) -> None:
+        self.client.get("/_ping", name="GET /_ping")
