@@ -24,6 +24,7 @@ Latency is bucketed by minute; a run shorter than three minutes uses four equal 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import math
@@ -65,6 +66,7 @@ POOL_SIZE = 4
 SETTLE_SECONDS = 60.0  # at most, after the load, for the streams to drain (summary, requests)
 CEILING_USERS = 20  # step mode: Ping users, each back to back (closed loop: the most it moves)
 CEILING_SECONDS = 30.0
+WARMUP_SECONDS = 30.0  # step mode: the mix before the first step, not judged (cold starts)
 
 log = logging.getLogger("soak")
 
@@ -216,10 +218,12 @@ def locust(
     user_class: str = "Person",
 ) -> int:
     """Locust headless on ``bench/soak_locustfile.py`` (``user_class``: ``Person``, the mix, or
-    ``Ping``, the bridge alone), every user started at once; its exit code."""
+    ``Ping``, the bridge alone); its exit code. The mix's users start spread over one period of
+    theirs (``1 / USER_RATE`` s), so the first tasks arrive at the rate too, not all at once."""
+    spawn = users if user_class == "Ping" else max(1.0, users * USER_RATE)
     command = [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-        "--host", url, "-u", str(users), "-r", str(users), "-t", f"{int(seconds)}s",
+        "--host", url, "-u", str(users), "-r", f"{spawn:g}", "-t", f"{int(seconds)}s",
         "--stop-timeout", "10", "--only-summary", "--loglevel", "WARNING",
         "--exit-code-on-error", "0", user_class,
     ]  # fmt: skip
@@ -463,11 +467,13 @@ def stepped(
     max_steps: int = soak_step.MAX_STEPS,
     limits: soak_step.Limits | None = None,
     ceiling_seconds: float = CEILING_SECONDS,
+    warmup_seconds: float = WARMUP_SECONDS,
     pool_size: int = POOL_SIZE,
     template_path: Path = template.TEMPLATE,
 ) -> dict[str, Any]:
     """Step mode: the bridge's ceiling first (``Ping`` users back to back on ``GET /_ping``, a
-    route the local bridge answers itself), then the mix at ``start_rate`` tasks a second, each
+    route the local bridge answers itself), ``warmup_seconds`` of the mix at ``start_rate`` (the
+    workers' cold starts, not judged), then the mix at ``start_rate`` tasks a second, each
     step ``factor`` times the one before and ``step_seconds`` long, until a step is not held
     (``bench.soak_step``); then the invariants over every step. Writes the report (``out``)."""
     limits = limits or soak_step.Limits()
@@ -497,17 +503,24 @@ def stepped(
             raise RuntimeError(f"locust failed ({code}): see {folder / 'ceiling.log'}")
         ceiling = soak_step.step_of(read_record(ceiling_record), 0, ceiling_seconds)
 
-        def measure(rate: float) -> soak_step.Step:
-            i = len(records)
-            setup = folder / f"step{i}-setup.json"  # a seed of its own: fresh keys and names
-            setup.write_text(json.dumps({**plan, "seed": f"{plan['seed']}-{i}"}))
-            record = folder / f"step{i}.jsonl"
+        def mix(name: str, rate: float, seconds: float) -> Path:
+            setup = folder / f"{name}-setup.json"  # a seed of its own: fresh keys and names
+            setup.write_text(json.dumps({**plan, "seed": f"{plan['seed']}-{name}"}))
+            record = folder / f"{name}.jsonl"
             users = max(1, math.ceil(rate / USER_RATE))
-            print(f"soak: step {i}, {rate} tasks/s ({users} users)", flush=True)
-            code = locust(stack.url, setup, record, folder / f"step{i}.log", users, step_seconds)
+            print(f"soak: {name}, {rate} tasks/s ({users} users, {seconds:.0f} s)", flush=True)
+            code = locust(stack.url, setup, record, folder / f"{name}.log", users, seconds)
             if code != 0:
-                raise RuntimeError(f"locust failed ({code}): see {folder / f'step{i}.log'}")
+                raise RuntimeError(f"locust failed ({code}): see {folder / f'{name}.log'}")
             records.append(record)
+            return record
+
+        if warmup_seconds > 0:  # the pool workers' cold starts, not judged
+            mix("step-warmup", start_rate, warmup_seconds)
+        numbers = itertools.count()
+
+        def measure(rate: float) -> soak_step.Step:
+            record = mix(f"step{next(numbers)}", rate, step_seconds)
             step = soak_step.step_of(
                 read_record(record), rate, step_seconds, round(os.getloadavg()[0], 2)
             )
@@ -532,6 +545,7 @@ def stepped(
         "start_rate": start_rate,
         "factor": factor,
         "step_seconds": step_seconds,
+        "warmup_seconds": warmup_seconds,
         "limits": {"p99_ms": limits.p99_ms, "error_rate": limits.error_rate, "5xx": 0},
         "steps": climbed.rows(),
         "stopped_because": climbed.stopped_because,
@@ -578,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     step.add_argument("--p99-limit-ms", type=float, default=soak_step.P99_LIMIT_MS)
     step.add_argument("--error-limit", type=float, default=soak_step.ERROR_RATE_LIMIT)
     step.add_argument("--ceiling-seconds", type=float, default=CEILING_SECONDS)
+    step.add_argument("--warmup-seconds", type=float, default=WARMUP_SECONDS)
     args = parser.parse_args(argv)
     bridge.log.setLevel(logging.INFO)
     if args.step:
@@ -615,6 +630,7 @@ def step_main(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         limits=soak_step.Limits(p99_ms=args.p99_limit_ms, error_rate=args.error_limit),
         ceiling_seconds=args.ceiling_seconds,
+        warmup_seconds=args.warmup_seconds,
         pool_size=args.pool_size,
         template_path=args.template,
     )
