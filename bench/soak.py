@@ -67,6 +67,7 @@ SETTLE_SECONDS = 60.0  # at most, after the load, for the streams to drain (summ
 CEILING_USERS = 20  # step mode: Ping users, each back to back (closed loop: the most it moves)
 CEILING_SECONDS = 30.0
 WARMUP_SECONDS = 30.0  # step mode: the mix before the first step, not judged (cold starts)
+SETTLE_STEP_SECONDS = 15.0  # step mode: each step judged after this (its users start, pools grow)
 
 log = logging.getLogger("soak")
 
@@ -468,13 +469,15 @@ def stepped(
     limits: soak_step.Limits | None = None,
     ceiling_seconds: float = CEILING_SECONDS,
     warmup_seconds: float = WARMUP_SECONDS,
+    settle_seconds: float = SETTLE_STEP_SECONDS,
     pool_size: int = POOL_SIZE,
     template_path: Path = template.TEMPLATE,
 ) -> dict[str, Any]:
     """Step mode: the bridge's ceiling first (``Ping`` users back to back on ``GET /_ping``, a
     route the local bridge answers itself), ``warmup_seconds`` of the mix at ``start_rate`` (the
-    workers' cold starts, not judged), then the mix at ``start_rate`` tasks a second, each
-    step ``factor`` times the one before and ``step_seconds`` long, until a step is not held
+    workers' cold starts, not judged), then the mix at ``start_rate`` tasks a second, each step
+    ``factor`` times the one before, ``step_seconds`` long and judged after its first
+    ``settle_seconds``, until a step is not held
     (``bench.soak_step``); then the invariants over every step. Writes the report (``out``)."""
     limits = limits or soak_step.Limits()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -522,7 +525,11 @@ def stepped(
         def measure(rate: float) -> soak_step.Step:
             record = mix(f"step{next(numbers)}", rate, step_seconds)
             step = soak_step.step_of(
-                read_record(record), rate, step_seconds, round(os.getloadavg()[0], 2)
+                read_record(record),
+                rate,
+                step_seconds,
+                round(os.getloadavg()[0], 2),
+                settle_seconds=settle_seconds,
             )
             print(
                 f"  {step.requests} requests ({step.achieved_rps:.1f}/s), p99 {step.p99_ms} ms, "
@@ -546,6 +553,7 @@ def stepped(
         "factor": factor,
         "step_seconds": step_seconds,
         "warmup_seconds": warmup_seconds,
+        "settle_seconds": settle_seconds,
         "limits": {"p99_ms": limits.p99_ms, "error_rate": limits.error_rate, "5xx": 0},
         "steps": climbed.rows(),
         "stopped_because": climbed.stopped_because,
@@ -593,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     step.add_argument("--error-limit", type=float, default=soak_step.ERROR_RATE_LIMIT)
     step.add_argument("--ceiling-seconds", type=float, default=CEILING_SECONDS)
     step.add_argument("--warmup-seconds", type=float, default=WARMUP_SECONDS)
+    step.add_argument("--settle-seconds", type=float, default=SETTLE_STEP_SECONDS)
     args = parser.parse_args(argv)
     bridge.log.setLevel(logging.INFO)
     if args.step:
@@ -631,6 +640,7 @@ def step_main(args: argparse.Namespace) -> int:
         limits=soak_step.Limits(p99_ms=args.p99_limit_ms, error_rate=args.error_limit),
         ceiling_seconds=args.ceiling_seconds,
         warmup_seconds=args.warmup_seconds,
+        settle_seconds=args.settle_seconds,
         pool_size=args.pool_size,
         template_path=args.template,
     )

@@ -1,7 +1,8 @@
 """Step mode of ``make soak``: the decision of when a step of arrival rate is no longer held, and
 the climb from step to step, apart from the stack that measures them (``bench.soak`` runs it).
 
-A step is Locust at one arrival rate for a fixed time; it is *held* when its p99 (all routes)
+A step is Locust at one arrival rate for a fixed time, judged after its first seconds (its new
+users starting, the workers growing to the new concurrency); it is *held* when its p99 (all routes)
 stays under a limit, no request got a 5xx and its errors (5xx and lost replies) stay under a
 fraction of its requests. The climb raises the rate by a factor each step and stops at the first
 step not held, or after a number of steps. Locust has load shapes, but a shape changes the number
@@ -129,17 +130,26 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def step_of(
-    lines: Iterable[Mapping[str, Any]], rate: float, seconds: float, load: float = 0.0
+    lines: Iterable[Mapping[str, Any]],
+    rate: float,
+    seconds: float,
+    load: float = 0.0,
+    *,
+    settle_seconds: float = 0.0,
 ) -> Step:
-    """A step from the record's ``req`` lines (``bench.soak_locustfile``)."""
+    """A step from the record's ``req`` lines (``bench.soak_locustfile``), judged on what came
+    after its first ``settle_seconds``: the users a step adds start then, and the pool workers
+    grow to the new concurrency with cold starts, which a rate that is held outlives."""
     reqs = [line for line in lines if line.get("kind") == "req"]
-    ms = [float(line["ms"]) for line in reqs]
+    start = min((float(line["t"]) for line in reqs), default=0.0)
+    judged = [line for line in reqs if float(line["t"]) >= start + settle_seconds]
+    ms = [float(line["ms"]) for line in judged]
     return Step(
         rate=rate,
-        seconds=seconds,
-        requests=len(reqs),
-        server_errors=sum(1 for line in reqs if int(line["status"]) >= 500),
-        lost=sum(1 for line in reqs if int(line["status"]) == 0),
+        seconds=max(0.0, seconds - settle_seconds),
+        requests=len(judged),
+        server_errors=sum(1 for line in judged if int(line["status"]) >= 500),
+        lost=sum(1 for line in judged if int(line["status"]) == 0),
         p50_ms=round(percentile(ms, 50), 1),
         p99_ms=round(percentile(ms, 99), 1),
         load_average=load,

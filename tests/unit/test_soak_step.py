@@ -78,13 +78,24 @@ def test_a_climb_every_step_of_which_is_held_stops_after_max_steps() -> None:
 
 
 def test_a_step_is_read_from_the_record_lines() -> None:
-    lines = [{"kind": "req", "ms": float(ms), "status": 200} for ms in range(1, 99)]
+    lines = [{"kind": "req", "t": 100.0, "ms": float(ms), "status": 200} for ms in range(1, 99)]
     lines += [
-        {"kind": "req", "ms": 5000.0, "status": 502},
-        {"kind": "req", "ms": 9000.0, "status": 0},
+        {"kind": "req", "t": 100.0, "ms": 5000.0, "status": 502},
+        {"kind": "req", "t": 100.0, "ms": 9000.0, "status": 0},
     ]
     lines += [{"kind": "op", "pattern": "products"}]
     step = step_of(lines, 10.0, 20.0)
     assert (step.requests, step.server_errors, step.lost) == (100, 1, 1)
     assert step.p99_ms == 5000.0 and step.p50_ms == 50.0
     assert step.achieved_rps == 5.0 and step.error_rate == 0.02
+
+
+def test_a_step_is_judged_after_its_settling_seconds() -> None:
+    # Given a step whose first 15 s had its new users' cold starts, and the rest was fast
+    lines = [{"kind": "req", "t": 100.0 + i / 10, "ms": 4000.0, "status": 200} for i in range(100)]
+    lines += [{"kind": "req", "t": 115.0 + i / 10, "ms": 80.0, "status": 200} for i in range(300)]
+    # When it is judged after 15 s, it is held; judged whole, it is not
+    settled = step_of(lines, 10.0, 45.0, settle_seconds=15.0)
+    assert (settled.requests, settled.seconds, settled.p99_ms) == (300, 30.0, 80.0)
+    assert failed(settled, LIMITS) is None
+    assert failed(step_of(lines, 10.0, 45.0), LIMITS) == "p99 4000 ms over 2000 ms"
