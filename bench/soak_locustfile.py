@@ -89,14 +89,17 @@ class Person(HttpUser):
     def on_start(self) -> None:
         plan = setup()
         people = plan["people"]
-        me = people[next(_PEOPLE) % len(people)]
+        number = next(_PEOPLE)
+        me = people[number % len(people)]
         self.me = me["name"]
+        # users beyond the people share a person, never a key or a name: a seed of their own
+        self.caller = f"{self.me}.{number}"
         self.sub = me["sub"]
         self.token = me["token"]
         self.refresh_token = me["refresh"]
         self.admin = plan["admin"]
         self.plan = plan
-        self.rng = random.Random(f"{plan['seed']}/{self.me}")
+        self.rng = random.Random(f"{plan['seed']}/{self.caller}")
         self.count = 0
         self.wallet = f"w-{self.me}"
 
@@ -104,7 +107,7 @@ class Person(HttpUser):
 
     def fresh(self, prefix: str) -> str:
         self.count += 1
-        return f"{self.me}-{prefix}{self.count}-{self.rng.randrange(10**6)}"
+        return f"{self.caller}-{prefix}{self.count}-{self.rng.randrange(10**6)}"
 
     def call(
         self,
