@@ -236,7 +236,7 @@ soak: install-local layers synth
 		$(if $(WORKERS),--workers $(WORKERS)) $(if $(TEMPLATE),--template $(TEMPLATE)) \
 		$(if $(OUT),--out $(OUT))
 
-# Step mode (docs/soak.md#step-mode): from RATE, +50 % every STEP_SECONDS until a step is not held
+# Step mode (docs/soak.md, "Step mode"): from RATE, +50 % every STEP_SECONDS until a step is not held
 # (p99 over 2 s, a 5xx, over 1 % errors); the highest held, beside the bridge's own ceiling, in
 # bench/results/soak-step.json. A target of its own: STEP is this Makefile's step printer.
 STEP_SECONDS ?= 60
