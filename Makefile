@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak chaos sim clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim clean docs examples wheel fuzz
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -40,6 +40,7 @@ help:
 	@echo "  make typecheck   mypy"
 	@echo "  make bench   run the benchmarks against DynamoDB Local (tables in bench/results/)"
 	@echo "  make soak    every route at a fixed arrival rate for minutes, then the invariants (MINUTES=10 RATE=20)"
+	@echo "  make soak-step  the rate raised by half every STEP_SECONDS from RATE until p99 > 2 s or errors; the highest held"
 	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
@@ -233,6 +234,15 @@ OUT ?=
 
 soak: install-local layers synth
 	$(BIN)/python -m bench.soak --minutes $(MINUTES) --rate $(RATE) \
+		$(if $(WORKERS),--workers $(WORKERS)) $(if $(TEMPLATE),--template $(TEMPLATE)) \
+		$(if $(OUT),--out $(OUT))
+
+# Step mode (docs/soak.md, "Step mode"): from RATE, +50 % every STEP_SECONDS until a step is not held
+# (p99 over 2 s, a 5xx, over 1 % errors); the highest held, beside the bridge's own ceiling, in
+# bench/results/soak-step.json. A target of its own: STEP is this Makefile's step printer.
+STEP_SECONDS ?= 60
+soak-step: install-local layers synth
+	$(BIN)/python -m bench.soak --step --rate $(RATE) --step-seconds $(STEP_SECONDS) \
 		$(if $(WORKERS),--workers $(WORKERS)) $(if $(TEMPLATE),--template $(TEMPLATE)) \
 		$(if $(OUT),--out $(OUT))
 

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from locust import HttpUser, constant_throughput, events, task
+from locust import HttpUser, constant, constant_throughput, events, task
 
 _SETUP: dict[str, Any] = {}
 _PEOPLE = itertools.count()
@@ -89,14 +89,17 @@ class Person(HttpUser):
     def on_start(self) -> None:
         plan = setup()
         people = plan["people"]
-        me = people[next(_PEOPLE) % len(people)]
+        number = next(_PEOPLE)
+        me = people[number % len(people)]
         self.me = me["name"]
+        # users beyond the people share a person, never a key or a name: a seed of their own
+        self.caller = f"{self.me}.{number}"
         self.sub = me["sub"]
         self.token = me["token"]
         self.refresh_token = me["refresh"]
         self.admin = plan["admin"]
         self.plan = plan
-        self.rng = random.Random(f"{plan['seed']}/{self.me}")
+        self.rng = random.Random(f"{plan['seed']}/{self.caller}")
         self.count = 0
         self.wallet = f"w-{self.me}"
 
@@ -104,7 +107,7 @@ class Person(HttpUser):
 
     def fresh(self, prefix: str) -> str:
         self.count += 1
-        return f"{self.me}-{prefix}{self.count}-{self.rng.randrange(10**6)}"
+        return f"{self.caller}-{prefix}{self.count}-{self.rng.randrange(10**6)}"
 
     def call(
         self,
@@ -434,3 +437,15 @@ def cognito(plan: dict[str, Any]) -> Any:
                 )
             )
         return _COGNITO[0]
+
+
+class Ping(HttpUser):
+    """Step mode's yardstick: ``GET /_ping`` back to back, a route the local bridge answers itself
+    (no token, no function, no table), so what it moves is the most the bridge and Locust move on
+    this machine; ``bench.soak`` names this class or ``Person`` on Locust's command line."""
+
+    wait_time = constant(0)
+
+    @task
+    def ping(self) -> None:
+        self.client.get("/_ping", name="GET /_ping")

@@ -7,7 +7,8 @@ API. Unknown paths get 404 NOT_FOUND, as the deployed gateway gives them (its ga
 are set up that way); a known path with a method it does not declare gets 405
 ``METHOD_NOT_ALLOWED`` with ``Allow`` naming the declared ones (RFC 9110 15.5.6), before any token
 is looked at (see docs/http-api.md for what API Gateway does there). ``GET /openapi.json`` and
-``GET /swagger`` document every route (``local.docs``).
+``GET /swagger`` document every route (``local.docs``); ``GET /_ping`` (local only) answers
+``{"ok": true}`` from the bridge itself, the yardstick of ``make soak``'s step mode.
 
 Identity, as API Gateway's Cognito user-pool authorizer does it: every declared route needs a
 verified ID token (``Bridge(verifier=...)``, a :class:`local.tokens.TokenVerifier`); the verified
@@ -51,12 +52,14 @@ from local.tokens import JwksUnavailable
 from service import catalog
 from service.api.errors import STATUS, error_body
 from service.domain.errors import Unauthorized
+from service.lru import LRU
 
 MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused before reading
 JWKS_RETRY_AFTER_SECONDS = 1
 AUTHORIZER_CACHE_SECONDS = 300.0  # API Gateway's default resultsCacheTtl for an authorizer
 AUTHORIZER_CACHE_ENTRIES = 10_000
 DOCUMENT_PATH = "/openapi.json"
+PING_PATH = "/_ping"  # local only: answered by the bridge itself (the soak's ceiling, docs/soak.md)
 SWAGGER_PATH = "/swagger"
 
 log = logging.getLogger("local")
@@ -112,7 +115,8 @@ def expires_at(claims: dict[str, str]) -> float | None:
 
 class CachedVerifier:
     """A verifier's answers, kept per ``Authorization`` value for ``ttl_seconds`` and never past
-    the token's ``exp`` (see the module docstring). Thread-safe."""
+    the token's ``exp`` (see the module docstring), for the ``max_entries`` most recently used
+    tokens (the least recently used forgotten first). Thread-safe."""
 
     def __init__(
         self,
@@ -126,8 +130,7 @@ class CachedVerifier:
         self.ttl_seconds = ttl_seconds
         self.max_entries = max_entries
         self._clock = clock
-        self._answers: dict[str, tuple[dict[str, str], float]] = {}
-        self._lock = threading.Lock()
+        self._answers: LRU[str, tuple[dict[str, str], float]] = LRU(max_entries)
 
     def verify(self, authorization: str | None) -> dict[str, str]:
         now = self._clock()
@@ -138,10 +141,7 @@ class CachedVerifier:
         claims = self.verifier.verify(authorization)  # a refusal raises: never cached
         expires = expires_at(claims)
         if authorization is not None and expires is not None:
-            with self._lock:
-                if len(self._answers) >= self.max_entries:
-                    self._answers.clear()
-                self._answers[authorization] = (claims, min(now + self.ttl_seconds, expires))
+            self._answers.put(authorization, (claims, min(now + self.ttl_seconds, expires)))
         return dict(claims)
 
 
@@ -179,7 +179,7 @@ class Bridge:
 
     def allowed(self, path: str) -> list[str]:
         """The methods declared for ``path`` (empty: no such path), for 405's ``Allow``."""
-        if path in (DOCUMENT_PATH, SWAGGER_PATH):
+        if path in (DOCUMENT_PATH, SWAGGER_PATH, PING_PATH):
             return ["GET"]
         methods = {target.method for target in self.targets if target.pattern.match(path)}
         return sorted(methods)
@@ -254,6 +254,8 @@ class Bridge:
         return response(environ, start_response)
 
     def _respond(self, request: WsgiRequest) -> tuple[WsgiResponse, str]:
+        if request.method == "GET" and request.path == PING_PATH:
+            return _json(200, {"ok": True}), "-"
         if request.method == "GET" and request.path == DOCUMENT_PATH:
             return _json(200, docs.document(request.host_url.rstrip("/"))), "-"
         if request.method == "GET" and request.path == SWAGGER_PATH:

@@ -59,11 +59,13 @@ from typing import Any
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.compat import HTTPHeaders
 
+from service.lru import LRU
 from turnstile_ddb import metrics
 
 SCALE_ENV = "TURNSTILE_CAPACITY_SCALE"
 WCU_PER_KEY = 1000.0
 RCU_PER_KEY = 3000.0
+MAX_KEYS = 100_000  # partition keys whose buckets are kept (a transaction touches at most 100)
 WRITE_KB = 1024
 READ_KB = 4096
 PATTERN = "capacity_model"
@@ -170,6 +172,7 @@ class CapacityModel:
         burst_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         describe: Callable[[str], dict[str, Any]] | None = None,
+        max_keys: int = MAX_KEYS,
     ) -> None:
         self.scale = scale
         self.wcu = WCU_PER_KEY * scale
@@ -178,7 +181,9 @@ class CapacityModel:
         self.clock = clock
         self._describe = describe
         self._lock = threading.Lock()
-        self._buckets: dict[tuple[str, str, str, str], Bucket] = {}
+        # one pair per partition key seen: bounded, the least recently used key forgotten first
+        # (a key idle for burst_seconds has a full bucket, which is what a new one starts as)
+        self._buckets: LRU[tuple[str, str, str, str], Bucket] = LRU(max_keys)
         self._schemas: dict[str, dict[str, Any]] = {}
         self.stats = Stats()
 
@@ -200,7 +205,7 @@ class CapacityModel:
         if bucket is None:
             rate = self.wcu if key[3] == "W" else self.rcu
             bucket = Bucket(rate, rate * self.burst_seconds, self.clock)
-            self._buckets[key] = bucket
+            self._buckets.put(key, bucket)
         return bucket
 
     def admit(self, charges: Iterable[Charge]) -> list[bool]:
@@ -210,10 +215,11 @@ class CapacityModel:
             totals: dict[tuple[str, str, str, str], float] = {}
             for key, units in charges:
                 totals[key] = totals.get(key, 0.0) + units
-            fits = {key: self._bucket(key).has(units) for key, units in totals.items()}
+            buckets = {key: self._bucket(key) for key in totals}
+            fits = {key: buckets[key].has(units) for key, units in totals.items()}
             if all(fits.values()):
                 for key, units in totals.items():
-                    self._buckets[key].tokens -= units
+                    buckets[key].tokens -= units
                 self.stats.admitted += 1
             else:
                 self.stats.throttled += 1

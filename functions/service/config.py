@@ -107,6 +107,8 @@ INVENTORY_CREATE_WRITERS = 4  # parallel 100-unit transactions while creating un
 INVENTORY_CREATE_CHUNKS = 1
 # 4,000 WCU/s at 2 WCU per transactional put: what a new on-demand table serves at first
 INVENTORY_CREATE_UNITS_PER_SECOND = 2_000
+# READY sku headers kept per process (service.domain.inventory), the most recently used first
+INVENTORY_HEADER_CACHE_SKUS = 1_024
 # Overrides the pace: units a second, or 0 for none. The local stack sets 0 (DynamoDB Local has no
 # capacity limit: local.dynamodb_local.DynamoDBLocal.environment).
 INVENTORY_CREATE_PACE_ENV = "TURNSTILE_INVENTORY_CREATE_UNITS_PER_SECOND"

@@ -72,6 +72,7 @@ from service.domain.errors import (
     NotFound,
     OutOfStock,
 )
+from service.lru import LRU
 from turnstile_ddb import claims, codec, creation, errors, metrics, retry, transact, versioned
 
 HEADER = config.INVENTORY_HEADER_SK
@@ -223,8 +224,12 @@ class Inventory:
     guess: bool = True
     chunk_units: int = config.INVENTORY_CHUNK_UNITS
     inline_units: int = config.INVENTORY_INLINE_UNITS
-    _headers: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # READY headers never change: kept per process, for the most recently used skus only
+    header_cache_skus: int = config.INVENTORY_HEADER_CACHE_SKUS
+    _headers: LRU[str, dict[str, Any]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._headers = LRU(self.header_cache_skus)
 
     @property
     def units(self) -> claims.UnitTable:
@@ -383,8 +388,7 @@ class Inventory:
             if not exc.failed_at(0):
                 raise
             metrics.count("ChunkAlreadyRecorded", pattern="inventory")  # a concurrent worker
-        with self._lock:
-            self._headers.pop(sku, None)
+        self._headers.pop(sku)
         return not last
 
     def create_pace(self) -> float:
@@ -451,13 +455,13 @@ class Inventory:
         if item is None:
             raise NotFound(f"no sku {sku!r}")
         if item.get("status", READY) == READY:
-            with self._lock:
-                self._headers[sku] = item
+            self._headers.put(sku, item)
         return item
 
     def header(self, sku: str) -> dict[str, Any]:
         """The sku's header. Its ``units`` and ``pools`` never change; once READY nothing in it
-        does, so it is cached per process from then on."""
+        does, so it is cached per process from then on (the ``header_cache_skus`` most recently
+        used: a process that sees many skus stays bounded)."""
         cached = self._headers.get(sku)
         if cached is not None:
             return cached
