@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak chaos sim clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak chaos sim mutants clean docs examples wheel fuzz
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -42,6 +42,7 @@ help:
 	@echo "  make soak    every route at a fixed arrival rate for minutes, then the invariants (MINUTES=10 RATE=20)"
 	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
+	@echo "  make mutants the mutant kill table (tests/mutants, docs/mutants.md): LAYERS=sim,tests (or sim, chaos, ...)"
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included; skipped if no input changed)"
 	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
@@ -242,6 +243,12 @@ chaos: install-local layers synth
 SEEDS ?= 20
 sim: $(VENV)/.installed
 	$(BIN)/python -m sim $(if $(SEED),--seed $(SEED) --show,--seeds $(SEEDS))
+
+# The mutant set's kill table (tests/mutants/*.patch, docs/mutants.md): each patch applied to a
+# temporary copy of the tree, never to this one; chaos needs a synth and is slow.
+LAYERS ?= sim,tests
+mutants: $(VENV)/.installed
+	$(BIN)/python -m sim.mutants --layers $(LAYERS)
 
 EXAMPLES ?= 50
 
