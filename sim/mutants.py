@@ -234,9 +234,16 @@ def run_chaos(tree: Path, mutant: Mutant, seconds: int) -> Outcome:
     code, output, took = _run(command, tree, seconds * 4 + 600)
     if code == 0:
         return Outcome("survived", took, _last(output))
-    if code == 1:
-        return Outcome("killed", took, _last(output))
+    # Exit 1 is also Python's for an uncaught exception: that is the run failing, not a checker.
+    if code == 1 and "Traceback (most recent call last)" not in output:
+        return Outcome("killed", took, _violations(output))
     return Outcome("error", took, _last(output))
+
+
+def _violations(output: str) -> str:
+    """The line of a chaos report that counts its violations, else its last line."""
+    named = [line for line in output.splitlines() if "violations:" in line]
+    return named[0][:160] if named else _last(output)
 
 
 def table(rows: list[tuple[Mutant, dict[str, Outcome]]], layers: Sequence[str]) -> str:
