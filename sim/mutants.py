@@ -12,7 +12,8 @@ there with ``git apply`` and runs each requested layer against the copy:
   checker fails).
 
 A mutant no layer kills names a property nobody checks (docs/mutants.md). The table is printed
-as markdown and written to ``bench/results/mutants.md``. Hand-written because mutation tools
+as markdown and written to ``bench/results/mutants.md``, each run's output to
+``bench/results/mutants/NN-name-layer.log``. Hand-written because mutation tools
 (mutmut, cosmic-ray) generate thousands of syntactic mutants; this set is a chosen, reviewed list
 of the bugs the concurrency patterns exist to prevent, each run under the layers built to catch
 them.
@@ -185,6 +186,7 @@ class Outcome:
     verdict: str
     seconds: float
     detail: str = ""
+    output: str = ""
 
 
 def _run(command: list[str], tree: Path, timeout: float) -> tuple[int, str, float]:
@@ -210,10 +212,10 @@ def run_sim(tree: Path, mutant: Mutant, seeds: int) -> Outcome:
         [sys.executable, "-m", "sim", "--seeds", str(seeds), "--no-shrink"], tree, 600
     )
     if code == 0:
-        return Outcome("survived", took, _last(output))
+        return Outcome("survived", took, _last(output), output)
     if code == 1 and "violations" in _last(output):
-        return Outcome("killed", took, _last(output))
-    return Outcome("error", took, _last(output))
+        return Outcome("killed", took, _last(output), output)
+    return Outcome("error", took, _last(output), output)
 
 
 def run_tests(tree: Path, mutant: Mutant) -> Outcome:
@@ -223,21 +225,21 @@ def run_tests(tree: Path, mutant: Mutant) -> Outcome:
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files]
     code, output, took = _run(command, tree, 1800)
     if code == 0:
-        return Outcome("survived", took, _last(output))
+        return Outcome("survived", took, _last(output), output)
     if code == 1:
-        return Outcome("killed", took, _last(output))
-    return Outcome("error", took, _last(output))
+        return Outcome("killed", took, _last(output), output)
+    return Outcome("error", took, _last(output), output)
 
 
 def run_chaos(tree: Path, mutant: Mutant, seconds: int) -> Outcome:
     command = [sys.executable, "-m", "chaos", "--seconds", str(seconds)]
     code, output, took = _run(command, tree, seconds * 4 + 600)
     if code == 0:
-        return Outcome("survived", took, _last(output))
+        return Outcome("survived", took, _last(output), output)
     # Exit 1 is also Python's for an uncaught exception: that is the run failing, not a checker.
     if code == 1 and "Traceback (most recent call last)" not in output:
-        return Outcome("killed", took, _violations(output))
-    return Outcome("error", took, _last(output))
+        return Outcome("killed", took, _violations(output), output)
+    return Outcome("error", took, _last(output), output)
 
 
 def _violations(output: str) -> str:
@@ -305,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     outcomes[layer] = run_chaos(tree, mutant, args.chaos_seconds)
                 outcome = outcomes[layer]
+                logs = args.out.parent / "mutants"
+                logs.mkdir(parents=True, exist_ok=True)
+                (logs / f"{mutant.name}-{layer}.log").write_text(outcome.output)
                 print(
                     f"{mutant.name} {layer}: {outcome.verdict} in {outcome.seconds:.1f} s"
                     f" ({outcome.detail})",
