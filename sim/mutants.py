@@ -226,7 +226,8 @@ def run_tests(tree: Path, mutant: Mutant) -> Outcome:
     code, output, took = _run(command, tree, 1800)
     if code == 0:
         return Outcome("survived", took, _last(output), output)
-    if code == 1:
+    # A test that fails kills; a fixture that errors (DynamoDB Local missing, say) does not.
+    if code == 1 and " failed" in _last(output):
         return Outcome("killed", took, _last(output), output)
     return Outcome("error", took, _last(output), output)
 
