@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             report(
                 "products",
                 rows,
-                f"Seed 002 workload: {products.ATTEMPTS} attempts, {products.WORKERS} threads, "
+                f"Flash-sale workload: {products.ATTEMPTS} attempts, {products.WORKERS} threads, "
                 f"stock {products.STOCK}, one item. Ceiling = raw unconditional decrement.",
             )
             report_metrics(rows)
@@ -227,7 +227,7 @@ def run_signup(client: Any, db: DynamoDBLocal, meter: Meter, names: dict[str, st
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "signup.json").write_text(json.dumps(rows, indent=2))
     print(
-        "\n## signup\nSeed 001 shape: 1000 distinct users, 100 threads, capacity 100. Sync: one "
+        "\n## signup\nCapped signup: 1000 distinct users, 100 threads, capacity 100. Sync: one "
         "TransactWriteItems per attempt. Async: 202 + a PENDING item, decided in stream order by "
         "the consumer through the local pump; wall runs to the last decision. WCU per unit = per "
         "accepted registration.\n"
@@ -243,9 +243,9 @@ def run_http(
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "http.json").write_text(json.dumps(rows, indent=2))
     print(
-        f"\nSeed 002 over HTTP through the local bridge: {http_auth.ATTEMPTS} purchase attempts "
-        f"from {http_auth.WORKERS} users (a thread, a keep-alive connection and an ID token "
-        f"each), stock {http_auth.STOCK}; the three bridges alternate for {http_auth.ROUNDS} "
+        f"\nFlash-sale workload over HTTP through the local bridge: {http_auth.ATTEMPTS} purchase "
+        f"attempts from {http_auth.WORKERS} users (a thread, a keep-alive connection and an ID "
+        f"token each), stock {http_auth.STOCK}; the three bridges alternate for {http_auth.ROUNDS} "
         "rounds, median shown. Ceiling = raw unconditional puts from as many threads, no HTTP. "
         "over_injected: wall of the row / wall with claims injected (no verification).\n"
     )
@@ -292,7 +292,7 @@ def run_inventory(client: Any, meter: Meter, names: dict[str, str], repeat: int)
     report(
         "inventory",
         rows,
-        "Seed 002 workload, 1000 attempts, 100 threads, 100 units: one conditional counter "
+        "Flash-sale workload, 1000 attempts, 100 threads, 100 units: one conditional counter "
         "vs one item per unit claimed SKIP LOCKED style, quantity 1 and 3. "
         f"{rounds} rounds, each with its own raw-write ceiling; the round of median "
         "wall_over_ceiling is shown, every round's beside it. "
@@ -313,8 +313,8 @@ def run_http_inventory(repeat: int) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "http_inventory.json").write_text(json.dumps(rows, indent=2))
     print(
-        f"\nSeed 002 over HTTP against the stack as `make local` runs it (functions in their "
-        f"workers, own DynamoDB Local): {http_inventory.ATTEMPTS} requests from "
+        f"\nFlash-sale workload over HTTP against the stack as `make local` runs it (functions in "
+        f"their workers, own DynamoDB Local): {http_inventory.ATTEMPTS} requests from "
         f"{http_inventory.WORKERS} users per round, {http_inventory.UNITS} units; atomic "
         "purchases and reservations, q = 1 and 3, alternating, median round shown. "
         "over_purchases: wall / the purchases' of the same q; over_purchases_q1: / the one-unit "

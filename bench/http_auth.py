@@ -1,5 +1,5 @@
-"""Section ``http``: seed 002's products workload over HTTP through the local bridge, with and
-without token verification, to show that verifying ID tokens is not the bottleneck (issue 9's
+"""Section ``http``: the flash-sale products workload over HTTP through the local bridge, with and
+without token verification, to show that verifying ID tokens is not the bottleneck (the
 goal: with / without <= 1.1).
 
 Both bridges serve the same handlers on the same DynamoDB Local in the same run, each on its own

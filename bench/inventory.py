@@ -1,4 +1,4 @@
-"""Seed 002's workload on item-level claims: ``attempts`` reservations of ``quantity`` units from
+"""Flash-sale workload on item-level claims: ``attempts`` reservations of ``quantity`` units from
 ``workers`` threads on ``units`` units of one sku, against DynamoDB Local.
 
 ``make bench`` runs it beside the single-counter strategies (``bench.products``) in the same run,

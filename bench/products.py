@@ -1,11 +1,11 @@
-"""Seed 002's workload on one product: 1000 purchase attempts of one unit, 100 threads, stock 100.
+"""Flash-sale workload on one product: 1000 purchase attempts of one unit, 100 threads, stock 100.
 
 Strategies, all in one run on the same DynamoDB Local:
 
 * ``raw``: an unconditional decrement, no checks at all (oversells; the speed ceiling);
 * ``atomic``: turnstile's single conditional decrement;
 * ``versioned``: turnstile's read, decide, version-checked write, retrying from ALL_OLD;
-* ``naive``: seed 000's loop as people write it: read, check, version-checked write, and on a
+* ``naive``: optimistic locking as often written: read, check, version-checked write, and on a
   conflict read again and retry at once.
 """
 

@@ -1,4 +1,4 @@
-"""Signup workloads (seed 001) against DynamoDB Local: synchronous transactions, and asynchronous
+"""Capped-signup workloads against DynamoDB Local: synchronous transactions, and asynchronous
 decisions through the stream.
 
 ``make bench`` runs both beside a raw-write ceiling in the same run; ``python -m bench.signup``

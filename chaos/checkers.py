@@ -2,7 +2,7 @@
 
 Each checker returns a :class:`Report`: how many checks it ran and the violations it found, each
 with the history ops that show it. What is checked, per pattern, is written in each function's
-docstring; every check follows the README's guarantees and the HTTP contract (/work/shared/API.md),
+docstring; every check follows the README's guarantees and the HTTP contract (docs/http-api.md),
 not incidental behaviour.
 """
 

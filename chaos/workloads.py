@@ -73,7 +73,7 @@ class Caller:
                 "requestTimeEpoch": int(time.time() * 1000),
                 "identity": {"sourceIp": "127.0.0.1"},
                 # API Gateway's authorizer verified this token: the workloads are one
-                # administrator acting on behalf of many users and lease owners (API.md v2).
+                # administrator acting on behalf of many users and lease owners (docs/identity.md).
                 "authorizer": {"claims": OPERATOR},
             },
             "body": json.dumps(body) if body is not None else None,

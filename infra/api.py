@@ -3,7 +3,7 @@
 Each route becomes a method with a Lambda proxy integration; a route with a body gets a request
 model (its pydantic model's JSON Schema, as draft 4) and a validator, so API Gateway refuses a
 malformed body before a Lambda runs. Every method takes the Cognito user pool authorizer of
-``infra.auth`` (API.md v2: an ID token in ``Authorization``), as the API's default, so a method
+``infra.auth`` (an ID token in ``Authorization``), as the API's default, so a method
 added later is not anonymous either; ``GET /openapi.json`` is served only locally and has no method
 here. The gateway's own error answers are rewritten to the contract's ``{"error", "message"}``
 shape (``GATEWAY_ERRORS``).

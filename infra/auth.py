@@ -14,7 +14,7 @@ Choices, and why:
   lasts 3 days.
 * **MFA optional, TOTP only** (no SMS: no SNS role, no toll fraud). Required MFA (cdk-nag COG2)
   would make the contract's one-step flows (``ADMIN_USER_PASSWORD_AUTH`` / ``USER_PASSWORD_AUTH``,
-  API.md v2) answer with an MFA challenge; any user can still enrol a TOTP app.
+  docs/identity.md) answer with an MFA challenge; any user can still enrol a TOTP app.
 * **Threat protection** (cdk-nag COG8; COG3 for the older Advanced Security setting) needs
   the paid Plus feature plan, billed per active user: an account-level decision, off by default
   (``THREAT_PROTECTION = True`` enforces it).
@@ -100,13 +100,13 @@ class Auth(Construct):
             "AdminsGroup",
             user_pool_id=self.user_pool.user_pool_id,
             group_name=ADMINS_GROUP,
-            description="Administrators: change the catalogue, act on behalf of users (API.md v2)",
+            description="Administrators: change the catalogue, act on behalf of users",
         )
         acknowledge(
             self.user_pool,
             "COG2",
             "MFA is optional (TOTP), not required: the contract's one-step password flows "
-            "(API.md v2) must return a token; self-sign-up is off and passwords are strong.",
+            "(docs/identity.md) must return a token; self-sign-up is off and passwords are strong.",
         )
         if not THREAT_PROTECTION:
             for rule in ("COG8",):

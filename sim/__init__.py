@@ -1,4 +1,4 @@
-"""A deterministic simulator over the real library (issue 32): see docs/sim.md.
+"""A deterministic simulator over the real library: see docs/sim.md.
 
 Many logical clients run turnstile's real code under a seeded scheduler (:mod:`sim.scheduler`),
 one at a time, against moto's DynamoDB driven in-process (:mod:`sim.ddb`); every DynamoDB call is

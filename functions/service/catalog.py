@@ -45,33 +45,33 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
         name="products",
         module="service.handlers.products",
         tables=(config.PRODUCTS, config.IDEMPOTENCY),
-        description="Products and purchases with optimistic concurrency (seed 000)",
+        description="Products and purchases with optimistic concurrency",
     ),
     FunctionSpec(
         name="locks",
         module="service.handlers.locks",
         tables=(config.LEASES,),
-        description="Lease locks with fencing tokens (seed 003)",
+        description="Lease locks with fencing tokens",
         timeout_seconds=config.LOCKS_TIMEOUT_SECONDS,  # a queued acquisition waits up to 20 s
     ),
     FunctionSpec(
         name="wallets",
         module="service.handlers.wallets",
         tables=(config.LEASES, config.WALLETS, config.IDEMPOTENCY),
-        description="Wallet top-ups charged once inside a lease, FOR UPDATE style (seed 004)",
+        description="Wallet top-ups charged once inside a lease, FOR UPDATE style",
     ),
     FunctionSpec(
         name="inventory",
         module="service.handlers.inventory",
         tables=(config.INVENTORY, config.INVENTORY_SUMMARY),
-        description="Inventory units reserved SKIP LOCKED style, with expiring holds (seed 002)",
+        description="Inventory units reserved SKIP LOCKED style, with expiring holds",
         timeout_seconds=29,  # creates skus of up to 1000 units inline; larger ones: the worker
     ),
     FunctionSpec(
         name="events",
         module="service.handlers.events",
         tables=(config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY),
-        description="Events and registrations without write skew (seed 001)",
+        description="Events and registrations without write skew",
     ),
 )
 
@@ -94,7 +94,7 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
         module="service.handlers.inventory_summary",
         tables=(config.INVENTORY_SUMMARY,),
         source=config.INVENTORY,
-        description="Per-sku inventory counts from the inventory table's stream (seed 002)",
+        description="Per-sku inventory counts from the inventory table's stream",
     ),
     ConsumerSpec(
         name="inventorycreator",
@@ -103,7 +103,7 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
         source=config.INVENTORY,
         filters=(config.INVENTORY_CREATION_FILTER,),
         batch_size=1,  # one chunk of units per invocation: bounded time, retried alone
-        description="Creates large skus' units in resumable chunks (seed 002)",
+        description="Creates large skus' units in resumable chunks",
         timeout_seconds=120,
         memory_mb=1024,
     ),
@@ -112,7 +112,7 @@ STREAM_CONSUMERS: tuple[ConsumerSpec, ...] = (
         module="service.handlers.registration_consumer",
         tables=(config.EVENTS, config.REGISTRATION_REQUESTS),
         source=config.REGISTRATION_REQUESTS,
-        description="Decides registration requests in stream order (seed 001, option 1)",
+        description="Decides registration requests in stream order",
         timeout_seconds=60,
     ),
 )

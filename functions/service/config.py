@@ -24,7 +24,7 @@ INVENTORY_SUMMARY = "inventory_summary"
 EVENTS = "events"
 REGISTRATION_REQUESTS = "registration_requests"
 
-# Events (seed 001): the GSI that lists a user's registrations, and how long a decided
+# Events (no write skew): the GSI that lists a user's registrations, and how long a decided
 # registration request stays readable before TTL cleans it up (cleanup only, never correctness).
 EVENTS_BY_USER_INDEX = "byUser"
 MAX_EVENT_CAPACITY = 100_000
@@ -39,12 +39,12 @@ REGISTRATION_CAP_SECONDS = 0.3
 MAX_BODY_BYTES = 16 * 1024
 IDEMPOTENCY_LOCK_MS = 30_000
 IDEMPOTENCY_KEEP_SECONDS = 24 * 3600
-# Response headers that are part of an answer: a replay repeats them (issue 8, section 2).
+# Response headers that are part of an answer: a replay repeats them.
 IDEMPOTENCY_REPLAYED_HEADERS = ("Location", "ETag")
 TTL_ATTRIBUTE = "expiresAt"
 
-# Purchases (seed 000): lost races retried from the ALL_OLD image, with full-jitter backoff.
-# Measured on seed 002's workload (100 writers on one item, DynamoDB Local): a 50 ms cap left
+# Purchases (optimistic): lost races retried from the ALL_OLD image, with full-jitter backoff.
+# Measured on the flash-sale workload (100 writers on one item, DynamoDB Local): a 50 ms cap left
 # ~4.5 DynamoDB calls per request and runs that spent 37 of 40 attempts; widening the window to
 # 800 ms spreads the writers so about one contends per version: ~2.3 calls, at most ~14 attempts.
 # The time budget keeps a purchase inside the function timeout (API_TIMEOUT_SECONDS); the slowest
@@ -59,7 +59,7 @@ API_TIMEOUT_SECONDS = 15
 MAX_STOCK_SHARDS = 64
 MAX_PURCHASE_QUANTITY = 1000
 
-# Inventory (seed 002): units claimed one item at a time through a sparse index of claimable units.
+# Inventory (SKIP LOCKED style): units claimed one by one through a sparse index of claimable units.
 # A sku's header item (sk "sku") is CREATING until its units exist; the creation worker's event
 # filter (the stack's mapping, the local pump) lets only those headers through.
 INVENTORY_HEADER_SK = "sku"
@@ -103,7 +103,7 @@ INVENTORY_INLINE_UNITS = 1_000  # skus this small are created before POST /inven
 INVENTORY_CREATE_WRITERS = 4  # parallel 100-unit transactions while creating units (at most)
 # Chunks one creation step writes at once (recorded together). One: steps are chained inside an
 # invocation, so a smaller step only fills the worker's time more closely and leaves fewer unit
-# records for the stream to get through when a chain stops (issue 23: 231 s vs 257 s, one run).
+# records for the stream to get through when a chain stops (measured: 231 s vs 257 s, one run).
 INVENTORY_CREATE_CHUNKS = 1
 # 4,000 WCU/s at 2 WCU per transactional put: what a new on-demand table serves at first
 INVENTORY_CREATE_UNITS_PER_SECOND = 2_000
@@ -177,8 +177,8 @@ class Tables:
         return self.names[name]
 
 
-# Leases (seeds 003, 004). expiresAt is epoch ms and decides. Lease items carry the fence, which
-# must increase forever, so the lease table has no TTL: its items are never deleted (issue 13.7).
+# Leases (locks, wallets). expiresAt is epoch ms and decides. Lease items carry the fence, which
+# must increase forever, so the lease table has no TTL: its items are never deleted.
 LEASES = "leases"
 WALLETS = "wallets"
 LOCK_MIN_TTL_SECONDS = 0.1

@@ -1,4 +1,4 @@
-"""Who may do what: the authorization rules of API.md v2 ("Identity and authorization"), in one
+"""Who may do what: the authorization rules of the HTTP contract (docs/identity.md), in one
 place, as pure functions over the verified caller and what the request names.
 
 The caller comes only from ``requestContext.authorizer.claims`` (put there by API Gateway's
@@ -8,7 +8,7 @@ handler without claims is refused (``Unauthorized``, 401), so a route added late
 authorizer does not become anonymous. A verified caller who may not do something gets
 ``Forbidden`` (403). Both are raised before anything is written.
 
-Rules (API.md v2). ``ACCESS`` names, for every declared route, who may call it; the table of
+Rules. ``ACCESS`` names, for every declared route, who may call it; the table of
 ``docs/identity.md`` says the same and ``tests/unit/test_policy.py`` walks both, so a route added
 without a rule fails a test (and is refused at run time: ``admit`` fails closed).
 

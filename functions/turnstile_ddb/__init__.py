@@ -12,8 +12,8 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``idempotency``: first-answer-wins records for client retries (``record_keys``: their keys,
   without boto3, for deploy-time IAM policies).
 - ``transact``: TransactWriteItems with a ClientRequestToken and decoded cancellation reasons.
-- ``capacity``: a counter item as materialized lock for a bounded membership (seed 001).
-- ``slots``: pre-created slot rows claimed by conditional update (seed 001).
+- ``capacity``: a counter item as materialized lock for a bounded membership (no write skew).
+- ``slots``: pre-created slot rows claimed by conditional update (capacity without write skew).
 - ``lease``: lease locks with fencing tokens, fenced writes, a FOR UPDATE-style critical section.
 - ``lease_queue``: fair (FIFO) waiting for a lease, heartbeats, bounded waits.
 - ``claims``: units as items, reserved in one transaction each.
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from turnstile_ddb.errors import NotFound, OutcomeUnknown, Refused, Retryable, TurnstileError
 
-__version__ = "0.3.0"
+__version__ = "1.0.0"
 
 __all__ = [
     "NotFound",

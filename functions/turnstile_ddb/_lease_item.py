@@ -11,7 +11,8 @@ other's private members. What users configure (:class:`LeaseAttributes`) and cat
 Two clocks on the item, never to be confused:
 
 * ``expires_at_ms`` (stored ``expiresAt``): the lease's expiry, epoch **milliseconds** by the
-  acquirer's clock. It alone decides ownership, through the conditions below.
+  acquirer's clock. It alone decides ownership, through the acquire and guard conditions
+  (:mod:`turnstile_ddb.lease`).
 * ``ttl_attribute`` (stored ``reapAt``): the table's DynamoDB TTL attribute, epoch **seconds**. It
   only cleans up (the queue's tombstone rows); no lease item is ever written with it.
 

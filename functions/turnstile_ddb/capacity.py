@@ -1,11 +1,11 @@
 """A bounded membership: a counter item that materializes the lock, plus one item per member.
 
-Write skew (seed 001): "count the members, and add one if there is room" reads a set and writes a
-new row the read could not see, so two writers that both counted N-1 both add themselves. A
-condition cannot guard a row that does not exist yet. The fix is to make the thing both writers
-contend on a real item: a counter holding ``limit``, ``count`` and ``version``. Every join and
-every leave changes that item in the same transaction as the member item, so two joins always
-touch one common item and DynamoDB serializes them.
+Write skew on capacity-limited signup: "count the members, and add one if there is room" reads a
+set and writes a new row the read could not see, so two writers that both counted N-1 both add
+themselves. A condition cannot guard a row that does not exist yet. The fix is to make the thing
+both writers contend on a real item: a counter holding ``limit``, ``count`` and ``version``. Every
+join and every leave changes that item in the same transaction as the member item, so two joins
+always touch one common item and DynamoDB serializes them.
 
 Joining is one ``TransactWriteItems`` of two (or more) elements::
 
@@ -32,7 +32,7 @@ missing (:class:`NoCounter`), the counter is at its limit (:class:`Full`). "Alre
 before "full" because a member retrying against a full counter already holds a place.
 
 The counter and the members may live in the same table (one item collection) or in different
-tables (seed 001's "extra lock table", when the member table's layout cannot change): every element
+tables (a separate lock table, for when the member table's layout cannot change): every element
 names its own table. Retries of throttling and ``TransactionConflict`` resend the same
 ``ClientRequestToken`` (see :mod:`turnstile_ddb.transact`).
 """

@@ -183,7 +183,7 @@ _SPARSE = 16  # a pool not seen with this many claimable units is read in one wh
 # The most Queries one read of one pool sends (pages of at most 100 keys): what bounds a
 # reservation's reads whatever the index holds, e.g. units that exist but are not offered yet.
 PAGES_PER_POOL = 4
-_SINCE, _REMOVED_IN = "0.4.0", "0.5.0"  # the deprecated names below go in _REMOVED_IN
+_SINCE, _REMOVED_IN = "1.0.0", "2.0.0"  # the deprecated names below go in _REMOVED_IN
 
 Key = dict[str, Any]
 
@@ -208,7 +208,7 @@ class UnitTable:
     # free), so that a lapsed reservation can still be told from one that never existed.
     previous_attr: str = "previousHolder"
     # Deprecated spelling of ``claimable_at_attr``: accepted by the constructor, with a warning,
-    # until 0.5.0, and then forgotten (always None once built, so ``dataclasses.replace`` of a
+    # until 2.0.0, and then forgotten (always None once built, so ``dataclasses.replace`` of a
     # table never brings an old name back).
     ticket_attr: str | None = field(default=None, repr=False, compare=False)
 
@@ -992,7 +992,7 @@ def reserve(
     others hold; ``holder(lead)`` names the reservation after its lead unit (the first), which
     records ``owner`` (who reserved) when given. How it goes about it: ``options``
     (:class:`ReserveOptions`; the old keywords ``backoff=``, ``rounds=``, ``pool_hints=``... still
-    work until 0.5.0, with a warning).
+    work until 2.0.0, with a warning).
 
     Which units: a *run*, the next ``quantity`` claimable units in claimable-at order after a
     random pivot of one pool (:class:`_Reader`), from the first pool in :meth:`PoolHints.order`
@@ -1400,7 +1400,7 @@ def _old(use: str, value: Callable[[], object]) -> tuple[str, str, str, Callable
     return (_SINCE, _REMOVED_IN, use, value)
 
 
-# Old names, answered with a TurnstileDeprecationWarning until 0.5.0 (CHANGELOG.md says how to
+# Old names, answered with a TurnstileDeprecationWarning until 2.0.0 (CHANGELOG.md says how to
 # move off each one).
 __getattr__ = deprecation.renamed(
     __name__,

@@ -6,14 +6,14 @@ instead (CHANGELOG.md, "Versioning policy"). Two helpers make the warning:
 
 - :func:`deprecated` wraps a function, method or class that stays for now::
 
-      @deprecated(since="0.4.0", removed_in="0.5.0", use="turnstile_ddb.lease.Leases.acquire")
+      @deprecated(since="1.0.0", removed_in="2.0.0", use="turnstile_ddb.lease.Leases.acquire")
       def acquire_lease(...): ...
 
 - :func:`renamed` builds a module ``__getattr__`` that answers an old module-level name with the
   new object, warning on each use (the old name leaves the module's ``__all__`` at once)::
 
       __getattr__ = renamed(
-          __name__, {"OLD_NAME": ("0.4.0", "0.5.0", "NEW_NAME", lambda: NEW_NAME)}
+          __name__, {"OLD_NAME": ("1.0.0", "2.0.0", "NEW_NAME", lambda: NEW_NAME)}
       )
 
 ``TurnstileDeprecationWarning`` is a ``DeprecationWarning``: Python shows it in tests and in

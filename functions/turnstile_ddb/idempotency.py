@@ -151,7 +151,7 @@ class Replay:
 
 __getattr__ = deprecation.renamed(
     __name__,
-    {"Claim": ("0.4.0", "0.5.0", "turnstile_ddb.idempotency.InProgress", lambda: InProgress)},
+    {"Claim": ("1.0.0", "2.0.0", "turnstile_ddb.idempotency.InProgress", lambda: InProgress)},
 )
 
 

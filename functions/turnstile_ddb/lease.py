@@ -1,4 +1,4 @@
-"""Lease locks with fencing tokens (seed 003), and a FOR UPDATE-style critical section (seed 004).
+"""Time-limited lease locks with fencing tokens, and a FOR UPDATE-style critical section.
 
 One item per resource in a lease table whose partition key is ``resource``:
 
@@ -15,13 +15,13 @@ One item per resource in a lease table whose partition key is ``resource``:
 ===============  ==================================================================================
 
 Lease items are kept, never deleted: the item is what carries the fence, and fences must
-strictly increase forever. A TTL purge of an idle item used to restart the fence at 1 (issue 13.7);
+strictly increase forever. A TTL purge of an idle item would restart the fence at 1;
 one small item per resource is the price. The table's TTL attribute (``ttl_attribute``,
 ``reapAt``: epoch *seconds*, cleanup only, never ownership) is one no lease item has ever been
 written with: only the queue's tombstone rows carry it, and every acquisition removes it besides,
 so TTL can never take a lease item and its fence.
-Expiry is decided by the conditions below, never by whether an item is still there (seed 003
-found an expired-but-present item still fails ``attribute_not_exists``).
+Expiry is decided by the conditions below, never by whether an item is still there (TTL deletes
+late, and an expired-but-present item still fails ``attribute_not_exists``).
 
 **acquire** (one call, no read first)::
 
@@ -84,7 +84,7 @@ must carry the fence and be refused when it is stale. Two ways, both here:
         ReturnValuesOnConditionCheckFailure: ALL_OLD
 
   A holder that released its lease, or whose lease expired (by its own clock) without anyone
-  taking it, writes nothing either (issue 13.7): owner and fence alone accepted both.
+  taking it, writes nothing either: a condition on owner and fence alone would accept both.
 
 * :func:`fenced_update`: the protected item remembers the last fence it accepted::
 
@@ -115,7 +115,7 @@ write refused for its stale fence (either form).
 
 **Fence lifetime.** The fence increases forever: the item is never deleted (see above), so
 items guarded by :func:`fenced_update` never meet a restarted fence. (``REMOVE #purgeAt`` clears
-the TTL attribute that versions before issue 13 wrote; the table's TTL is on another attribute,
+the TTL attribute that versions before 0.3.0 wrote; the table's TTL is on another attribute,
 ``reapAt``, so no item of theirs can be purged before an acquisition clears it either.)
 """
 
@@ -168,36 +168,36 @@ def _attribute_names(*placeholders: str) -> dict[str, str]:
 
 
 # Names that were public only so that lease_queue could use them: now private to both, in
-# turnstile_ddb._lease_item. They keep answering, with a warning, until 0.5.0.
-_INTERNAL = "nothing: the lease item's schema is private (configure LeaseAttributes instead)"
+# turnstile_ddb._lease_item. They keep answering, with a warning, until 2.0.0.
+_INTERNAL = "Leases(attributes=LeaseAttributes(...)) (the lease item's schema is private)"
 __getattr__ = renamed(
     __name__,
     {
-        "FREE_AND_NO_QUEUE": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
-        "STALE_HEAD": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.STALE_HEAD),
-        "SILENT_HEAD": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.SILENT_HEAD),
-        "STALE_QUEUE": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.STALE_QUEUE),
+        "FREE_AND_NO_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
+        "STALE_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_HEAD),
+        "SILENT_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.SILENT_HEAD),
+        "STALE_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_QUEUE),
         "QUEUE_EXPIRY_MS": (
-            "0.4.0", "0.5.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
+            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
             lambda: _item.QUEUE_EXPIRY_MS,
         ),
         "REAP_ATTRIBUTE": (
-            "0.4.0", "0.5.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
+            "1.0.0", "2.0.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
             lambda: _item.DEFAULT_ATTRIBUTES.ttl_attribute,
         ),
         "QueueSettings": (
-            "0.4.0", "0.5.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
+            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
         ),
-        "attribute_names": ("0.4.0", "0.5.0", "Leases.names", lambda: _attribute_names),
-        "new_acquisition": ("0.4.0", "0.5.0", _INTERNAL, lambda: _item.new_acquisition),
+        "attribute_names": ("1.0.0", "2.0.0", "Leases.names", lambda: _attribute_names),
+        "new_acquisition": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.new_acquisition),
     },
 )  # fmt: skip
 
 
 def _renamed_attribute(old: str, new: str) -> None:
     warnings.warn(
-        f"turnstile_ddb.lease.{old} is deprecated since turnstile-ddb 0.4.0 and will be removed "
-        f"in 0.5.0; use {new} instead",
+        f"turnstile_ddb.lease.{old} is deprecated since turnstile-ddb 1.0.0 and will be removed "
+        f"in 2.0.0; use {new} instead",
         TurnstileDeprecationWarning,
         stacklevel=3,
     )
@@ -332,7 +332,7 @@ class Leases:
         the table's own key attribute."""
         return codec.encode_item({self.key_attr: resource})
 
-    @deprecated(since="0.4.0", removed_in="0.5.0", use="Leases.wire_key")
+    @deprecated(since="1.0.0", removed_in="2.0.0", use="Leases.wire_key")
     def key(self, resource: str) -> dict[str, Any]:
         """The typed key: :meth:`wire_key` under its old name (``key()`` means plain values)."""
         return self.wire_key(resource)
@@ -443,7 +443,7 @@ class Leases:
             return int(item.get("beatAt", 0)) < stale
         return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
 
-    @deprecated(since="0.4.0", removed_in="0.5.0", use="Leases.acquire or LeaseQueue.acquire")
+    @deprecated(since="1.0.0", removed_in="2.0.0", use="Leases.acquire or LeaseQueue.acquire")
     @_contract.write
     def take(
         self,
@@ -654,7 +654,8 @@ class Leases:
         """``with leases.hold(...) as lease:`` the FOR UPDATE of a read-modify-write.
 
         The lease is taken before the body runs, so nothing in the body is ever repeated to get
-        the lock (seed 004's retried transaction re-ran everything before its lock). The body must
+        the lock (an emulated SELECT ... FOR UPDATE inside a retried transaction repeats
+        everything before its lock, side effects included). The body must
         write through :meth:`transact` (or :func:`fenced_update`) with ``lease``. On exit, also on
         an exception, the lease is released. A release that fails is not raised: the body's outcome
         (perhaps a committed write) is what the caller must see, and the lease ends at expiresAt.

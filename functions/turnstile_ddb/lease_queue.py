@@ -90,9 +90,9 @@ behind the item it lives on: a restored table continues from the restored item's
 
 A plain :meth:`Leases.acquire` adds ``#head > #tickets`` (nobody queued) to its condition, so it
 never jumps the queue; it takes a free lease past a queue only when the queue's own pass-over
-rule below (with the L and I the tickets wrote) held for its head already I ago and nobody queued
-for 2 I (its waiters are gone, as after a restore: a live one would have acted since), and then
-clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
+rule (*Liveness*, next; with the L and I the tickets wrote) held for its head already I ago and
+nobody queued for 2 I (its waiters are gone, as after a restore: a live one would have acted
+since), and then clears it (``SET #head = #tickets + :one``, metric ``LeaseQueueCleared``).
 
 **Liveness** (passing over a waiter that does not come). Waiter ``t`` may pass over the head
 ``k < t`` when the lease has been free for L (no release, expiry or pass-over since ``:stale`` =

@@ -153,7 +153,7 @@ def call(
     only when ``idempotent``; otherwise they surface as :class:`OutcomeUnknown`. ``retry_on``
     adds caller-specific retryable errors (for example ``TransactionConflict``). When the budget
     runs out after any attempt that may have been applied, the answer is :class:`OutcomeUnknown`
-    (issue 13: a resent transaction whose first send landed is not "nothing was applied").
+    (a resent transaction whose first send landed is not "nothing was applied").
 
     Every retried failure counts under ``pattern`` (see :func:`retried_as`), and so do giving up
     (``RetriesExhausted``) and a write in doubt (``OutcomeUnknown``).

@@ -436,7 +436,7 @@ def _legacy_options(legacy: dict[str, Any]) -> TakeOptions:
         raise TypeError(f"take() got unexpected keyword arguments {unknown}")
     warnings.warn(
         "take(backoff=, rand=, sold_out=, rounds=, known=) is deprecated since turnstile-ddb "
-        "0.4.0 and will be removed in 0.5.0; use take(..., TakeOptions(backoff=, rand=, "
+        "1.0.0 and will be removed in 2.0.0; use take(..., TakeOptions(backoff=, rand=, "
         "rounds=, hints=Hints(shards=..., sold_out=...))) instead",
         deprecation.TurnstileDeprecationWarning,
         stacklevel=4,
@@ -1004,10 +1004,10 @@ def add(
 __getattr__ = deprecation.renamed(
     __name__,
     {
-        "ROUNDS": ("0.4.0", "0.5.0", "TakeOptions().rounds", lambda: _ROUNDS),
-        "hints": ("0.4.0", "0.5.0", "Hints().sold_out, passed in TakeOptions", SoldOutHints),
-        "shard_hints": ("0.4.0", "0.5.0", "Hints().shards, passed in TakeOptions", ShardHints),
-        "read_with": ("0.4.0", "0.5.0", "join (a sharded capacity)", lambda: _read_with),
-        "read_shards": ("0.4.0", "0.5.0", "read_items", lambda: _read_shards),
+        "ROUNDS": ("1.0.0", "2.0.0", "TakeOptions().rounds", lambda: _ROUNDS),
+        "hints": ("1.0.0", "2.0.0", "Hints().sold_out, passed in TakeOptions", SoldOutHints),
+        "shard_hints": ("1.0.0", "2.0.0", "Hints().shards, passed in TakeOptions", ShardHints),
+        "read_with": ("1.0.0", "2.0.0", "join (a sharded capacity)", lambda: _read_with),
+        "read_shards": ("1.0.0", "2.0.0", "read_items", lambda: _read_shards),
     },
 )

@@ -235,7 +235,7 @@ def release(
 __getattr__ = deprecation.renamed(
     __name__,
     {
-        "claim": ("0.4.0", "0.5.0", "turnstile_ddb.slots.book", lambda: book),
-        "claim_any": ("0.4.0", "0.5.0", "turnstile_ddb.slots.book_any", lambda: book_any),
+        "claim": ("1.0.0", "2.0.0", "turnstile_ddb.slots.book", lambda: book),
+        "claim_any": ("1.0.0", "2.0.0", "turnstile_ddb.slots.book_any", lambda: book_any),
     },
 )

@@ -12,7 +12,7 @@ safe to retry after throttling, after a timeout, and after a ``TransactionConfli
 cancellation for a failed condition is final and raised as :class:`Cancelled`, whose ``reasons``
 say which item failed and what it held. The helper knows nothing about tables: every item names
 its own, which is what lets one transaction keep a counter in one table and a registration in
-another (seed 001's "extra lock table").
+another (a separate lock table beside the data).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Optimistic concurrency with a version number (seed 000, done carefully).
+"""Optimistic concurrency with a version number (read, version-checked write, retry).
 
 The read, decide, write loop:
 

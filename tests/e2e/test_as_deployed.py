@@ -1,4 +1,4 @@
-"""What is tested is what is deployed (issue 18): every function of the synthesized stack imports
+"""What is tested is what is deployed: every function of the synthesized stack imports
 its handler from its ``cdk.out`` asset plus the layer, in a clean interpreter, and serves a request.
 
 The workers (``functions``, one per function, started once per session) are what ``make local``

@@ -1,4 +1,4 @@
-"""Authentication over HTTP against the local server and its own identity provider (API.md v2):
+"""Authentication over HTTP against the local server and its own identity provider:
 every token API Gateway's Cognito authorizer would refuse is 401 ``UNAUTHORIZED`` with the
 ``{"error","message"}`` body, the handler is never called and nothing is written (every table is
 compared, item by item, before and after). Forged tokens are made with joserfc; the expired one is

@@ -1,4 +1,4 @@
-"""The OpenAPI document is the contract (rule 17): schemathesis, every check and every phase
+"""The OpenAPI document is the contract the server keeps: schemathesis, every check and every phase
 (examples, coverage, fuzzing, stateful over the document's links), against the local stack as
 ``make local`` wires it, with an administrator's token and with an ordinary user's. Zero failures,
 and nothing a client sends gets a 5xx.

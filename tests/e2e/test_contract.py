@@ -1,9 +1,10 @@
-"""Every route of the binding contract (API.md) is served and documented.
+"""Every route of the original HTTP contract is served and in the OpenAPI document.
 
-The contract's routes travel with the repository (``contract_routes.json``, a snapshot of API.md's
-route table), so these tests run in any clone; where the shared ``API.md`` sits beside the
-repository (``../shared``), ``test_the_snapshot_is_the_contracts_route_table`` checks the snapshot
-still equals it.
+The original contract is the document the service was first specified by; the repository's
+OpenAPI document must keep satisfying it. Its route table travels with the repository
+(``contract_routes.json``), so these tests run in any clone. Where that original document sits
+beside the checkout (``CONTRACT``), ``test_the_snapshot_is_the_contracts_route_table`` checks the
+snapshot still equals its route table; elsewhere that one test is skipped.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_every_contract_route_is_in_the_openapi_document(api_url):
 
 
 def test_the_served_document_is_open_and_requires_an_id_token_everywhere_else(api_url):
-    # GET /openapi.json needs no token (it is the one route without one, API.md v2)
+    # GET /openapi.json needs no token (it is the one route without one, docs/identity.md)
     response = requests.get(f"{api_url}/openapi.json", timeout=10)
     assert response.status_code == 200, response.text
     document = response.json()

@@ -13,7 +13,7 @@ from local.pump import StreamPump
 from tests.helpers import Person
 
 DECIDER = "service.handlers.registration_consumer.handler"
-CAPACITY = 100  # seed 001's shape: 1000 registrations from 100 threads for 100 seats
+CAPACITY = 100  # capped signup: 1000 registrations from 100 threads for 100 seats
 ATTEMPTS = 1000
 THREADS = 100
 

@@ -1,4 +1,4 @@
-"""API.md v2's authorization rules over HTTP, with real ID tokens of the local identity provider:
+"""The rules of docs/identity.md over HTTP, with real ID tokens of the local identity provider:
 two users (alice, bob) and an administrator. Each refusal is checked to have changed nothing the
 test can read back. Every rule in detail, with every table scanned before and after:
 tests/unit/test_identity_rules.py.

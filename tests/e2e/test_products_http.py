@@ -13,7 +13,9 @@ import requests
 
 from tests.helpers import Person
 
-ATTEMPTS = 1000  # seed 002: 1000 purchase attempts of one unit, 100 threads, stock 100
+ATTEMPTS = (
+    1000  # the flash-sale workload: 1000 purchase attempts of one unit, 100 threads, stock 100
+)
 CLIENTS = 100
 STOCK = 100
 

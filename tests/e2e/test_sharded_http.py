@@ -1,4 +1,4 @@
-"""Sharded products and events over HTTP, served by the functions as deployed (issue 18, defect 2).
+"""Sharded products and events over HTTP, served by the functions as deployed.
 
 The sharded paths read their shards with ``BatchGetItem`` (``turnstile_ddb.sharded``). DynamoDB
 Local

@@ -23,7 +23,7 @@ def test_unknown_route_is_404_in_contract_shape_with_or_without_a_token(api_url,
 
 
 def test_a_method_a_path_does_not_declare_is_405_with_allow(api_url, alice):
-    # issue 22: TRACE /products was 404; a known path with an undeclared method is 405, and Allow
+    # TRACE /products was 404; a known path with an undeclared method is 405, and Allow
     # names the methods it has (RFC 9110 15.5.6), with or without a token
     cases = [
         ("TRACE", "/products", "POST"),

@@ -1,4 +1,4 @@
-"""Issue 13/18 (IAM): each function's role, as synthesized, allows the DynamoDB requests its code
+"""Least privilege: each function's role, as synthesized, allows the DynamoDB requests its code
 makes and nothing around them; the shared idempotency table only within the function's own
 partitions (``dynamodb:LeadingKeys``).
 

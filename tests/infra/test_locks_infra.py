@@ -26,11 +26,11 @@ def function_env(template: dict[str, Any], handler: str) -> dict[str, Any]:
 
 
 def test_lease_table_ttl_never_purges_a_lease_item(template):
-    """Lease items carry the fences, which strictly increase forever (API.md): no TTL may delete
-    one and restart its fence at 1 (issue 13.7). The TTL (turnstile_ddb.cdk.LeaseTable) is on
+    """Lease items carry the fences, which strictly increase forever: no TTL may delete
+    one and restart its fence at 1. The TTL (turnstile_ddb.cdk.LeaseTable) is on
     ``reapAt``, which no lease item is written with and every acquisition removes
     (tests/integration/test_lease_table_ttl.py), so it only ever purges the queue's tombstones;
-    not ``purgeAt``, which lease code before issue 13 wrote; never ``expiresAt``, which every
+    not ``purgeAt``, which lease code before 0.3.0 wrote; never ``expiresAt``, which every
     item has."""
     leases = table(template, "resource")
     assert leases["KeySchema"] == [{"AttributeName": "resource", "KeyType": "HASH"}]

@@ -154,8 +154,9 @@ def test_stage_throttling_and_access_logs(t):
     )
 
 
-# Every route of ../shared/API.md, plus turnstile's own (wallets, exact counts), written out
-# here rather than read from the declarations the stack is built from.
+# Every route of the original HTTP contract (tests/e2e/contract_routes.json), plus turnstile's
+# own (wallets, exact counts), written out here rather than read from the declarations the
+# stack is built from.
 EXPECTED_ROUTES = {
     ("POST", "/products", "products"),
     ("GET", "/products/{productId}", "products"),
@@ -234,7 +235,7 @@ def test_purchase_model_matches_the_contract(t):
 
 
 def test_every_method_requires_a_cognito_id_token_from_the_one_authorizer(template):
-    # API.md v2: every deployed route needs an ID token (GET /openapi.json is served only
+    # Every deployed route needs an ID token (docs/identity.md) (GET /openapi.json is served only
     # locally, so it is not among the methods at all).
     methods = api_methods(template)
     assert set(methods) == {(method, path) for method, path, _ in EXPECTED_ROUTES}

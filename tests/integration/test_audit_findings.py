@@ -1,4 +1,4 @@
-"""Issue 22's adversarial audit, one test per finding, on DynamoDB Local (real threads where the
+"""An adversarial audit of the service, a test a finding, on DynamoDB Local (real threads where the
 finding is a race): each failed before its fix.
 
 3.1 a keyed purchase of a sharded product considers the shards together, as the unkeyed one does;

@@ -1,4 +1,4 @@
-"""The library's other two ways to materialize the lock (seed 001), on DynamoDB Local with threads.
+"""The library's other two ways to materialize the lock, on DynamoDB Local with threads.
 
 * The "extra lock table": the counter lives in a table of its own, the members in another table
   whose layout is not ours to change. :mod:`turnstile_ddb.capacity` is table-agnostic, so the same

@@ -1,4 +1,4 @@
-"""The role policies as synthesized, enforced in-process on DynamoDB Local (issue 18).
+"""The role policies as synthesized, enforced in-process on DynamoDB Local.
 
 Domain code takes a client carrying a function's policy (``role(name).attach``); handlers called
 through ``invoke`` act as their function on the wired clients. A copy of a policy without one

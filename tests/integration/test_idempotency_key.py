@@ -32,7 +32,7 @@ def test_an_out_of_stock_refusal_is_not_stored_so_a_retry_buys_after_restock(
     # When stock arrives and the client retries with the same key
     Products(client=ddb, table=tables["products"]).update(unique, 1, {"stock": 5})
     again = invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"b-{unique}"))
-    # Then the retry runs: the refusal changed nothing, so it was not the key's answer (issue 13.5)
+    # Then the retry runs: the refusal changed nothing, so it was not the key's answer
     assert again[0] == 201 and "Idempotent-Replayed" not in again[1]
     assert stock_of(ddb, tables, unique) == (4, 3)
 

@@ -1,4 +1,4 @@
-"""Issue 13.7: the lease guard refuses a holder that released or outlived its lease, and fences
+"""The lease guard refuses a holder that released or outlived its lease, and fences
 keep counting forever (lease items are never purged)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A lease table whose partition key is not ``resource`` (``Leases(key_attr=...)``, issue 19: key
+"""A lease table whose partition key is not ``resource`` (``Leases(key_attr=...)``: key
 names configurable per table): plain and queued acquisitions, renew, release, the critical-section
 guard and a waiter's tombstone all address the table by its own key, on DynamoDB Local."""
 

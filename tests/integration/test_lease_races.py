@@ -173,7 +173,7 @@ def test_guard_refuses_a_stale_holder_even_before_the_successor_writes(ddb, tabl
 
 def test_expired_lease_that_ttl_has_not_deleted_does_not_block(ddb, tables, unique):
     # Given a lease item whose expiresAt passed but whose TTL (purgeAt) is still ahead, as when
-    # DynamoDB has not deleted it yet (seed 003: the item is still there)
+    # DynamoDB has not deleted it yet (TTL deletes late: the item is still there)
     table = tables["leases"]
     resource = f"ttl-lag-{unique}"
     clock = Clock(3_000_000.0)

@@ -1,7 +1,6 @@
 """The lease table's TTL attribute (``turnstile_ddb.cdk.LeaseTable``, as synthesized) is one a lease
 item never carries once acquired, by a plain acquisition or by the queue, so TTL can only ever
-purge the queue's tombstone rows (which carry it), never a lease item and its fence (issue 13.7,
-issue 19).
+purge the queue's tombstone rows (which carry it), never a lease item and its fence.
 
 Against DynamoDB Local, on the lease table created from the template (TTL enabled as deployed).
 """
@@ -61,7 +60,7 @@ def test_the_ttl_is_on_and_is_not_an_attribute_the_lease_items_keep(ddb, tables,
     assert described["AttributeName"] == ttl
     assert described["TimeToLiveStatus"] == "ENABLED"
     # expiresAt (epoch ms) and fence are what every lease item keeps: never the TTL attribute;
-    # nor purgeAt, which lease code before issue 13 wrote on lease items
+    # nor purgeAt, which lease code before 0.3.0 wrote on lease items
     assert ttl == lease.LeaseAttributes().ttl_attribute
     assert ttl not in {"resource", "owner", "fence", "expiresAt", "acquiredAt", "releasedAt"}
     assert ttl != "purgeAt"

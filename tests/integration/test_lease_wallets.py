@@ -1,4 +1,4 @@
-"""The FOR UPDATE flow (seed 004) against DynamoDB Local: the provider charge runs once per
+"""The FOR UPDATE flow (wallet top-ups) against DynamoDB Local: the provider charge runs once per
 accepted top-up, and a retry-the-whole-transaction version, for contrast, charges again."""
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ def run_at_once(count: int, action: Any) -> list[Any]:
 
 
 def test_retrying_the_whole_transaction_repeats_the_charge(ddb, tables, unique):
-    # Given seed 004's first version: read, charge, version-checked write, and on a conflict
-    # the whole thing again; and a provider where the first THREADS charges meet at a barrier,
-    # so every request has read the same version before anyone writes
+    # Given an emulated SELECT ... FOR UPDATE: read, charge, version-checked write, and on a
+    # conflict the whole thing again; and a provider where the first THREADS charges meet at a
+    # barrier, so every request has read the same version before anyone writes
     meet = threading.Barrier(THREADS)
     seen = iter(range(10**6))
     lock = threading.Lock()

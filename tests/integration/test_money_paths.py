@@ -1,4 +1,4 @@
-"""Issue 13 (money and retry paths) and issue 8 section 2 (replays, exactly), through the handlers.
+"""Money and retry paths, and replays that repeat the first answer exactly, through the handlers.
 
 Each test reproduces one defect an adversarial audit found; the invariant checked is the chaos
 nemesis's: wallet balance = accepted top-ups, exactly one charge per credit, one effect per key.
@@ -161,7 +161,9 @@ def test_a_late_first_attempt_does_not_refund_the_charge_its_retry_committed(
     assert provider.calls("refund") == []
     assert (first[0], first[2]["chargeId"]) == (201, retried[2]["chargeId"])
     assert balance(unique) == 70 == net_charged(provider)
-    assert counted("wallets", "RefundRefused") == refusals + 1  # visible contention (rule 12)
+    assert (
+        counted("wallets", "RefundRefused") == refusals + 1
+    )  # contention is counted, never hidden
 
 
 # -- 13.3: a resent transaction that may have landed is OUTCOME_UNKNOWN, and keeps its claim
@@ -294,7 +296,7 @@ def test_an_idempotency_key_on_a_reservation_is_400_and_holds_nothing(wired, uni
     assert status == 200 and exact["reserved"] == 0 and exact["available"] == 10
 
 
-# -- issue 8, section 2: a replay is the first answer, headers included
+# -- a replay is the first answer, headers included
 
 
 def test_a_replayed_create_repeats_location_and_etag(wired, unique):

@@ -1,4 +1,4 @@
-"""Seed 002's workload on seed 000's problem: 1000 purchase attempts from 100 threads on a product
+"""Flash-sale workload against lost updates: 1000 purchase attempts from 100 threads on a product
 with stock 100, against DynamoDB Local, for each strategy. The invariants are checked from the
 recorded history of every attempt, not from timings."""
 

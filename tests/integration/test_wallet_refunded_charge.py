@@ -1,4 +1,4 @@
-"""Regression for a nemesis finding (seed 7), fixed by issue 13 ("money", charge# markers).
+"""Regression for a chaos nemesis finding (run seed 7), fixed by the charge# markers.
 
 A keyed top-up charges the provider, loses its lease while charging, refunds the charge, and dies
 before its answer is stored. The client's retry under the same key gets the provider's first

@@ -139,7 +139,7 @@ def other_patterns(client: DynamoDBClient, backoff: retry.Backoff) -> None:
     assert_type(got.keys, list[dict[str, Any]])
     assert_type(pool_hints_.remembered_pools(), int)
     assert_type(reserve_options.hints, claims.PoolHints | None)
-    # the keywords before ReserveOptions still type-check (deprecated until 0.5.0)
+    # the keywords before ReserveOptions still type-check (deprecated until 2.0.0)
     old = claims.reserve(
         client, units, pools=["p"], quantity=1, holder=lambda k: "h", now_ms=0, until_ms=1,
         backoff=backoff, rounds=2, pool_hints=pool_hints_,
@@ -178,7 +178,7 @@ def error_tree(exc: errors.AwsRefused) -> None:
 
 
 def deprecation_keeps_the_signature() -> None:
-    @deprecated(since="0.4.0", removed_in="0.5.0", use="new")
+    @deprecated(since="1.0.0", removed_in="2.0.0", use="new")
     def old(a: int) -> str:
         return str(a)
 

@@ -1,4 +1,4 @@
-"""How fast the inventory creation worker may write (issue 23, item 5): the pace it keeps, the
+"""How fast the inventory creation worker may write: the pace it keeps, the
 setting that lifts it where there is no capacity to protect, and the time it is told it has."""
 
 from __future__ import annotations
@@ -34,10 +34,19 @@ def test_without_a_setting_creation_keeps_a_new_on_demand_tables_pace(monkeypatc
     assert builder().create_pace() == config.INVENTORY_CREATE_UNITS_PER_SECOND == 2_000
 
 
-def test_the_setting_is_read_when_an_inventory_is_built(monkeypatch):
+def test_the_setting_is_read_by_the_handlers_not_by_the_domain(monkeypatch):
+    """One reader of the environment per function (its handler's wiring); an Inventory built
+    anywhere else keeps the pace it is given, or the default, whatever the environment says."""
+    from service.handlers import inventory as api
+
     monkeypatch.setenv(config.INVENTORY_CREATE_PACE_ENV, "0")
-    assert builder().create_pace() == 0
+    assert builder().create_pace() == config.INVENTORY_CREATE_UNITS_PER_SECOND
     assert builder(create_units_per_second=750).create_pace() == 750
+    monkeypatch.setattr(api.runtime.dynamodb, "get", lambda: None)
+    monkeypatch.setattr(
+        api.catalog, "tables", lambda _: {"inventory": "i", "inventory_summary": "s"}
+    )
+    assert api._inventory().create_pace() == 0
 
 
 def test_dynamodb_local_tells_what_runs_against_it_that_it_has_no_capacity_limit():

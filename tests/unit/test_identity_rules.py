@@ -1,4 +1,4 @@
-"""API.md v2's identity rules through the real handlers, with two users (alice, bob) and an
+"""docs/identity.md's rules through the real handlers, with two users (alice, bob) and an
 administrator: who may call, who may act for whom, whose items are whose, whose keys are whose.
 
 moto stands in for DynamoDB (API shape only, no concurrency). The claims are what API Gateway's

@@ -29,7 +29,7 @@ def test_a_retired_module_name_still_answers_and_warns_with_its_replacement(name
     # Given a name that left lease.__all__
     assert name not in lease.__all__
     # When it is used, Then it answers as before and warns, naming what to use
-    with pytest.warns(TurnstileDeprecationWarning, match=r"since turnstile-ddb 0\.4\.0") as seen:
+    with pytest.warns(TurnstileDeprecationWarning, match=r"since turnstile-ddb 1\.0\.0") as seen:
         assert getattr(lease, name) == value
     assert f"turnstile_ddb.lease.{name} is deprecated" in str(seen[0].message)
     assert replacement in str(seen[0].message)

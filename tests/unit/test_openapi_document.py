@@ -1,4 +1,4 @@
-"""Issue 22's document findings: what the OpenAPI document promises is what the server does."""
+"""An audit's document findings: what the OpenAPI document promises is what the server does."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""service.policy: every rule of API.md v2 with two users (alice, bob) and an administrator."""
+"""service.policy: every rule of docs/identity.md, with two users (alice, bob) and an
+administrator."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_bad_purchase_bodies_are_refused_and_write_nothing(seeded, raw_body, sta
         {"Content-Type": "text/plain"},
         {},
         {"Content-Type": "application/x-www-form-urlencoded"},
-        # issue 22: no boundary made Powertools' multipart parser fail: a 500
+        # no boundary made Powertools' multipart parser fail: a 500
         {"Content-Type": "multipart/form-data"},
         {"Content-Type": "multipart/form-data; boundary=x"},
         {"Content-Type": "application/json; charset=iso-8859-1"},
@@ -123,14 +123,14 @@ def test_json_with_a_charset_is_accepted(seeded):
     ["APPLICATION/JSON", 'Application/Json; Charset="UTF-8"', "application/json;charset=utf8"],
 )
 def test_media_types_are_case_insensitive(seeded, content_type):
-    # issue 22, 3.9: RFC 9110 media types and parameter names are case-insensitive
+    # RFC 9110 media types and parameter names are case-insensitive
     status, body = answer(purchase_event('{"quantity": 1}', headers={"Content-Type": content_type}))
     assert status == 201, body
     assert body["remainingStock"] == 9
 
 
 def test_an_integral_json_number_is_an_integer_and_a_fraction_is_not(seeded):
-    # issue 22: {"quantity": 2.0} is JSON Schema's integer 2: it buys 2
+    # {"quantity": 2.0} is JSON Schema's integer 2: it buys 2
     status, body = answer(purchase_event('{"quantity": 2.0}'))
     assert (status, body["quantity"], body["remainingStock"]) == (201, 2, 8)
     before = seeded["snapshot"]()

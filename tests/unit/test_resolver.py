@@ -101,7 +101,7 @@ def test_every_integer_field_of_every_route_is_strict(route, field, raw, code):
 
 
 def test_an_integral_json_number_is_an_integer_in_every_integer_field():
-    # issue 22: JSON Schema's integer admits 29.0 (the document says integer): so does the server,
+    # JSON Schema's integer admits 29.0 (the document says integer): so does the server,
     # and a fraction is still refused (above)
     for route in BODY_ROUTES:
         for field in integer_fields(route.body):  # type: ignore[arg-type]
@@ -120,7 +120,7 @@ def test_every_body_refuses_unknown_fields_and_wrong_envelopes(route):
         (json.dumps({**valid, "extra": 1}), {}, 400, "VALIDATION_ERROR"),
         (json.dumps(valid), {"headers": {"Content-Type": "text/plain"}}, 415, None),
         (json.dumps(valid), {"headers": {}}, 415, None),
-        # issue 22: a multipart type without a boundary was a 500; another charset is not JSON
+        # a multipart type without a boundary was a 500; another charset is not JSON
         (json.dumps(valid), {"headers": {"Content-Type": "multipart/form-data"}}, 415, None),
         (
             json.dumps(valid),

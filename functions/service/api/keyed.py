@@ -89,14 +89,14 @@ def middleware(
         key = event.headers.get("idempotency-key")
         if key is None:
             return next_middleware(app)
-        # issue 13.6: a key on a route that cannot honour it is refused, never silently ignored
+        # A key on a route that cannot honour it is refused, never silently ignored
         # (two keyed reservations used to hold twice the units).
         if not route.idempotent:
             raise HttpError("BAD_REQUEST", "this route does not accept an Idempotency-Key")
         if not KEY_PATTERN.fullmatch(key):
             raise HttpError("BAD_REQUEST", KEY_MALFORMED)
-        # issue 13 (IAM): records are partitioned per function (the path's first segment), and
-        # each function's role may only touch the records of its own partitions. Issue 9: a key
+        # Records are partitioned per function (the path's first segment), and
+        # each function's role may only touch the records of its own partitions. And a key
         # is its caller's, so two users' same key are two requests and never share an answer.
         scope = idempotency.record_id(
             partition_of(route.path),
@@ -161,7 +161,7 @@ def stored(response: Response) -> dict[str, Any]:
 
 
 def _replay(replay: idempotency.Replay) -> Response:
-    # issue 8.2: the first answer's status, body and its Location / ETag headers; a record of
+    # A replay: the first answer's status, body and its Location / ETag headers; a record of
     # the library's 0.3 replays in this same shape (and may lack "headers")
     answer = replay.answer
     return Response(
@@ -185,13 +185,13 @@ def _settle(
             # claim lapses and a retry meets the domain's own conditions (already exists...).
             logger.warning("could not store the answer for an Idempotency-Key")
     elif response.status_code < 500 or code in RELEASED_OUTAGES:
-        # issue 13.4/13.5: a refusal or a throttle changed nothing, so nothing is stored: the
+        # A refusal or a throttle changed nothing, so nothing is stored: the
         # claim is given back and a retry with the key runs again (LOCKED, CONFLICT... are
         # temporary; a stored 404 would outlive the product created a moment later).
         try:
             records.release(begun)
         except OUTAGES:
-            # issue 8.2: the release is down too. Still the action's answer, never a 500;
+            # The release is down too. Still the action's answer, never a 500;
             # the claim lapses at lockedUntil, so tell the client when a retry can run.
             metrics.count("ClaimReleaseFailed", pattern="idempotency")
             logger.warning("could not release an Idempotency-Key after a refusal")

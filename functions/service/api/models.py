@@ -67,8 +67,9 @@ class Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-# API.md v2: who a request acts for comes from the token; a body may name a user only to act on
-# their behalf (administrators, ``service.policy.acting_for``). Absent, not null, as above.
+# Who a request acts for comes from the token (docs/identity.md); a body may name a user
+# only to act on their behalf (administrators, ``service.policy.acting_for``). Absent, not
+# null, as above.
 OnBehalfOf = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
 LeaseOwner = Field(default=None, min_length=1, max_length=256)
 

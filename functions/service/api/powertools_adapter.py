@@ -1,4 +1,4 @@
-"""Every use of Powertools' event handler beyond its public API, in one place (rule 16).
+"""Every use of Powertools' event handler beyond its public API, in one place.
 
 Why each reach is needed, and what it relies on in the locked version (``requirements.txt``;
 ``tests/unit/test_powertools_adapter.py`` fails when that version changes any of it):

@@ -154,8 +154,8 @@ def no_content() -> Response:
 
 
 def _codes(route: routes.Route) -> list[str]:
-    """Every error code ``route`` can answer. Every route needs an ID token (API.md v2): without a
-    valid one it is 401, and a caller the policy or the gateway refuses gets 403."""
+    """Every error code ``route`` can answer. Every route needs an ID token (docs/identity.md):
+    without a valid one it is 401, and a caller the policy or the gateway refuses gets 403."""
     codes = ["VALIDATION_ERROR", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", *route.errors]
     codes += ["INTERNAL", "THROTTLED"]
     if route.body is not None:

@@ -59,7 +59,7 @@ class Route:
 
 
 ROUTES: tuple[Route, ...] = (
-    # Products (seed 000)
+    # Products: optimistic concurrency
     Route(
         "products",
         "POST",
@@ -103,13 +103,13 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         "/products/{productId}/purchases",
         "purchase",
-        "Buy quantity units; strategy atomic (one conditional write) or versioned (seed 000)",
+        "Buy quantity units; strategy atomic (one conditional write) or versioned (version check)",
         body_name="Purchase",
         status=201,
         errors=("NOT_FOUND", "OUT_OF_STOCK", "CONFLICT"),
         idempotent=True,
     ),
-    # Locks (seed 003)
+    # Locks: leases with fencing tokens
     Route(
         "locks",
         "POST",
@@ -139,7 +139,7 @@ ROUTES: tuple[Route, ...] = (
         status=204,
         errors=("LOCK_LOST",),
     ),
-    # Wallets (seed 004)
+    # Wallets: a FOR UPDATE-style critical section with an external call
     Route(
         "wallets",
         "POST",
@@ -159,7 +159,7 @@ ROUTES: tuple[Route, ...] = (
         "Read a wallet's balance (strongly consistent)",
         errors=("NOT_FOUND",),
     ),
-    # Inventory (seed 002)
+    # Inventory: item-level reservation, SKIP LOCKED style
     Route(
         "inventory",
         "POST",
@@ -217,7 +217,7 @@ ROUTES: tuple[Route, ...] = (
         status=204,
         errors=("NOT_FOUND", "ALREADY_CONFIRMED"),
     ),
-    # Events (seed 001)
+    # Events: capacity without write skew
     Route(
         "events",
         "POST",

@@ -1,4 +1,4 @@
-"""Events and registrations (seed 001): a capacity that concurrent sign-ups cannot overrun.
+"""Events and registrations: a capacity that concurrent sign-ups cannot overrun.
 
 Table layout (one table, partition key ``eventId``, sort key ``sk``):
 

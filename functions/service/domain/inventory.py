@@ -1,4 +1,4 @@
-"""Inventory (seed 002): one item per unit, claimed SKIP LOCKED style, with holds that expire.
+"""Inventory: one item per unit, claimed SKIP LOCKED style, with holds that expire.
 
 Table ``inventory`` (partition key ``sku``, sort key ``sk``), streamed with old and new images:
 
@@ -210,16 +210,16 @@ class Inventory:
     writers: int = config.INVENTORY_CREATE_WRITERS
     parallel_chunks: int = config.INVENTORY_CREATE_CHUNKS
     # The environment's setting (config.inventory_create_pace; 0: unpaced), else the table's pace.
-    create_units_per_second: float | None = field(default_factory=config.inventory_create_pace)
+    create_units_per_second: float | None = None
     # What this Inventory's reservations have seen of the pools lately, shared by them (the
     # wiring builds one per Lambda execution environment, handlers.inventory, and passes it);
     # None: each reservation starts knowing nothing.
     pool_hints: claims.PoolHints | None = field(default_factory=claims.PoolHints)
-    # Off by default: under seed 002's contention (100 users on 100 units) most remembered units
-    # were taken meanwhile and reservations got slower (docs/patterns/inventory.md, issue 23).
+    # Off by default: under the flash-sale workload (100 users on 100 units) most remembered units
+    # were taken meanwhile and reservations got slower (docs/patterns/inventory.md).
     unit_cache: claims.UnitCache | None = None
     # One-unit reservations first try a random unit of a pool this process has no bad news of,
-    # without reading (issue 23): one call when it is free, as a purchase is.
+    # without reading: one call when it is free, as a purchase is.
     guess: bool = True
     chunk_units: int = config.INVENTORY_CHUNK_UNITS
     inline_units: int = config.INVENTORY_INLINE_UNITS
@@ -662,7 +662,7 @@ class Inventory:
     def _offered(self, header: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
         """While a sku is CREATING, only the units of recorded chunks are offered: a chunk's
         units are counted (``available += n``) when it is recorded, so a unit claimed earlier
-        would show a negative ``available`` on ``GET /inventory/{sku}`` (issue 22, 3.7). The
+        would show a negative ``available`` on ``GET /inventory/{sku}``. The
         header only moves forward, so a unit offered by the header read stays recorded."""
         created = int(self.progress(header)["unitsCreated"])
         if created >= int(header["units"]):

@@ -1,4 +1,4 @@
-"""Inventory counts kept from the inventory table's stream (seed 002): the consumer's domain.
+"""Inventory counts kept from the inventory table's stream: the consumer's domain.
 
 The layout of ``inventory_summary`` is described in :mod:`service.domain.inventory`; this module
 is what the stream consumer (``service.handlers.inventory_summary``) runs on each record.

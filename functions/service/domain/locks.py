@@ -1,4 +1,4 @@
-"""Client-held locks (``/locks/{resource}``): leases with fencing tokens over HTTP (seed 003).
+"""Client-held locks (``/locks/{resource}``): leases with fencing tokens over HTTP.
 
 Table layout: the lease table of :mod:`turnstile_ddb.lease` (partition key ``resource``). Resources
 named by HTTP clients match ``schema.ID_PATTERN``, which has no ``/``; leases the service takes for

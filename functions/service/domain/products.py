@@ -1,4 +1,4 @@
-"""Products and purchases (seed 000): stock guarded by a version number.
+"""Products and purchases: stock guarded by a version number.
 
 Table layout: one item per product, partition key ``productId``; attributes ``name``, ``stock``,
 ``version`` (starts at 1, every write adds 1).
@@ -11,7 +11,7 @@ Two purchase strategies:
       SET #n = #n - :amount, #version = #version + :one      (#n: stock)
       ConditionExpression: #n >= :amount
 
-* ``versioned``: seed 000's read, decide, version-checked write, via
+* ``versioned``: optimistic locking's read, decide, version-checked write, via
   :func:`turnstile_ddb.versioned.update_versioned`. Right when the write depends on the read in
   ways a
   condition cannot express (prices, limits per customer, a call to another system in between).

@@ -1,4 +1,4 @@
-"""Asynchronous registration (seed 001, option 1): requests decided one by one, in stream order.
+"""Asynchronous registration: requests decided one by one, in stream order.
 
 Table layout: partition key ``eventId``, sort key ``requestId``; attributes ``userId``, ``status``
 (PENDING, then ACCEPTED or REJECTED), ``reason`` (why it was rejected), ``requestedAt``,

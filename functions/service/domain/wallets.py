@@ -1,9 +1,9 @@
-"""Wallet top-ups: a read-modify-write whose middle step charges a payment provider (seed 004).
+"""Wallet top-ups: a read-modify-write whose middle step charges a payment provider.
 
 Table layout: one item per wallet in the wallets table, partition key ``walletId``; attributes
 ``balance`` (integer, minor units), ``topUps`` (count), ``lastTopUpId``, ``fence`` (the lease fence
-of the last write), ``owner`` (the ``sub`` of whoever made its first top-up; API.md v2). The lease
-lives in the lease table under ``wallet/<walletId>``.
+of the last write), ``owner`` (the ``sub`` of whoever made its first top-up, see
+docs/identity.md). The lease lives in the lease table under ``wallet/<walletId>``.
 
 One item per provider charge in the same table, ``walletId = charge#<chargeId>`` (``#`` never
 appears in a wallet id): ``status`` CREDITED (with the ``receipt`` of the credit) or REFUNDED. It
@@ -23,8 +23,8 @@ A top-up, in order::
     5. release the lease (also when 2-4 raised)
 
 Only step 1 is ever repeated (by the waiting acquire), and nothing comes before it, so the charge
-runs at most once per request and only for a request that holds the wallet. Seed 004's first
-version retried the whole transaction on a conflict and charged again on every retry.
+runs at most once per request and only for a request that holds the wallet. An emulated
+SELECT ... FOR UPDATE that retries the whole transaction on a conflict charges on every retry.
 
 Step 4 is fenced: if this request was paused past its lease (a slow provider) and another top-up
 took the wallet over, the write is refused (409 LOCK_LOST) and the charge is refunded, so neither
@@ -217,7 +217,7 @@ class Wallets:
             raise locks.lock_lost(exc, held.fence) from exc
         except transact.Cancelled as exc:
             if exc.failed_at(1):
-                # issue 13.1: this charge already has its fate (the key's record expired and the
+                # This charge already has its fate (the key's record expired and the
                 # provider handed back its first charge): credit it never twice
                 return self._settled(exc.reasons[1].item or {})
             # Another condition refused the write (the idempotency claim was taken over): nothing
@@ -244,7 +244,7 @@ class Wallets:
     def _refund_unless_credited(
         self, charge_id: str, wallet_id: str, amount: int, top_up_id: str
     ) -> dict[str, Any] | None:
-        """Refund ``charge_id`` unless a committed credit holds it (issue 13.2).
+        """Refund ``charge_id`` unless a committed credit holds it.
 
         Marks the charge REFUNDED first (``attribute_not_exists``: refused if it was credited
         meanwhile), then refunds. Returns the committed receipt when the charge is credited, so

@@ -1,4 +1,4 @@
-"""Events API (seed 001): events, synchronous registrations, asynchronous registration requests."""
+"""Events API (no write skew): events, synchronous registrations, async registration requests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Inventory API (seed 002): units, reservations that hold them, confirm, release, counts."""
+"""Inventory API (SKIP LOCKED): units, reservations that hold them, confirm, release, counts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from service import catalog, policy, runtime
+from service import catalog, config, policy, runtime
 from service.api.bodies import inventory as models
 from service.api.resolver import Id, Resolver, created, no_content, ok
 from service.domain.inventory import Inventory
@@ -26,6 +26,8 @@ def _inventory() -> Inventory:
         table=tables["inventory"],
         summary_table=tables["inventory_summary"],
         pool_hints=claims.PoolHints(),
+        # Inline creations (small skus) keep the pace the environment names, as the worker does.
+        create_units_per_second=config.inventory_create_pace(),
     )
 
 
@@ -33,7 +35,7 @@ inventory: runtime.Lazy[Inventory] = runtime.Lazy(_inventory)
 
 
 def _owned_by_caller() -> Callable[[str | None], None]:
-    """A reservation is confirmed or released by whoever made it (API.md v2)."""
+    """A reservation is confirmed or released by whoever made it (docs/identity.md)."""
     caller = app.caller()
     return lambda owner: policy.require_owner(caller, owner, write=True, what="reservation")
 

@@ -1,4 +1,4 @@
-"""Locks API (seed 003): acquire, renew and release leases with fencing tokens."""
+"""Locks API: acquire, renew and release leases with fencing tokens."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Products API (seed 000): create, read, conditional update with ETag/If-Match, purchase."""
+"""Products API (optimistic): create, read, conditional update with ETag/If-Match, purchase."""
 
 from __future__ import annotations
 

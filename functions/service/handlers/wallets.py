@@ -1,4 +1,4 @@
-"""Wallets API (seed 004): top-ups that charge a payment provider inside a lease (FOR UPDATE)."""
+"""Wallets API: top-ups that charge a payment provider inside a lease (FOR UPDATE)."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ class LeaseTable(PrimitiveTable):
     an attribute no lease item has ever been written with, and which every acquisition removes
     besides, because a lease item carries its fence, which must increase forever, and a purge
     would restart it at 1.
-    (Not ``purgeAt``: lease code before issue 13 wrote that on lease items, and an old item idle
+    (Not ``purgeAt``: lease code before 0.3.0 wrote that on lease items, and an old item idle
     since would be purged.) The queue's tombstone rows carry it (a day ahead) and are cleaned up
     when nobody passed them over; correctness never depends on it (conditions decide)."""
 

@@ -1,4 +1,4 @@
-"""Events' request bodies (seed 001)."""
+"""Events' request bodies."""
 
 from __future__ import annotations
 

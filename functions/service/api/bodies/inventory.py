@@ -1,4 +1,4 @@
-"""Inventory's request bodies (seed 002)."""
+"""Inventory's request bodies."""
 
 from __future__ import annotations
 

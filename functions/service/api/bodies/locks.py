@@ -1,4 +1,4 @@
-"""Locks' request bodies (seed 003)."""
+"""Locks' request bodies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Products' request bodies (seed 000)."""
+"""Products' request bodies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wallets' request bodies (seed 004)."""
+"""Wallets' request bodies."""
 
 from __future__ import annotations
 
