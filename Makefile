@@ -63,6 +63,7 @@ help:
 	@echo "  RESYNTH=$(RESYNTH)   synth (so local, bench, chaos, fuzz): run python app.py even if none of its inputs changed (RESYNTH=1)"
 	@echo "  WORKERS=$(WORKERS)   make local (default shared) and soak (default pool): shared = a process per function, pool = a process per concurrent request, as Lambda"
 	@echo "  MINUTES=$(MINUTES) RATE=$(RATE)   soak: duration (a fraction is fine: MINUTES=0.5) and target arrival rate (tasks a second)"
+	@echo "  TEMPLATE=$(TEMPLATE) OUT=$(OUT)   soak: another synthesized template (its folder holds the assets); another report path"
 	@echo "  USER=$(USER) ADMIN=$(ADMIN)   make token: who, and whether in the admins group (ADMIN=1)"
 	@echo "  STACK=$(STACK) STAGE=$(STAGE) REGION=$(REGION) DESTROY_WITH_STACK=$(DESTROY_WITH_STACK)   deploy, destroy, test-deployed: which stack (empty REGION: the CLI's)"
 	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"

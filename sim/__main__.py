@@ -39,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         default=Config.reservations_each,
         help="per reservation client",
     )
+    parser.add_argument("--sharded-buyers", type=int, default=Config.sharded_clients)
+    parser.add_argument(
+        "--sharded-ops", type=int, default=Config.sharded_each, help="per sharded-products client"
+    )
+    parser.add_argument("--queuers", type=int, default=Config.queue_clients)
+    parser.add_argument(
+        "--queued", type=int, default=Config.queue_each, help="acquisitions per queue client"
+    )
     parser.add_argument(
         "--fault-scale", type=float, default=1.0, help="every fault probability times this"
     )
@@ -59,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         args.acquisitions,
         reservation_clients=args.reservers,
         reservations_each=args.reservations,
+        sharded_clients=args.sharded_buyers,
+        sharded_each=args.sharded_ops,
+        queue_clients=args.queuers,
+        queue_each=args.queued,
         fault_scale=args.fault_scale,
     )
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)

@@ -7,7 +7,11 @@ property chaos does not check (its lease checker judges fences, not time).
   write, fenced writes accounted), and two properties chaos does not check:
   :func:`overlapping_holds` and :func:`granted_as_asked`;
 * reservations: :func:`chaos.checkers.inventory` (no unit held twice, exactly q units or none,
-  sold once, sold units accounted, the table against the history) and :func:`bounded_cost`.
+  sold once, sold units accounted, the table against the history) and :func:`bounded_cost`;
+* sharded products: :func:`sharded_stock` (chaos's purchase checker assumes no restocks and a
+  linearizable remaining stock, which a sharded receipt does not promise);
+* the lease queue: :func:`chaos.checkers.queue` (run in :mod:`sim.run`), with
+  :func:`overlapping_holds` and :func:`granted_as_asked` over its holds too.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import itertools
 from collections import defaultdict
 
 from chaos.checkers import Report
+from chaos.history import OK, UNKNOWN, Op
 from sim.scheduler import EPOCH
 from sim.workloads import Cost, Hold
 
@@ -79,5 +84,52 @@ def bounded_cost(costs: list[Cost]) -> Report:
             "a reservation's cost is bounded",
             f"{cost.op.process} sent {cost.calls} calls for one reservation, bound {cost.bound}",
             [cost.op],
+        )
+    return report
+
+
+def _sums(amounts: list[int]) -> set[int]:
+    """Every total a subset of ``amounts`` adds up to."""
+    reachable = {0}
+    for amount in amounts:
+        reachable |= {total + amount for total in reachable}
+    return reachable
+
+
+def sharded_stock(
+    ops: list[Op], products: list[tuple[str, int, int]], final: dict[str, list[int]]
+) -> Report:
+    """Sharded products, per product: no shard below zero (so no oversell, whatever raced), and
+    the final total explained by the history: initial + the acknowledged restocks + some of the
+    unknown ones - the acknowledged sales - some of the unknown ones (each acknowledged sale
+    subtracted exactly once, each acknowledged restock added exactly once). Refusals are not
+    judged: restocks race with them, so a refusal's ``available`` proves nothing."""
+    report = Report()
+    for product_id, initial, _ in products:
+        mine = [op for op in ops if op.args.get("product") == product_id]
+        shards = final[product_id]
+        report.expect(
+            all(count >= 0 for count in shards),
+            "sharded",
+            "no shard below zero",
+            f"{product_id}: shards {shards}",
+            [op for op in mine if op.type == OK][-5:],
+        )
+        sales = [op for op in mine if op.f == "purchase"]
+        restocks = [op for op in mine if op.f == "restock"]
+        sold = sum(op.args["quantity"] for op in sales if op.type == OK)
+        added = sum(op.args["units"] for op in restocks if op.type == OK)
+        maybe_sold = _sums([op.args["quantity"] for op in sales if op.type == UNKNOWN])
+        maybe_added = _sums([op.args["units"] for op in restocks if op.type == UNKNOWN])
+        # initial + added + (some unknown restocks) - sold - (some unknown sales) == total
+        gap = initial + added - sold - sum(shards)
+        report.expect(
+            any(gap + extra in maybe_sold for extra in maybe_added),
+            "sharded",
+            "stock accounting",
+            f"{product_id}: initial {initial} + restocked {added} - sold {sold} - final "
+            f"{sum(shards)} = {gap}, not unknown sales minus unknown restocks",
+            [op for op in mine if op.type == UNKNOWN][:5]
+            + [op for op in sales if op.type == OK][-3:],
         )
     return report

@@ -20,6 +20,7 @@ import boto3
 from botocore.exceptions import ClientError, ReadTimeoutError
 from moto import mock_aws
 
+from chaos.checkers import Disturbance
 from sim.scheduler import Crashed, Scheduler, Task
 from turnstile_ddb import retry
 
@@ -101,6 +102,9 @@ class Stats:
     # ClientRequestToken -> (the request, its reply, when): moto does not implement the token's
     # idempotency (a replay within 10 minutes answers success without applying again); this does.
     tokens: dict[str, tuple[str, Any, float]] = field(default_factory=dict)
+    # Every injected fault as chaos's queue checker reads one: when, what, on whose process (a
+    # heartbeat's faults are its holder's).
+    disturbances: list[Disturbance] = field(default_factory=list)
 
 
 def _client_error(operation: str, code: str, **extra: Any) -> ClientError:
@@ -198,4 +202,7 @@ class SimClient:
     def _note(self, task: Task, name: str, what: str) -> None:
         if what in ("crash", "pause", "throttle", "conflict", "lost-before", "lost-after"):
             self._stats.faults += 1
+            kind = "kill" if what == "crash" else what
+            process = task.name.split(":")[0]
+            self._stats.disturbances.append(Disturbance(self._scheduler.now, kind, process))
         self._stats.trace.append(f"{self._scheduler.now:.6f} {task.name} {name} {what}")

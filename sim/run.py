@@ -17,11 +17,14 @@ from sim import checks
 from sim.ddb import Faults, SimClient, Stats
 from sim.model import Model
 from sim.scheduler import EPOCH, Scheduler
-from sim.workloads import Leasing, Purchases, Recorder, Reservations
+from sim.workloads import Leasing, Purchases, Queueing, Recorder, Reservations, Sharded
 
 # Each client's clock is off the global one by at most this (lease.py assumes any two clients
 # differ by less than its SAFETY_MARGIN_MS = 500 ms; two clients here differ by at most 400 ms).
 SKEW_SECONDS = 0.2
+# The lease queue's fairness assumes any two clocks differ by less than H/2 (chaos.checkers.queue
+# excuses unfairness past H/4 each): its clients' skews stay inside, so fairness is judged.
+QUEUE_SKEW_SECONDS = 0.1
 
 
 @dataclass
@@ -32,6 +35,10 @@ class Config:
     leases_each: int = 6  # acquisitions per lease client
     reservation_clients: int = 3
     reservations_each: int = 8  # reservations per reservation client
+    sharded_clients: int = 3
+    sharded_each: int = 10  # purchases and restocks per sharded-products client
+    queue_clients: int = 3
+    queue_each: int = 5  # acquisitions per lease-queue client
     faults: Faults = field(default_factory=Faults)
     fault_scale: float = 1.0  # every fault probability times this
 
@@ -44,6 +51,8 @@ class Config:
             f" --buyers {self.purchase_clients} --holders {self.lease_clients}"
             f" --purchases {self.purchases_each} --acquisitions {self.leases_each}"
             f" --reservers {self.reservation_clients} --reservations {self.reservations_each}"
+            f" --sharded-buyers {self.sharded_clients} --sharded-ops {self.sharded_each}"
+            f" --queuers {self.queue_clients} --queued {self.queue_each}"
             f"{scale}"
         )
 
@@ -55,6 +64,10 @@ class Config:
             self.leases_each,
             self.reservation_clients,
             self.reservations_each,
+            self.sharded_clients,
+            self.sharded_each,
+            self.queue_clients,
+            self.queue_each,
         )
 
 
@@ -101,6 +114,8 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
     leasing = Leasing(["r0"], operations=config.leases_each)
     reserving = Reservations([("sku0", 12, 3), ("sku1", 4, 1)], operations=config.reservations_each)
+    sharding = Sharded([("s0", 12, 4), ("s1", 6, 3)], operations=config.sharded_each)
+    queueing = Queueing(["q0"], operations=config.queue_each)
     with contextlib.ExitStack() as stack:
         if real is None:
             real = Model()
@@ -109,6 +124,8 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
         purchases.setup(real)
         leasing.setup(real)
         reserving.setup(real)
+        sharding.setup(real)
+        queueing.setup(real)
         for i in range(config.purchase_clients):
             client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
@@ -121,10 +138,20 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
             client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
             scheduler.spawn(f"reserver{i}", reserving.body(recorder, client), skew=skew)
+        for i in range(config.sharded_clients):
+            client = SimClient(real, scheduler, faults, stats)
+            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
+            scheduler.spawn(f"sharder{i}", sharding.body(recorder, client), skew=skew)
+        for i in range(config.queue_clients):
+            client = SimClient(real, scheduler, faults, stats)
+            skew = round(scheduler.rng.uniform(-QUEUE_SKEW_SECONDS, QUEUE_SKEW_SECONDS), 6)
+            scheduler.spawn(f"queuer{i}", queueing.body(recorder, client), skew=skew)
         finished = scheduler.run()
         final = purchases.final(real)
         logs = leasing.logs(real)
         skus = reserving.final(real)
+        shards = sharding.final(real)
+        queue_logs = queueing.logs(real)
     report = Report()
     for task in scheduler.tasks:
         report.expect(
@@ -137,9 +164,20 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
     report.merge(checks.overlapping_holds(recorder.holds))
     report.merge(checks.granted_as_asked(recorder.holds))
+    queued = [op for op in recorder.ops if op.pattern == "queue"]
+    settings = queueing.settings
+    bounds = checkers.QueueBounds(
+        settings.heartbeat_ms / 1000,
+        settings.expiry_ms / 1000,
+        settings.poll_ms / 1000,
+        idle_s=settings.idle_ms / 1000,
+    )
+    report.merge(checkers.queue(queued, queue_logs, stats.disturbances, bounds))
+    sharded_ops = [op for op in recorder.ops if op.pattern == "sharded"]
+    report.merge(checks.sharded_stock(sharded_ops, sharding.products, shards))
     report.merge(checkers.inventory([op for op in recorder.ops if op.pattern == "inventory"], skus))
     report.merge(checks.bounded_cost(reserving.costs))
-    history = render(recorder, stats, final, logs)
+    history = render(recorder, stats, final, {**logs, **queue_logs}, shards)
     return Result(
         seed,
         history,
@@ -159,7 +197,11 @@ def drop_tables(client: Any) -> None:
 
 
 def render(
-    recorder: Recorder, stats: Stats, final: dict[str, int | None], logs: dict[str, list[int]]
+    recorder: Recorder,
+    stats: Stats,
+    final: dict[str, int | None],
+    logs: dict[str, list[int]],
+    shards: dict[str, list[int]],
 ) -> str:
     """The whole history as text: every DynamoDB call and every operation, in virtual time."""
     lines = ["# calls", *stats.trace, "# operations"]
@@ -181,7 +223,9 @@ def render(
                 default=str,
             )
         )
-    lines.append("# final " + json.dumps({"stock": final, "logs": logs}, sort_keys=True))
+    lines.append(
+        "# final " + json.dumps({"stock": final, "logs": logs, "shards": shards}, sort_keys=True)
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -212,19 +256,34 @@ def shrink(seed: int, config: Config, *, real: Any = None) -> tuple[Config, Resu
 
 def _smaller(config: Config) -> list[Config]:
     candidates = []
-    if config.purchase_clients + config.lease_clients + config.reservation_clients > 1:
+    clients = (
+        config.purchase_clients
+        + config.lease_clients
+        + config.reservation_clients
+        + config.sharded_clients
+        + config.queue_clients
+    )
+    if clients > 1:
         if config.purchase_clients:
             candidates.append(replace(config, purchase_clients=config.purchase_clients - 1))
         if config.lease_clients:
             candidates.append(replace(config, lease_clients=config.lease_clients - 1))
         if config.reservation_clients:
             candidates.append(replace(config, reservation_clients=config.reservation_clients - 1))
+        if config.sharded_clients:
+            candidates.append(replace(config, sharded_clients=config.sharded_clients - 1))
+        if config.queue_clients:
+            candidates.append(replace(config, queue_clients=config.queue_clients - 1))
     if config.purchases_each > 1 and config.purchase_clients:
         candidates.append(replace(config, purchases_each=config.purchases_each // 2))
     if config.leases_each > 1 and config.lease_clients:
         candidates.append(replace(config, leases_each=config.leases_each // 2))
     if config.reservations_each > 1 and config.reservation_clients:
         candidates.append(replace(config, reservations_each=config.reservations_each // 2))
+    if config.sharded_each > 1 and config.sharded_clients:
+        candidates.append(replace(config, sharded_each=config.sharded_each // 2))
+    if config.queue_each > 1 and config.queue_clients:
+        candidates.append(replace(config, queue_each=config.queue_each // 2))
     return candidates
 
 

@@ -49,6 +49,7 @@ class Task:
     wake: float = 0.0
     done: bool = False
     crashed: bool = False
+    waiting: Task | None = None  # joined on this task: runs again once it is done
     error: BaseException | None = None
     go: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
     thread: threading.Thread | None = None
@@ -84,6 +85,30 @@ class Scheduler:
         return task
 
     # -- called from the running client's thread ---------------------------------------------
+
+    def start(self, name: str, body: Callable[[Task], None], *, skew: float = 0.0) -> Task:
+        """Spawn a client while the run is under way (a heartbeat the running client starts):
+        it is ready at once and runs when the scheduler picks it."""
+        self._running()
+        task = self.spawn(name, body, skew=skew)
+        task.wake = self.now
+        self._start(task)
+        return task
+
+    def join(self, other: Task) -> None:
+        """The running client waits, on virtual time, until ``other`` has ended."""
+        task = self._running()
+        while not other.done:
+            task.wake = self.now
+            task.waiting = other
+            try:
+                self._switch(task)
+            finally:
+                task.waiting = None
+
+    def nap(self, seconds: float) -> None:
+        """The running client sleeps ``seconds`` of virtual time."""
+        self.sleep(self._running(), seconds)
 
     def point(self) -> Task:
         """A scheduling point: the running client offers the baton; it resumes when picked."""
@@ -143,9 +168,10 @@ class Scheduler:
                 return not self.aborted
             if self.steps >= self.max_steps and not self.aborted:
                 self.aborted = True
-            due = [task for task in live if task.wake <= self.now or self.aborted]
+            ready = [task for task in live if task.waiting is None or task.waiting.done]
+            due = [task for task in ready if task.wake <= self.now or self.aborted]
             if not due:
-                self.now = min(task.wake for task in live)
+                self.now = min(task.wake for task in ready)
                 continue
             task = due[self.rng.randrange(len(due))]
             self.steps += 1

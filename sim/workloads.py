@@ -12,11 +12,16 @@ can judge them (see :mod:`sim.checks`).
 * **reservations**: ``service.domain.inventory.Inventory`` (the service's real code over
   ``turnstile_ddb.claims``): reserve 1 to 3 units of a small sku spread over pools with a short
   hold, then confirm, cancel, or let the hold lapse.
+* **sharded products**: ``Products.purchase`` on products whose stock is split over shards
+  (``turnstile_ddb.sharded.take``), with restocks (``sharded.add``) racing with the takes.
+* **the lease queue**: ``LeaseQueue.acquire`` with bounded waits, holders renewing under a
+  ``Heartbeat`` run as a simulated client of its own, plain ``Leases.acquire`` arrivals, crashes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +34,7 @@ from service.domain.inventory import Inventory, unit_id
 from service.domain.products import Products
 from sim.ddb import create_table
 from sim.scheduler import Crashed, Scheduler, Task
-from turnstile_ddb import claims, codec, idempotency, lease, retry
+from turnstile_ddb import claims, codec, idempotency, lease, lease_queue, retry, sharded
 
 PRODUCTS_TABLE = "sim-products"
 IDEMPOTENCY_TABLE = "sim-idempotency"
@@ -271,8 +276,14 @@ class Leasing:
         return run
 
     @staticmethod
-    def _write(recorder: Recorder, task: Task, leases: lease.Leases, held: lease.Lease) -> None:
-        op = recorder.invoke("leases", task.name, "write", resource=held.resource, fence=held.fence)
+    def _write(
+        recorder: Recorder,
+        task: Task,
+        leases: lease.Leases,
+        held: lease.Lease,
+        pattern: str = "leases",
+    ) -> None:
+        op = recorder.invoke(pattern, task.name, "write", resource=held.resource, fence=held.fence)
         append = {
             "Update": {
                 "TableName": DATA_TABLE,
@@ -297,14 +308,19 @@ class Leasing:
             recorder.complete(op, OK)
 
     def logs(self, client: Any) -> dict[str, list[int]]:
-        logs: dict[str, list[int]] = {}
-        for resource in self.resources:
-            item = client.get_item(
-                TableName=DATA_TABLE, Key=codec.encode_item({"id": resource}), ConsistentRead=True
-            ).get("Item")
-            log = (codec.decode_item(item) or {}).get("log", [])
-            logs[resource] = [int(fence) for fence in log]
-        return logs
+        return _logs(client, self.resources)
+
+
+def _logs(client: Any, resources: list[str]) -> dict[str, list[int]]:
+    """The fences each resource's protected item accepted, in order."""
+    logs: dict[str, list[int]] = {}
+    for resource in resources:
+        item = client.get_item(
+            TableName=DATA_TABLE, Key=codec.encode_item({"id": resource}), ConsistentRead=True
+        ).get("Item")
+        log = (codec.decode_item(item) or {}).get("log", [])
+        logs[resource] = [int(fence) for fence in log]
+    return logs
 
 
 @dataclass
@@ -469,3 +485,269 @@ def _settle(store: Inventory, f: str, sku: str, reservation: str) -> tuple[str, 
         return FAIL, {"error": "THROTTLED"}
     except retry.OutcomeUnknown:
         return UNKNOWN, None
+
+
+SHARDED_TABLE = "sim-sharded-products"
+
+
+@dataclass
+class Sharded:
+    """Sharded products: ``Products.purchase`` on products whose stock is split over shards
+    (``turnstile_ddb.sharded.take``, each client with hints of its own, as a Lambda environment
+    has, and its own seeded random choices), with restocks (``Products.restock``:
+    ``sharded.add`` told the same hints) racing with the takes."""
+
+    products: list[tuple[str, int, int]]  # (product, initial stock, shards)
+    operations: int = 10  # per client
+    restock_share: float = 0.2  # of a client's operations
+    restock_units: tuple[int, ...] = (1, 2, 5)
+
+    def setup(self, client: Any) -> None:
+        create_table(client, SHARDED_TABLE, "productId")
+        shop = Products(
+            client, SHARDED_TABLE, backoff=retry.Backoff(attempts=1, sleep=_never_sleeps)
+        )
+        for product_id, stock, shards in self.products:
+            shop.create(product_id, product_id, stock, shards)
+
+    def body(self, recorder: Recorder, client: Any) -> Any:
+        def run(task: Task) -> None:
+            hints = sharded.Hints(
+                shards=sharded.ShardHints(clock=task.clock),
+                sold_out=sharded.SoldOutHints(clock=task.clock),
+            )
+            shop = Products(
+                client,
+                SHARDED_TABLE,
+                backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
+                conflicts=task.backoff(attempts=6, base=0.005, cap=0.1, budget=1.0),
+                hints=hints,
+                rand=task.rng,
+            )
+            for _ in range(self.operations):
+                product_id = task.rng.choice(self.products)[0]
+                if task.rng.random() < self.restock_share:
+                    units = task.rng.choice(self.restock_units)
+                    op = recorder.invoke(
+                        "sharded", task.name, "restock", product=product_id, units=units
+                    )
+                    try:
+                        outcome, value = _restock(shop, product_id, units)
+                    except Crashed:
+                        recorder.complete(op, UNKNOWN)
+                        raise
+                else:
+                    quantity = task.rng.randint(1, 3)
+                    op = recorder.invoke(
+                        "sharded", task.name, "purchase", product=product_id, quantity=quantity
+                    )
+                    try:
+                        outcome, value = _purchase(shop, product_id, quantity, "atomic", None)
+                    except Crashed:
+                        recorder.complete(op, UNKNOWN)
+                        raise
+                recorder.complete(op, outcome, value)
+                task.sleep(task.rng.random() * 0.05)
+
+        return run
+
+    def final(self, client: Any) -> dict[str, list[int]]:
+        """Each product's shard counts, read consistently."""
+        return {
+            product_id: sharded.read_all(
+                client,
+                sharded.ShardedCounter(SHARDED_TABLE, "productId", product_id, shards, "stock"),
+                retry.Backoff(attempts=1, sleep=_never_sleeps),
+            )
+            for product_id, _, shards in self.products
+        }
+
+
+def _restock(shop: Products, product_id: str, units: int) -> tuple[str, Any]:
+    try:
+        return OK, shop.restock(product_id, units)
+    except retry.RetriesExhausted:
+        return FAIL, {"error": "THROTTLED"}
+    except retry.OutcomeUnknown:
+        return UNKNOWN, None
+
+
+QUEUE_TABLE = "sim-queue-leases"
+
+
+@dataclass
+class _Renewing:
+    """The leases a holder's heartbeat renews with: the real ones, each renewal's answer noted
+    (virtual time, the renewed lease) so the holder's belief can follow it."""
+
+    leases: lease.Leases
+    scheduler: Scheduler
+    renewals: list[tuple[float, lease.Lease]] = field(default_factory=list)
+
+    def renew(self, held: lease.Lease, ttl_ms: int, **kwargs: Any) -> lease.Lease:
+        renewed = self.leases.renew(held, ttl_ms, **kwargs)
+        self.renewals.append((self.scheduler.now, renewed))
+        return renewed
+
+
+@dataclass
+class Queueing:
+    """The lease queue: ``LeaseQueue.acquire`` with bounded waits, holders that work while their
+    ``Heartbeat`` renews (run as a simulated client of its own, on virtual time), write fenced and
+    release; some plain ``Leases.acquire`` arrivals among them; crashes leave waiters and holders
+    behind. The history records each acquisition's tickets and when it took its first, as
+    ``chaos.checkers.queue`` reads them."""
+
+    resources: list[str]
+    operations: int = 5  # acquisitions per client
+    plain_share: float = 0.2
+    work_seconds: float = 2.0  # the most a holder works (L is 1.5 s: some holds need renewals)
+    waits_ms: tuple[int, ...] = (3_000, 9_000)
+    settings: lease_queue.QueueSettings = field(default_factory=lease_queue.QueueSettings)
+
+    def setup(self, client: Any) -> None:
+        create_table(client, QUEUE_TABLE, "resource")
+
+    def body(self, recorder: Recorder, client: Any) -> Any:
+        def run(task: Task) -> None:
+            leases = lease.Leases(
+                client, QUEUE_TABLE, backoff=task.backoff(attempts=4), clock=task.clock
+            )
+            tickets: list[int] = []
+            ticketed: list[float] = []
+
+            def took(resource: str, owner: str, ticket: int) -> None:
+                tickets.append(ticket)
+                if not ticketed:
+                    ticketed.append(recorder.scheduler.now)
+
+            queue = lease_queue.LeaseQueue(
+                leases, self.settings, sleep=task.sleep, monotonic=task.clock, on_ticket=took
+            )
+            for number in range(self.operations):
+                resource = task.rng.choice(self.resources)
+                owner = f"{task.name}.{number}"
+                role = "plain" if task.rng.random() < self.plain_share else "normal"
+                tickets.clear()
+                ticketed.clear()
+                op = recorder.invoke(
+                    "queue", task.name, "acquire", resource=resource, owner=owner, role=role
+                )
+                try:
+                    if role == "plain":
+                        held = leases.acquire(resource, owner, self.settings.expiry_ms)
+                    else:
+                        wait_ms = task.rng.choice(self.waits_ms)
+                        held = queue.acquire(resource, owner, wait_ms=wait_ms)
+                except lease_queue.WaitTimedOut as exc:
+                    recorder.complete(op, FAIL, {"tickets": list(tickets), "at": exc.position})
+                    op.status = 409
+                    continue
+                except (lease.Held, retry.RetriesExhausted) as exc:
+                    recorder.complete(op, FAIL, {"error": type(exc).__name__})
+                    op.status = 409 if isinstance(exc, lease.Held) else 503
+                    task.sleep(task.rng.uniform(0, 0.1))
+                    continue
+                except retry.OutcomeUnknown:
+                    recorder.complete(op, UNKNOWN, {"tickets": list(tickets)})
+                    continue
+                except Crashed:
+                    recorder.complete(op, FAIL, {"tickets": list(tickets), "killed": True})
+                    raise
+                served: dict[str, Any] = {
+                    "fence": held.fence,
+                    "ticket": held.ticket,
+                    "tickets": list(tickets),
+                    "expiresAt": held.expires_at_ms,
+                }
+                if ticketed:
+                    served["ticketedAt"] = ticketed[0]
+                recorder.complete(op, OK, served)
+                op.status = 201
+                self._hold(recorder, task, leases, held, op)
+
+        return run
+
+    def _hold(
+        self, recorder: Recorder, task: Task, leases: lease.Leases, held: lease.Lease, op: Op
+    ) -> None:
+        """Work under a heartbeat, write fenced, release; a crash leaves the lease to lapse."""
+        scheduler = recorder.scheduler
+        hold = Hold(
+            held.resource,
+            held.owner,
+            held.fence,
+            scheduler.now,
+            _believed(leases, held, task),
+            op,
+            asked_ms=self.settings.expiry_ms,
+            asked_at_ms=round((op.invoked + task.skew) * 1000),
+            answered_at_ms=round(task.clock() * 1000),
+            expires_at_ms=held.expires_at_ms,
+        )
+        recorder.holds.append(hold)
+        renewing = _Renewing(leases, scheduler)
+
+        def start(loop: Any) -> Any:
+            beat = scheduler.start(f"{task.name}:beat", lambda _: loop(), skew=task.skew)
+            # its own backoff: a retry's sleep must be the beating client's, not the holder's
+            renewing.leases = dataclasses.replace(leases, backoff=beat.backoff(attempts=4))
+
+            def join() -> None:
+                beat.crashed = beat.crashed or task.crashed  # one process: it died with it
+                scheduler.join(beat)
+
+            return join
+
+        beat = lease_queue.Heartbeat(
+            renewing,  # type: ignore[arg-type]  # renew is all a heartbeat calls
+            held,
+            period_ms=self.settings.heartbeat_ms,
+            ttl_ms=self.settings.expiry_ms,
+            sleep=scheduler.nap,
+            start=start,
+        )
+        try:
+            with beat:
+                task.sleep(task.rng.random() * self.work_seconds)
+                Leasing._write(recorder, task, leases, beat.lease, pattern="queue")
+        except Crashed:
+            kill = recorder.invoke(
+                "queue",
+                task.name,
+                "kill",
+                resource=held.resource,
+                owner=held.owner,
+                fence=held.fence,
+            )
+            recorder.complete(kill, OK, {"expiresAt": held.expires_at_ms})
+            raise
+        finally:
+            hold.end = _belief_end(leases, held, task, renewing.renewals, scheduler.now)
+        with contextlib.suppress(lease.LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown):
+            leases.release(beat.lease)
+
+    def logs(self, client: Any) -> dict[str, list[int]]:
+        return _logs(client, self.resources)
+
+
+def _believed(leases: lease.Leases, held: lease.Lease, task: Task) -> float:
+    """Until when (global virtual seconds) a holder of ``held`` believes it holds it."""
+    return (held.expires_at_ms - leases.safety_margin_ms) / 1000 - task.skew
+
+
+def _belief_end(
+    leases: lease.Leases,
+    held: lease.Lease,
+    task: Task,
+    renewals: list[tuple[float, lease.Lease]],
+    now: float,
+) -> float:
+    """The end of a holder's belief by ``now``: its lease's, carried on by each renewal answered
+    while it still believed (a renewal answered after the belief lapsed does not revive it)."""
+    end = _believed(leases, held, task)
+    for at, renewed in renewals:
+        if at > end or at > now:
+            break
+        end = max(end, _believed(leases, renewed, task))
+    return min(end, now)

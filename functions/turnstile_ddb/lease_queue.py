@@ -1002,6 +1002,13 @@ class Heartbeat:
     a frozen or finished invocation leaves a lease that expires by itself. :attr:`lease` is the
     latest renewed lease; :attr:`lost` is set when a renewal is refused (taken over: stop writing,
     the fence would refuse you anyway). The thread is joined on exit.
+
+    ``sleep`` and ``start`` run the renewals on someone else's time (a simulator's virtual time, a
+    test's fake clock): given ``sleep``, the loop naps with it between renewals and looks whether
+    it was stopped after each nap (so leaving the block may wait up to one period), instead of
+    waiting on a :class:`threading.Event` with a real timeout; given ``start``, the loop is handed
+    to it instead of a new thread, and the function it returns is called on exit to wait for the
+    loop's end.
     """
 
     def __init__(
@@ -1013,6 +1020,8 @@ class Heartbeat:
         ttl_ms: int,
         remaining_ms: Callable[[], int] | None = None,
         margin_ms: int = 1000,
+        sleep: Callable[[float], None] | None = None,
+        start: Callable[[Callable[[], None]], Callable[[], None]] | None = None,
     ) -> None:
         self.leases = leases
         self.lease = held
@@ -1023,18 +1032,31 @@ class Heartbeat:
         self.lost = threading.Event()
         self.renewals = 0
         self._stop = threading.Event()
+        self._sleep = sleep
+        self._start = start
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+        self._join: Callable[[], None] = self._thread.join
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        if self._start is None:
+            self._thread.start()
+        else:
+            self._join = self._start(self._run)
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
-        self._thread.join()
+        self._join()
+
+    def _stopped_after(self, seconds: float) -> bool:
+        """Wait ``seconds`` (or until stopped, on the default event); whether it was stopped."""
+        if self._sleep is None:
+            return self._stop.wait(seconds)
+        self._sleep(seconds)
+        return self._stop.is_set()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period_ms / 1000):
+        while not self._stopped_after(self.period_ms / 1000):
             ttl = self.ttl_ms
             if self.remaining_ms is not None:
                 left = self.remaining_ms() - self.margin_ms

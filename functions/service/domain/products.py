@@ -98,6 +98,9 @@ class Products:
     shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
     # What this process learnt of sharded products' shards (runtime.sharded_hints in Lambda).
     hints: sharded.Hints = field(default_factory=sharded.Hints)
+    # The random choices of sharded purchases (which shard, how to spread): inject a seeded one
+    # to replay them (the simulator does).
+    rand: random.Random = field(default_factory=random.Random)
 
     def _key(self, product_id: str) -> dict[str, Any]:
         return {"productId": product_id}
@@ -306,7 +309,7 @@ class Products:
         if claim is not None:
             return self._purchase_sharded_keyed(counter, quantity, purchase_id, claim)
         try:
-            options = sharded.TakeOptions(backoff=self.backoff, hints=self.hints)
+            options = sharded.TakeOptions(backoff=self.backoff, hints=self.hints, rand=self.rand)
             taken = sharded.take(self.client, counter, quantity, options)
         except sharded.Missing as exc:
             raise NotFound(f"no product {product_id!r}") from exc
@@ -337,9 +340,9 @@ class Products:
             # unkeyed path does), each written only if it still holds what was read.
             able = [k for k, count in enumerate(counts) if count >= quantity]
             if able:
-                takes = {able[uuid.uuid4().int % len(able)]: quantity}
+                takes = {able[self.rand.randrange(len(able))]: quantity}
             else:
-                takes = sharded.spread(counts, quantity, random.Random())
+                takes = sharded.spread(counts, quantity, self.rand)
             first = next(iter(takes))
             after = {
                 "stock": sum(counts[k] - take for k, take in takes.items()),
