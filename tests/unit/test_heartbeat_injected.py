@@ -33,7 +33,14 @@ def test_the_naps_and_the_loop_are_the_callers():
         return lambda: joined.append(True)
 
     leases = _Leases()
-    beat = Heartbeat(leases, "held", period_ms=500, ttl_ms=1500, sleep=naps.append, start=start)
+    beat = Heartbeat(
+        leases,  # type: ignore[arg-type]
+        "held",  # type: ignore[arg-type]
+        period_ms=500,
+        ttl_ms=1500,
+        sleep=naps.append,
+        start=start,
+    )
     with beat:
         assert threading.active_count() == threads  # no thread of its own
         loops[0]()  # the caller runs the loop where it likes
@@ -47,7 +54,12 @@ def test_a_stop_is_seen_after_the_nap_it_came_in():
     naps: list[float] = []
     leases = _Leases()
     beat = Heartbeat(
-        leases, "held", period_ms=500, ttl_ms=1500, sleep=naps.append, start=lambda loop: loop
+        leases,  # type: ignore[arg-type]
+        "held",  # type: ignore[arg-type]
+        period_ms=500,
+        ttl_ms=1500,
+        sleep=naps.append,
+        start=lambda loop: loop,
     )
     with beat:
         pass  # the exit stops it, then runs the loop as its "join": one nap, no renewal
