@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -43,6 +43,7 @@ help:
 	@echo "  make soak-step  the rate raised by half every STEP_SECONDS from RATE until p99 > 2 s or errors; the highest held"
 	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
 	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
+	@echo "  make mutants the mutant kill table (tests/mutants, docs/mutants.md): LAYERS=sim,tests (or sim, chaos, ...)"
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included; skipped if no input changed)"
 	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
@@ -63,6 +64,7 @@ help:
 	@echo "  RESYNTH=$(RESYNTH)   synth (so local, bench, chaos, fuzz): run python app.py even if none of its inputs changed (RESYNTH=1)"
 	@echo "  WORKERS=$(WORKERS)   make local (default shared) and soak (default pool): shared = a process per function, pool = a process per concurrent request, as Lambda"
 	@echo "  MINUTES=$(MINUTES) RATE=$(RATE)   soak: duration (a fraction is fine: MINUTES=0.5) and target arrival rate (tasks a second)"
+	@echo "  STEP_SECONDS=$(STEP_SECONDS)   soak-step: how long each rate is held (judged after its first 15 s)"
 	@echo "  TEMPLATE=$(TEMPLATE) OUT=$(OUT)   soak: another synthesized template (its folder holds the assets); another report path"
 	@echo "  USER=$(USER) ADMIN=$(ADMIN)   make token: who, and whether in the admins group (ADMIN=1)"
 	@echo "  STACK=$(STACK) STAGE=$(STAGE) REGION=$(REGION) DESTROY_WITH_STACK=$(DESTROY_WITH_STACK)   deploy, destroy, test-deployed: which stack (empty REGION: the CLI's)"
@@ -253,6 +255,12 @@ chaos: install-local layers synth
 SEEDS ?= 20
 sim: $(VENV)/.installed
 	$(BIN)/python -m sim $(if $(SEED),--seed $(SEED) --show,--seeds $(SEEDS))
+
+# The mutant set's kill table (tests/mutants/*.patch, docs/mutants.md): each patch applied to a
+# temporary copy of the tree, never to this one; chaos needs a synth and is slow.
+LAYERS ?= sim,tests
+mutants: $(VENV)/.installed
+	$(BIN)/python -m sim.mutants --layers $(LAYERS)
 
 EXAMPLES ?= 50
 
