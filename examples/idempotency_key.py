@@ -19,10 +19,10 @@ charges: list[int] = []
 def charge(key: str, amount: int) -> object:
     started = store.begin(key, idempotency.fingerprint("charge", amount))
     if isinstance(started, idempotency.Replay):
-        return started.body
+        return started.answer
     charges.append(amount)  # the side effect
     answer = {"charged": amount, "charge": len(charges)}
-    store.complete(started, 201, answer)
+    store.complete(started, answer)
     return answer
 
 
