@@ -18,8 +18,9 @@ sys.path.insert(0, str(ROOT / "functions"))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from sim.ddb import moto_dynamodb  # noqa: E402
+from sim.kinds import KINDS  # noqa: E402
 from sim.model import Model  # noqa: E402
-from sim.run import Config, describe, run_seed, shrink, summary  # noqa: E402
+from sim.run import Config, default_sizes, describe, run_seed, shrink, summary  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         "--queued", type=int, default=Config.queue_each, help="acquisitions per queue client"
     )
     parser.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="KIND=CLIENTS:EACH",
+        help="a registered workload's size (sim/kinds.py), e.g. events=3:8; 0 clients: none",
+    )
+    parser.add_argument(
         "--fault-scale", type=float, default=1.0, help="every fault probability times this"
     )
     parser.add_argument(
@@ -72,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         queue_clients=args.queuers,
         queue_each=args.queued,
         fault_scale=args.fault_scale,
+        sizes_by_kind={**default_sizes(), **dict(_size(text) for text in args.size)},
     )
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
@@ -90,6 +99,15 @@ def main(argv: list[str] | None = None) -> int:
                     print("shrunk: " + describe(small), flush=True)
     print(summary(results, time.perf_counter() - started))
     return 1 if any(r.violations for r in results) else 0
+
+
+def _size(text: str) -> tuple[str, tuple[int, int]]:
+    name, _, size = text.partition("=")
+    clients, _, each = size.partition(":")
+    known = {kind.name: kind for kind in KINDS}
+    if name not in known:
+        raise SystemExit(f"--size: no workload {name!r}; registered: {', '.join(known) or 'none'}")
+    return name, (int(clients), int(each) if each else known[name].each)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from chaos import checkers
 from chaos.checkers import Report
 from sim import checks
 from sim.ddb import Faults, SimClient, Stats
+from sim.kinds import KINDS
 from sim.model import Model
 from sim.scheduler import EPOCH, Scheduler
 from sim.workloads import Leasing, Purchases, Queueing, Recorder, Reservations, Sharded
@@ -41,20 +42,31 @@ class Config:
     queue_each: int = 5  # acquisitions per lease-queue client
     faults: Faults = field(default_factory=Faults)
     fault_scale: float = 1.0  # every fault probability times this
+    # The registered workloads' sizes (sim.kinds.KINDS): name -> (clients, operations each); a
+    # kind left out runs no client.
+    sizes_by_kind: dict[str, tuple[int, int]] = field(default_factory=lambda: default_sizes())
 
     def flags(self) -> str:
         """The command-line flags of this configuration (what ``python -m sim`` takes)."""
         scale = "" if self.fault_scale == 1.0 else f" --fault-scale {self.fault_scale:g}"
         if self.sizes() == Config().sizes():
             return scale
+        kinds = "".join(
+            f" --size {kind.name}={self.size_of(kind.name)[0]}:{self.size_of(kind.name)[1]}"
+            for kind in KINDS
+            if self.size_of(kind.name) != (kind.clients, kind.each)
+        )
         return (
             f" --buyers {self.purchase_clients} --holders {self.lease_clients}"
             f" --purchases {self.purchases_each} --acquisitions {self.leases_each}"
             f" --reservers {self.reservation_clients} --reservations {self.reservations_each}"
             f" --sharded-buyers {self.sharded_clients} --sharded-ops {self.sharded_each}"
             f" --queuers {self.queue_clients} --queued {self.queue_each}"
-            f"{scale}"
+            f"{kinds}{scale}"
         )
+
+    def size_of(self, kind: str) -> tuple[int, int]:
+        return self.sizes_by_kind.get(kind, (0, 0))
 
     def sizes(self) -> tuple[int, ...]:
         return (
@@ -68,7 +80,12 @@ class Config:
             self.sharded_each,
             self.queue_clients,
             self.queue_each,
+            *(n for kind in KINDS for n in self.size_of(kind.name)),
         )
+
+
+def default_sizes() -> dict[str, tuple[int, int]]:
+    return {kind.name: (kind.clients, kind.each) for kind in KINDS}
 
 
 @dataclass
@@ -111,11 +128,17 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     recorder = Recorder(scheduler)
     stats = Stats()
     faults = config.faults.scaled(config.fault_scale)
+    extra_reports: list[Report] = []
     purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
     leasing = Leasing(["r0"], operations=config.leases_each)
     reserving = Reservations([("sku0", 12, 3), ("sku1", 4, 1)], operations=config.reservations_each)
     sharding = Sharded([("s0", 12, 4), ("s1", 6, 3)], operations=config.sharded_each)
     queueing = Queueing(["q0"], operations=config.queue_each)
+    extras = [
+        (kind, config.size_of(kind.name)[0], kind.make(config.size_of(kind.name)[1]))
+        for kind in KINDS
+        if config.size_of(kind.name)[0] > 0
+    ]
     with contextlib.ExitStack() as stack:
         if real is None:
             real = Model()
@@ -126,6 +149,8 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
         reserving.setup(real)
         sharding.setup(real)
         queueing.setup(real)
+        for _, _, workload in extras:
+            workload.setup(real)
         for i in range(config.purchase_clients):
             client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
@@ -146,12 +171,21 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
             client = SimClient(real, scheduler, faults, stats)
             skew = round(scheduler.rng.uniform(-QUEUE_SKEW_SECONDS, QUEUE_SKEW_SECONDS), 6)
             scheduler.spawn(f"queuer{i}", queueing.body(recorder, client), skew=skew)
+        for kind, clients, workload in extras:
+            for i in range(clients):
+                client = SimClient(real, scheduler, faults, stats)
+                skew = round(scheduler.rng.uniform(-kind.skew, kind.skew), 6)
+                scheduler.spawn(f"{kind.name}{i}", workload.body(recorder, client), skew=skew)
         finished = scheduler.run()
         final = purchases.final(real)
         logs = leasing.logs(real)
         skus = reserving.final(real)
         shards = sharding.final(real)
         queue_logs = queueing.logs(real)
+        extra_final = {kind.name: workload.final(real) for kind, _, workload in extras}
+        for _, _, workload in extras:
+            report_extra = workload.check(recorder, stats, real)
+            extra_reports.append(report_extra)
     report = Report()
     for task in scheduler.tasks:
         report.expect(
@@ -177,7 +211,9 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     report.merge(checks.sharded_stock(sharded_ops, sharding.products, shards))
     report.merge(checkers.inventory([op for op in recorder.ops if op.pattern == "inventory"], skus))
     report.merge(checks.bounded_cost(reserving.costs))
-    history = render(recorder, stats, final, {**logs, **queue_logs}, shards)
+    for extra in extra_reports:
+        report.merge(extra)
+    history = render(recorder, stats, final, {**logs, **queue_logs}, shards, extra_final)
     return Result(
         seed,
         history,
@@ -202,6 +238,7 @@ def render(
     final: dict[str, int | None],
     logs: dict[str, list[int]],
     shards: dict[str, list[int]],
+    extra: dict[str, Any] | None = None,
 ) -> str:
     """The whole history as text: every DynamoDB call and every operation, in virtual time."""
     lines = ["# calls", *stats.trace, "# operations"]
@@ -224,7 +261,12 @@ def render(
             )
         )
     lines.append(
-        "# final " + json.dumps({"stock": final, "logs": logs, "shards": shards}, sort_keys=True)
+        "# final "
+        + json.dumps(
+            {"stock": final, "logs": logs, "shards": shards, **(extra or {})},
+            sort_keys=True,
+            default=str,
+        )
     )
     return "\n".join(lines) + "\n"
 
@@ -262,6 +304,7 @@ def _smaller(config: Config) -> list[Config]:
         + config.reservation_clients
         + config.sharded_clients
         + config.queue_clients
+        + sum(size[0] for size in config.sizes_by_kind.values())
     )
     if clients > 1:
         if config.purchase_clients:
@@ -274,6 +317,9 @@ def _smaller(config: Config) -> list[Config]:
             candidates.append(replace(config, sharded_clients=config.sharded_clients - 1))
         if config.queue_clients:
             candidates.append(replace(config, queue_clients=config.queue_clients - 1))
+        for name, (n, each) in config.sizes_by_kind.items():
+            if n:
+                candidates.append(_resized(config, name, (n - 1, each)))
     if config.purchases_each > 1 and config.purchase_clients:
         candidates.append(replace(config, purchases_each=config.purchases_each // 2))
     if config.leases_each > 1 and config.lease_clients:
@@ -284,7 +330,14 @@ def _smaller(config: Config) -> list[Config]:
         candidates.append(replace(config, sharded_each=config.sharded_each // 2))
     if config.queue_each > 1 and config.queue_clients:
         candidates.append(replace(config, queue_each=config.queue_each // 2))
+    for name, (n, each) in config.sizes_by_kind.items():
+        if n and each > 1:
+            candidates.append(_resized(config, name, (n, each // 2)))
     return candidates
+
+
+def _resized(config: Config, kind: str, size: tuple[int, int]) -> Config:
+    return replace(config, sizes_by_kind={**config.sizes_by_kind, kind: size})
 
 
 def describe(result: Result) -> str:

@@ -273,6 +273,7 @@ def _only(**sizes):
         "reservation_clients": 0,
         "sharded_clients": 0,
         "queue_clients": 0,
+        "sizes_by_kind": {},
     }
     return Config(**{**none, **sizes})
 
@@ -390,3 +391,57 @@ def eager_pass_over(monkeypatch):
 def test_a_queue_that_passes_over_a_live_waiter_is_caught(eager_pass_over):
     found = _first_violations(_only(queue_clients=4, queue_each=5, faults=Faults.none()), range(8))
     assert any(name.startswith("queue/") for name in found), found
+
+
+class _Counting:
+    """A registered workload of the test's own: each client makes ``each`` reads of nothing and
+    its check fails when told to, so the test sees its clients run and its report merged."""
+
+    def __init__(self, each: int, fail: bool) -> None:
+        self.each, self.fail, self.ran = each, fail, 0
+
+    def setup(self, real):
+        pass
+
+    def body(self, recorder, client):
+        def run(task):
+            for _ in range(self.each):
+                task.sleep(0.01)
+                self.ran += 1
+
+        return run
+
+    def check(self, recorder, stats, real):
+        from chaos.checkers import Report
+
+        report = Report()
+        report.expect(not self.fail, "counting", "told to fail", f"ran {self.ran}")
+        return report
+
+    def final(self, real):
+        return {"ran": self.ran}
+
+
+def test_a_registered_workload_runs_its_clients_is_judged_and_shrinks_by_its_size():
+    from sim.kinds import KINDS, Kind
+    from sim.run import repro, shrink
+
+    made: list[_Counting] = []
+
+    def make(each: int, fail: bool = False) -> _Counting:
+        made.append(_Counting(each, fail))
+        return made[-1]
+
+    KINDS.append(Kind("counting", make, clients=3, each=4))
+    try:
+        result = run_seed(1, _only(sizes_by_kind={"counting": (3, 4)}))
+        assert result.violations == 0
+        assert made[-1].ran == 12
+        assert '"counting": {"ran": 12}' in result.history
+        KINDS[-1] = Kind("counting", lambda each: make(each, fail=True), clients=3, each=4)
+        config, small = shrink(1, _only(sizes_by_kind={"counting": (3, 4)}))
+        assert small.violations == 1
+        assert config.sizes_by_kind == {"counting": (1, 1)}
+        assert "--size counting=1:1" in repro(1, config)
+    finally:
+        KINDS.pop()
