@@ -75,8 +75,11 @@ def ddb(dynamodb_local: DynamoDBLocal) -> Any:
 
 
 @pytest.fixture(scope="session")
-def tables(ddb: Any, template: dict[str, Any]) -> config.Tables:
-    cfn.create_tables(ddb, template)
+def tables(dynamodb_local: DynamoDBLocal, template: dict[str, Any]) -> config.Tables:
+    # Creating every table (indexes, streams) can take DynamoDB Local longer than the library's
+    # 5 s read timeout on a loaded machine: a patient client of its own, so it never times out.
+    patient = dynamodb_local.client(config=retry.client_config(read_timeout=60))
+    cfn.create_tables(patient, template)
     return config.Tables(cfn.table_names(template))
 
 
