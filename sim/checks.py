@@ -20,7 +20,7 @@ import itertools
 from collections import defaultdict
 
 from chaos.checkers import Report
-from chaos.history import OK, UNKNOWN, Op
+from chaos.history import FAIL, OK, UNKNOWN, Op
 from sim.scheduler import EPOCH
 from sim.workloads import Cost, Hold
 
@@ -132,4 +132,57 @@ def sharded_stock(
             [op for op in mine if op.type == UNKNOWN][:5]
             + [op for op in sales if op.type == OK][-3:],
         )
+    return report
+
+
+def fenced_updates(ops: list[Op], logs: dict[str, list[int]]) -> Report:
+    """``fenced_update``, per protected item: one accepted write per fence, in fence order.
+
+    * the fences the item accepted (its log, one entry per accepted write) strictly increase: a
+      fence accepted twice, or after a newer one, is a write the fence should have refused;
+    * every acknowledged write is in the log, and every logged fence was carried by a write that
+      was not refused;
+    * no write is acknowledged when an acknowledged write answered before it was sent already
+      carried its fence or a newer one (a write carrying a fence already used is refused).
+    """
+    report = Report()
+    writes_by: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f in ("write", "write-again"):
+            writes_by[op.args["resource"]].append(op)
+    for resource in sorted(set(writes_by) | set(logs)):
+        writes, log = writes_by.get(resource, []), logs.get(resource, [])
+        report.expect(
+            all(x < y for x, y in itertools.pairwise(log)),
+            "fenced",
+            "fences accepted in strictly increasing order",
+            f"{resource}: the item accepted fences in the order {log[-12:]}",
+            [op for op in writes if op.type == OK][-4:],
+        )
+        acknowledged = {int(op.args["fence"]) for op in writes if op.type == OK}
+        possible = {int(op.args["fence"]) for op in writes if op.type != FAIL}
+        report.expect(
+            acknowledged <= set(log) <= possible,
+            "fenced",
+            "fenced writes accounted",
+            f"{resource}: acknowledged {sorted(acknowledged - set(log))} missing from the item, "
+            f"unexplained {sorted(set(log) - possible)} in it",
+            [op for op in writes if int(op.args["fence"]) in acknowledged ^ set(log)][:6],
+        )
+        accepted = [op for op in writes if op.type == OK]
+        for write in accepted:
+            earlier = [
+                op
+                for op in accepted
+                if op.completed < write.invoked
+                and int(op.args["fence"]) >= int(write.args["fence"])
+            ]
+            report.expect(
+                not earlier,
+                "fenced",
+                "a fence already used is refused",
+                f"{resource}: {write.f} with fence {write.args['fence']} by {write.process} "
+                f"accepted after fence {earlier[0].args['fence'] if earlier else '?'} had been",
+                [*earlier[:1], write],
+            )
     return report

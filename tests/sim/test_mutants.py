@@ -36,6 +36,7 @@ SIM_KILLED = {
     "11-lease-fence-not-incremented": "leases",
     "12-lease-granted-shorter": "leases",
     "13-lease-release-any-owner": "leases",
+    "15-fenced-update-same-fence": "fenced",
     "21-retry-resends-non-idempotent": "purchases",
     "22-transact-fresh-token": "purchases",
 }
@@ -46,7 +47,6 @@ NOT_SIM_KILLABLE = {
     "06-hold-expiry-boundary": "a confirm and a claim never meet on the same millisecond",
     "10-lease-expiry-boundary": "an acquisition never lands on the exact expiry millisecond",
     "14-fenced-transact-after-expiry": "no paused holder reaches its fenced write after expiry",
-    "15-fenced-update-same-fence": "no workload uses fenced_update",
     "16-queue-pass-over-ignores-beat": "no pass-over is tried on a head that beat",
     "17-capacity-limit-dropped": "no capacity (events) workload",
     "18-capacity-off-by-one": "no capacity (events) workload",
