@@ -4,14 +4,17 @@ property chaos does not check (its lease checker judges fences, not time).
 * purchases: :func:`chaos.checkers.purchases` (no oversell, stock accounting, a linearizable
   counter);
 * leases: :func:`chaos.checkers.leases` (one holder per fence, fences increase, no stale fenced
-  write, fenced writes accounted), and two properties chaos does not check:
-  :func:`overlapping_holds` and :func:`granted_as_asked`;
+  write, fenced writes accounted), and properties chaos does not check:
+  :func:`overlapping_holds`, :func:`granted_as_asked`, :func:`granted_when_free` and
+  :func:`no_write_after_expiry`;
 * reservations: :func:`chaos.checkers.inventory` (no unit held twice, exactly q units or none,
   sold once, sold units accounted, the table against the history) and :func:`bounded_cost`;
 * sharded products: :func:`sharded_stock` (chaos's purchase checker assumes no restocks and a
   linearizable remaining stock, which a sharded receipt does not promise);
 * the lease queue: :func:`chaos.checkers.queue` (run in :mod:`sim.run`), with
-  :func:`overlapping_holds` and :func:`granted_as_asked` over its holds too.
+  :func:`overlapping_holds`, :func:`granted_as_asked` and :func:`granted_when_free` over its
+  holds too;
+* fenced updates (:mod:`sim.fenced`): :func:`fenced_updates`.
 """
 
 from __future__ import annotations
@@ -68,6 +71,60 @@ def granted_as_asked(holds: list[Hold]) -> Report:
             f"{hold.owner} asked {hold.asked_ms} ms at {hold.asked_at_ms}, answered at "
             f"{hold.answered_at_ms} with expiresAt {hold.expires_at_ms} (holder's clock, ms)",
             [hold.op],
+        )
+    return report
+
+
+def granted_when_free(holds: list[Hold]) -> Report:
+    """No lease granted while another was still live: the lease an acquisition replaced (its
+    write's ALL_OLD image) was released (``expiresAt`` 0) or had expired strictly before the
+    grant's own ``now``.
+
+    The boundary, as ``turnstile_ddb.lease`` decides it: a lease whose ``expiresAt`` equals the
+    acquirer's ``now`` is still live (an acquisition needs ``expiresAt < now``). In that same
+    millisecond its holder's fenced writes are already refused (the guard needs
+    ``expiresAt > now``) while its release is still accepted (``expiresAt >= now``): the last
+    millisecond belongs to no writer and to no successor. Both clocks are the ones the condition
+    compares (the previous acquirer's and this one's), so this holds to the millisecond whatever
+    the skew.
+    """
+    report = Report()
+    for hold in holds:
+        if hold.previous is None:
+            continue
+        expiry = int(hold.previous["expiresAt"])
+        report.expect(
+            expiry < hold.granted_at_ms,
+            "leases",
+            "no lease granted while another was live",
+            f"{hold.resource}: {hold.owner} (fence {hold.fence}) granted at {hold.granted_at_ms} "
+            f"(its clock, ms) over {hold.previous['owner']} (fence {hold.previous['fence']}), "
+            f"whose lease ran until {expiry}"
+            + (" (the very millisecond: still live)" if expiry == hold.granted_at_ms else ""),
+            [hold.op],
+        )
+    return report
+
+
+def no_write_after_expiry(ops: list[Op]) -> Report:
+    """No fenced transaction (``Leases.transact``) acknowledged when it was sent at or after its
+    lease's expiry by the writer's own clock: the guard refuses ``expiresAt <= now`` whether or
+    not anyone took the lease since, so a holder paused past its lease writes nothing. (A write
+    that pauses *after* reading its clock can still land later: that is what the fence is for,
+    judged by ``chaos.checkers.leases``.) Only the plain leases' writes: their lease is never
+    renewed, so the expiry the holder knows is the stored one."""
+    report = Report()
+    for op in ops:
+        if op.pattern != "leases" or op.f != "write" or op.type != OK or "at" not in op.args:
+            continue
+        report.expect(
+            int(op.args["at"]) < int(op.args["expiresAt"]),
+            "leases",
+            "no fenced write under an expired lease",
+            f"{op.args['resource']}: {op.process}'s write with fence {op.args['fence']} sent at "
+            f"{op.args['at']} (its clock, ms) was accepted; its lease expired at "
+            f"{op.args['expiresAt']}",
+            [op],
         )
     return report
 
