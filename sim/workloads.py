@@ -8,7 +8,9 @@ can judge them (see :mod:`sim.checks`).
   ``Idempotency-Key`` claimed in ``turnstile_ddb.idempotency`` and committed with the versioned
   write in one transaction, retried under its key as a client would.
 * **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
-  (``Leases.transact``) appending the fence to a protected item, then ``release``.
+  (``Leases.transact``) appending the fence to a protected item, then ``release``; some
+  contenders try again at exactly the holder's stored expiry, some holders overstay their lease
+  before the fenced transaction (see :class:`Leasing`).
 * **reservations**: ``service.domain.inventory.Inventory`` (the service's real code over
   ``turnstile_ddb.claims``): reserve 1 to 3 units of a small sku spread over pools with a short
   hold, then confirm, cancel, or let the hold lapse.

@@ -47,7 +47,7 @@ SIM_KILLED = {
 NOT_SIM_KILLABLE = {
     "05-release-frees-others-units": "no seed has a cancel race a new claim on its lapsed units",
     "06-hold-expiry-boundary": "a confirm and a claim never meet on the same millisecond",
-    "16-queue-pass-over-ignores-beat": "no pass-over is tried on a head that beat",
+    "16-queue-pass-over-ignores-beat": "the beat clause never decides for a head that is live",
     "17-capacity-limit-dropped": "no capacity (events) workload",
     "18-capacity-off-by-one": "no capacity (events) workload",
     "19-slot-booked-twice": "no slots workload",
