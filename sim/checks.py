@@ -4,14 +4,17 @@ property chaos does not check (its lease checker judges fences, not time).
 * purchases: :func:`chaos.checkers.purchases` (no oversell, stock accounting, a linearizable
   counter);
 * leases: :func:`chaos.checkers.leases` (one holder per fence, fences increase, no stale fenced
-  write, fenced writes accounted), and two properties chaos does not check:
-  :func:`overlapping_holds` and :func:`granted_as_asked`;
+  write, fenced writes accounted), and properties chaos does not check:
+  :func:`overlapping_holds`, :func:`granted_as_asked`, :func:`granted_when_free` and
+  :func:`no_write_after_expiry`;
 * reservations: :func:`chaos.checkers.inventory` (no unit held twice, exactly q units or none,
   sold once, sold units accounted, the table against the history) and :func:`bounded_cost`;
 * sharded products: :func:`sharded_stock` (chaos's purchase checker assumes no restocks and a
   linearizable remaining stock, which a sharded receipt does not promise);
 * the lease queue: :func:`chaos.checkers.queue` (run in :mod:`sim.run`), with
-  :func:`overlapping_holds` and :func:`granted_as_asked` over its holds too.
+  :func:`overlapping_holds`, :func:`granted_as_asked` and :func:`granted_when_free` over its
+  holds too;
+* fenced updates (:mod:`sim.fenced`): :func:`fenced_updates`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import itertools
 from collections import defaultdict
 
 from chaos.checkers import Report
-from chaos.history import OK, UNKNOWN, Op
+from chaos.history import FAIL, OK, UNKNOWN, Op
 from sim.scheduler import EPOCH
 from sim.workloads import Cost, Hold
 
@@ -68,6 +71,60 @@ def granted_as_asked(holds: list[Hold]) -> Report:
             f"{hold.owner} asked {hold.asked_ms} ms at {hold.asked_at_ms}, answered at "
             f"{hold.answered_at_ms} with expiresAt {hold.expires_at_ms} (holder's clock, ms)",
             [hold.op],
+        )
+    return report
+
+
+def granted_when_free(holds: list[Hold]) -> Report:
+    """No lease granted while another was still live: the lease an acquisition replaced (its
+    write's ALL_OLD image) was released (``expiresAt`` 0) or had expired strictly before the
+    grant's own ``now``.
+
+    The boundary, as ``turnstile_ddb.lease`` decides it: a lease whose ``expiresAt`` equals the
+    acquirer's ``now`` is still live (an acquisition needs ``expiresAt < now``). In that same
+    millisecond its holder's fenced writes are already refused (the guard needs
+    ``expiresAt > now``) while its release is still accepted (``expiresAt >= now``): the last
+    millisecond belongs to no writer and to no successor. Both clocks are the ones the condition
+    compares (the previous acquirer's and this one's), so this holds to the millisecond whatever
+    the skew.
+    """
+    report = Report()
+    for hold in holds:
+        if hold.previous is None:
+            continue
+        expiry = int(hold.previous["expiresAt"])
+        report.expect(
+            expiry < hold.granted_at_ms,
+            "leases",
+            "no lease granted while another was live",
+            f"{hold.resource}: {hold.owner} (fence {hold.fence}) granted at {hold.granted_at_ms} "
+            f"(its clock, ms) over {hold.previous['owner']} (fence {hold.previous['fence']}), "
+            f"whose lease ran until {expiry}"
+            + (" (the very millisecond: still live)" if expiry == hold.granted_at_ms else ""),
+            [hold.op],
+        )
+    return report
+
+
+def no_write_after_expiry(ops: list[Op]) -> Report:
+    """No fenced transaction (``Leases.transact``) acknowledged when it was sent at or after its
+    lease's expiry by the writer's own clock: the guard refuses ``expiresAt <= now`` whether or
+    not anyone took the lease since, so a holder paused past its lease writes nothing. (A write
+    that pauses *after* reading its clock can still land later: that is what the fence is for,
+    judged by ``chaos.checkers.leases``.) Only the plain leases' writes: their lease is never
+    renewed, so the expiry the holder knows is the stored one."""
+    report = Report()
+    for op in ops:
+        if op.pattern != "leases" or op.f != "write" or op.type != OK or "at" not in op.args:
+            continue
+        report.expect(
+            int(op.args["at"]) < int(op.args["expiresAt"]),
+            "leases",
+            "no fenced write under an expired lease",
+            f"{op.args['resource']}: {op.process}'s write with fence {op.args['fence']} sent at "
+            f"{op.args['at']} (its clock, ms) was accepted; its lease expired at "
+            f"{op.args['expiresAt']}",
+            [op],
         )
     return report
 
@@ -132,4 +189,57 @@ def sharded_stock(
             [op for op in mine if op.type == UNKNOWN][:5]
             + [op for op in sales if op.type == OK][-3:],
         )
+    return report
+
+
+def fenced_updates(ops: list[Op], logs: dict[str, list[int]]) -> Report:
+    """``fenced_update``, per protected item: one accepted write per fence, in fence order.
+
+    * the fences the item accepted (its log, one entry per accepted write) strictly increase: a
+      fence accepted twice, or after a newer one, is a write the fence should have refused;
+    * every acknowledged write is in the log, and every logged fence was carried by a write that
+      was not refused;
+    * no write is acknowledged when an acknowledged write answered before it was sent already
+      carried its fence or a newer one (a write carrying a fence already used is refused).
+    """
+    report = Report()
+    writes_by: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f in ("write", "write-again"):
+            writes_by[op.args["resource"]].append(op)
+    for resource in sorted(set(writes_by) | set(logs)):
+        writes, log = writes_by.get(resource, []), logs.get(resource, [])
+        report.expect(
+            all(x < y for x, y in itertools.pairwise(log)),
+            "fenced",
+            "fences accepted in strictly increasing order",
+            f"{resource}: the item accepted fences in the order {log[-12:]}",
+            [op for op in writes if op.type == OK][-4:],
+        )
+        acknowledged = {int(op.args["fence"]) for op in writes if op.type == OK}
+        possible = {int(op.args["fence"]) for op in writes if op.type != FAIL}
+        report.expect(
+            acknowledged <= set(log) <= possible,
+            "fenced",
+            "fenced writes accounted",
+            f"{resource}: acknowledged {sorted(acknowledged - set(log))} missing from the item, "
+            f"unexplained {sorted(set(log) - possible)} in it",
+            [op for op in writes if int(op.args["fence"]) in acknowledged ^ set(log)][:6],
+        )
+        accepted = [op for op in writes if op.type == OK]
+        for write in accepted:
+            earlier = [
+                op
+                for op in accepted
+                if op.completed < write.invoked
+                and int(op.args["fence"]) >= int(write.args["fence"])
+            ]
+            report.expect(
+                not earlier,
+                "fenced",
+                "a fence already used is refused",
+                f"{resource}: {write.f} with fence {write.args['fence']} by {write.process} "
+                f"accepted after fence {earlier[0].args['fence'] if earlier else '?'} had been",
+                [*earlier[:1], write],
+            )
     return report

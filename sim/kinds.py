@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.checkers import Report
+from sim import fenced
 
 # Each client's clock is off the global one by at most this many seconds (see sim.run).
 SKEW_SECONDS = 0.2
@@ -50,4 +51,6 @@ class Kind:
     skew: float = SKEW_SECONDS
 
 
-KINDS: list[Kind] = []
+KINDS: list[Kind] = [
+    Kind("fenced", fenced.make, 2, 3),
+]

@@ -198,6 +198,8 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
     report.merge(checks.overlapping_holds(recorder.holds))
     report.merge(checks.granted_as_asked(recorder.holds))
+    report.merge(checks.granted_when_free(recorder.holds))
+    report.merge(checks.no_write_after_expiry(recorder.ops))
     queued = [op for op in recorder.ops if op.pattern == "queue"]
     settings = queueing.settings
     bounds = checkers.QueueBounds(

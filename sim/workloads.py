@@ -8,7 +8,9 @@ can judge them (see :mod:`sim.checks`).
   ``Idempotency-Key`` claimed in ``turnstile_ddb.idempotency`` and committed with the versioned
   write in one transaction, retried under its key as a client would.
 * **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
-  (``Leases.transact``) appending the fence to a protected item, then ``release``.
+  (``Leases.transact``) appending the fence to a protected item, then ``release``; some
+  contenders try again at exactly the holder's stored expiry, some holders overstay their lease
+  before the fenced transaction (see :class:`Leasing`).
 * **reservations**: ``service.domain.inventory.Inventory`` (the service's real code over
   ``turnstile_ddb.claims``): reserve 1 to 3 units of a small sku spread over pools with a short
   hold, then confirm, cancel, or let the hold lapse.
@@ -67,6 +69,10 @@ class Hold:
     asked_at_ms: int = 0
     answered_at_ms: int = 0
     expires_at_ms: int = 0
+    # The grant's own ``now`` (the acquirer's clock, epoch ms: the ``:now`` its condition was
+    # judged with) and the lease it replaced, as the database showed it (:func:`_previous`).
+    granted_at_ms: int = 0
+    previous: dict[str, Any] | None = None
 
 
 @dataclass
@@ -217,9 +223,25 @@ def _purchase(
 
 @dataclass
 class Leasing:
+    """Lease holders on one resource, with two deliberate behaviours besides the plain one:
+
+    * **at the boundary**: a contender refused (``Held``, which says the holder's ``expiresAt``)
+      sleeps until its own clock reads exactly that millisecond and tries once more there, before
+      it waits as usual. Its clock is read when it wakes, before its call's scheduling point
+      (``Leases.acquire`` reads ``now`` first), so the try carries ``:now`` = ``expiresAt`` when
+      the scheduler wakes it on time; a lease at ``expiresAt == now`` is still live, so that try
+      must be refused (``Held``);
+    * **overstaying**: a holder pauses past its lease (to its own clock's ``expiresAt``, exactly
+      or up to ``overstay_seconds`` later) before its fenced transaction: the write must be
+      refused whether or not another client took the lease meanwhile.
+    """
+
     resources: list[str]
     operations: int = 6  # acquisitions per client
     work_seconds: float = 1.5  # the most a holder works before its fenced write
+    boundary_share: float = 0.5  # of acquisitions that try again at exactly the holder's expiry
+    overstay_share: float = 0.25  # of holds that pause past the lease before the fenced write
+    overstay_seconds: float = 0.5  # the most an overstaying holder pauses past its expiry
 
     def setup(self, client: Any) -> None:
         create_table(client, LEASES_TABLE, "resource")
@@ -234,13 +256,13 @@ class Leasing:
             for number in range(self.operations):
                 resource = task.rng.choice(self.resources)
                 owner = f"{task.name}.{number}"
+                boundary = task.rng.random() < self.boundary_share
                 op = recorder.invoke("leases", task.name, "acquire", resource=resource, owner=owner)
+                tried: dict[str, int] = {}
                 try:
-                    held = leases.acquire_wait(
-                        resource, owner, LEASE_TTL_MS, wait_ms=4000, waits=waits
-                    )
+                    held = self._acquire(task, leases, waits, resource, owner, boundary, tried)
                 except (lease.Held, retry.RetriesExhausted) as exc:
-                    recorder.complete(op, FAIL, {"error": type(exc).__name__})
+                    recorder.complete(op, FAIL, {"error": type(exc).__name__, **tried})
                     continue
                 except retry.OutcomeUnknown:
                     recorder.complete(op, UNKNOWN)
@@ -248,22 +270,26 @@ class Leasing:
                 except Crashed:
                     recorder.complete(op, UNKNOWN)
                     raise
-                recorder.complete(op, OK, {"fence": held.fence, "expiresAt": held.expires_at_ms})
-                believed = (held.expires_at_ms - leases.safety_margin_ms) / 1000 - task.skew
-                hold = Hold(
-                    resource,
-                    owner,
-                    held.fence,
-                    recorder.scheduler.now,
-                    believed,
+                recorder.complete(
                     op,
-                    asked_ms=LEASE_TTL_MS,
-                    asked_at_ms=round((op.invoked + task.skew) * 1000),
-                    answered_at_ms=round(task.clock() * 1000),
-                    expires_at_ms=held.expires_at_ms,
+                    OK,
+                    {
+                        "fence": held.fence,
+                        "expiresAt": held.expires_at_ms,
+                        "at": held.acquired_at,
+                        "previous": _previous(held),
+                        **tried,
+                    },
                 )
-                recorder.holds.append(hold)
-                task.sleep(task.rng.random() * self.work_seconds)
+                hold = self._hold(recorder, task, leases, held, op)
+                if task.rng.random() < self.overstay_share:
+                    # Paused past the lease (a frozen process): to the expiry on its own clock,
+                    # exactly (its last millisecond) or a little later.
+                    late = 0.0 if task.rng.random() < 0.5 else task.rng.random()
+                    until = (held.expires_at_ms + 0.5) / 1000 + late * self.overstay_seconds
+                    task.sleep(max(0.0, until - task.clock()))
+                else:
+                    task.sleep(task.rng.random() * self.work_seconds)
                 try:
                     self._write(recorder, task, leases, held)
                 finally:  # released next, or dead: either way it holds no longer
@@ -276,6 +302,53 @@ class Leasing:
         return run
 
     @staticmethod
+    def _acquire(
+        task: Task,
+        leases: lease.Leases,
+        waits: retry.Backoff,
+        resource: str,
+        owner: str,
+        boundary: bool,
+        tried: dict[str, int],
+    ) -> lease.Lease:
+        """``acquire_wait``; at the boundary, first one try and, refused, one more at exactly the
+        holder's ``expiresAt`` on this client's clock (``tried`` records that try's ``now`` and
+        the expiry it aimed at)."""
+        if boundary:
+            try:
+                return leases.acquire(resource, owner, LEASE_TTL_MS)
+            except lease.Held as held:
+                expiry = held.expires_at_ms
+                if 0 < expiry - leases.now_ms() <= LEASE_TTL_MS:
+                    task.sleep(max(0.0, (expiry + 0.5) / 1000 - task.clock()))
+                    tried.update(boundary=expiry, triedAt=leases.now_ms())
+                    with contextlib.suppress(lease.Held):
+                        return leases.acquire(resource, owner, LEASE_TTL_MS)
+        return leases.acquire_wait(resource, owner, LEASE_TTL_MS, wait_ms=4000, waits=waits)
+
+    @staticmethod
+    def _hold(
+        recorder: Recorder, task: Task, leases: lease.Leases, held: lease.Lease, op: Op
+    ) -> Hold:
+        """What the new holder believes (see :class:`Hold`), added to the history."""
+        hold = Hold(
+            held.resource,
+            held.owner,
+            held.fence,
+            recorder.scheduler.now,
+            (held.expires_at_ms - leases.safety_margin_ms) / 1000 - task.skew,
+            op,
+            asked_ms=LEASE_TTL_MS,
+            asked_at_ms=round((op.invoked + task.skew) * 1000),
+            answered_at_ms=round(task.clock() * 1000),
+            expires_at_ms=held.expires_at_ms,
+            granted_at_ms=held.acquired_at,
+            previous=_previous(held),
+        )
+        recorder.holds.append(hold)
+        return hold
+
+    @staticmethod
     def _write(
         recorder: Recorder,
         task: Task,
@@ -283,7 +356,15 @@ class Leasing:
         held: lease.Lease,
         pattern: str = "leases",
     ) -> None:
-        op = recorder.invoke(pattern, task.name, "write", resource=held.resource, fence=held.fence)
+        op = recorder.invoke(
+            pattern,
+            task.name,
+            "write",
+            resource=held.resource,
+            fence=held.fence,
+            expiresAt=held.expires_at_ms,
+            at=leases.now_ms(),  # the guard's :now (read before any scheduling point)
+        )
         append = {
             "Update": {
                 "TableName": DATA_TABLE,
@@ -309,6 +390,20 @@ class Leasing:
 
     def logs(self, client: Any) -> dict[str, list[int]]:
         return _logs(client, self.resources)
+
+
+def _previous(held: lease.Lease) -> dict[str, Any] | None:
+    """The lease an acquisition replaced, as its write's ALL_OLD image showed it (None: there was
+    none): its owner, fence and ``expiresAt`` (0 once released), and whether it was released."""
+    item = held.previous or {}
+    if "owner" not in item:
+        return None
+    return {
+        "owner": item["owner"],
+        "fence": int(item.get("fence", 0)),
+        "expiresAt": int(item.get("expiresAt", 0)),
+        "released": "releasedAt" in item,
+    }
 
 
 def _logs(client: Any, resources: list[str]) -> dict[str, list[int]]:
@@ -684,6 +779,8 @@ class Queueing:
             asked_at_ms=round((op.invoked + task.skew) * 1000),
             answered_at_ms=round(task.clock() * 1000),
             expires_at_ms=held.expires_at_ms,
+            granted_at_ms=held.acquired_at,
+            previous=_previous(held),
         )
         recorder.holds.append(hold)
         renewing = _Renewing(leases, scheduler)
