@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from typing import Any
 
 from chaos.checkers import Report
 from chaos.history import FAIL, OK, UNKNOWN, Op
@@ -242,4 +243,183 @@ def fenced_updates(ops: list[Op], logs: dict[str, list[int]]) -> Report:
                 f"accepted after fence {earlier[0].args['fence'] if earlier else '?'} had been",
                 [*earlier[:1], write],
             )
+    return report
+
+
+def capacity_rows(ops: list[Op], events: dict[str, Any]) -> Report:
+    """Every counter item of an event (the event item, or each shard's counter of a sharded
+    event) within its limit and not below zero, and counting exactly the registrations that
+    recorded it (a sharded registration records its shard; an unsharded one counts on the event
+    item). ``events``: :meth:`sim.signup.Signup.state`'s."""
+    report = Report()
+    for event_id, event in events.items():
+        mine = [op for op in ops if op.args.get("event") == event_id and op.type == OK]
+        for shard, (count, limit) in enumerate(event["counters"]):
+            report.expect(
+                0 <= count <= limit,
+                "registrations",
+                "a counter within its limit",
+                f"{event_id}: counter {shard} holds {count} of a limit of {limit}",
+                mine[-5:],
+            )
+            recorded = sorted(user for user, at in event["users"].items() if at == shard)
+            report.expect(
+                count == len(recorded),
+                "registrations",
+                "a counter counts its registrations",
+                f"{event_id}: counter {shard} says {count}, registrations on it {recorded}",
+                mine[-5:],
+            )
+    return report
+
+
+def _undone_from(op: Op, cancels: list[Op]) -> float:
+    """When a registration acknowledged by ``op`` may first have been undone: the invocation of
+    the first cancel of the same user that may have taken effect after it (virtual seconds)."""
+    return min((c.invoked for c in cancels if c.completed > op.invoked), default=float("inf"))
+
+
+def seats_in_time(ops: list[Op], events: dict[str, Any]) -> Report:
+    """Sign-ups against time, per event: an acknowledged registration surely holds a seat from
+    its answer until the first cancel of that user that may have taken effect after it is
+    invoked. Never more such seats at one time than the capacity; one never cancelled exists at
+    the end; every registration that exists at the end was asked for and not surely cancelled
+    afterwards (a register that did not fail, with no acknowledged cancel invoked after its
+    answer); and a refusal for a full event never reports more registered than the capacity."""
+    report = Report()
+    for event_id, event in events.items():
+        capacity = event["capacity"]
+        mine = [op for op in ops if op.args.get("event") == event_id]
+        cancels: dict[str, list[Op]] = defaultdict(list)
+        for op in mine:
+            if op.f == "cancel":
+                cancels[op.args["user"]].append(op)
+        seats: list[tuple[float, float, Op]] = []
+        for op in mine:
+            if op.f == "register" and op.type == OK:
+                end = _undone_from(op, cancels[op.args["user"]])
+                if end > op.completed:
+                    seats.append((op.completed, end, op))
+        # a sweep over the seats' starts and ends; at one instant, ends first (half-open)
+        marks = sorted(
+            [(start, 1, op.index) for start, _, op in seats]
+            + [(end, 0, op.index) for _, end, op in seats if end != float("inf")]
+        )
+        held: set[int] = set()
+        worst: set[int] = set()
+        for _, starts, index in marks:
+            if starts:
+                held.add(index)
+                if len(held) > len(worst):
+                    worst = set(held)
+            else:
+                held.discard(index)
+        report.expect(
+            len(worst) <= capacity,
+            "registrations",
+            "never more seats than the capacity",
+            f"{event_id}: {len(worst)} acknowledged registrations held seats at once, "
+            f"capacity {capacity}",
+            [op for _, _, op in seats if op.index in worst],
+        )
+        for _, end, op in seats:
+            if end == float("inf"):
+                report.expect(
+                    op.args["user"] in event["users"],
+                    "registrations",
+                    "an acknowledged registration exists",
+                    f"{event_id}: {op.args['user']} was registered, never cancelled, and is not",
+                    [op],
+                )
+        for user in event["users"]:
+            asked = [
+                op
+                for op in mine
+                if op.f == "register" and op.args["user"] == user and op.type != FAIL
+            ]
+            cancelled = [c for c in cancels[user] if c.type == OK]
+            report.expect(
+                any(all(c.invoked < op.completed for c in cancelled) for op in asked),
+                "registrations",
+                "every registration was asked for",
+                f"{event_id}: {user} is registered, but no sign-up explains it",
+                asked[-3:] + cancelled[-3:],
+            )
+        for op in mine:
+            if op.f == "register" and op.type == FAIL and "registered" in (op.value or {}):
+                report.expect(
+                    op.value["registered"] <= capacity,
+                    "registrations",
+                    "a refusal within the capacity",
+                    f"{event_id}: refused as full with {op.value['registered']} registered, "
+                    f"capacity {capacity}",
+                    [op],
+                )
+    return report
+
+
+def slots_booked_once(ops: list[Op], holders: dict[str, Any]) -> Report:
+    """Slots: an acknowledged booking surely holds its slot from its answer until its holder's
+    release is invoked; no two of them on one slot overlap. A release by the holder of an
+    acknowledged booking is never refused as not the holder's. At the end each slot is held by
+    the holder of an acknowledged booking never released, or of a booking whose release was not
+    acknowledged, or of a booking whose outcome is unknown; and every acknowledged booking never
+    released still holds its slot."""
+    report = Report()
+    releases = {(op.args["slot"], op.args["holder"]): op for op in ops if op.f == "release"}
+    by_slot: dict[str, list[tuple[float, float, Op]]] = defaultdict(list)
+    for op in ops:
+        if op.f == "book" and op.type == OK:
+            slot = op.value["slot"]
+            release = releases.get((slot, op.args["holder"]))
+            end = release.invoked if release is not None else float("inf")
+            by_slot[slot].append((op.completed, end, op))
+    for slot, spans in by_slot.items():
+        spans.sort(key=lambda span: (span[0], span[2].index))
+        latest: tuple[float, float, Op] | None = None
+        for span in spans:
+            if latest is not None:
+                report.expect(
+                    latest[1] <= span[0],
+                    "slots",
+                    "no slot booked twice",
+                    f"{slot}: booked by {latest[2].args['holder']} until "
+                    f"{latest[1] - EPOCH:.3f} and by {span[2].args['holder']} from "
+                    f"{span[0] - EPOCH:.3f} (virtual seconds)",
+                    [latest[2], span[2]],
+                )
+            if latest is None or span[1] > latest[1]:
+                latest = span
+        for _, end, op in spans:
+            if end == float("inf"):
+                report.expect(
+                    holders.get(slot) == op.args["holder"],
+                    "slots",
+                    "a booking never released still holds its slot",
+                    f"{slot}: booked by {op.args['holder']}, held by {holders.get(slot)}",
+                    [op],
+                )
+    for op in ops:
+        if op.f == "release" and op.type == FAIL:
+            report.expect(
+                op.value.get("error") != "NOT_HOLDER",
+                "slots",
+                "a holder's release is its own",
+                f"{op.args['slot']}: {op.args['holder']} released it, but "
+                f"{op.value.get('holder')} held it",
+                [op],
+            )
+    released = {key for key, op in releases.items() if op.type == OK}
+    unknown = {op.args["holder"] for op in ops if op.f == "book" and op.type == UNKNOWN}
+    for slot, holder in holders.items():
+        if holder is None:
+            continue
+        booked = any(op.args["holder"] == holder for _, _, op in by_slot.get(slot, []))
+        report.expect(
+            (booked and (slot, holder) not in released) or holder in unknown,
+            "slots",
+            "every holder booked its slot",
+            f"{slot}: held by {holder}, which no unreleased booking explains",
+            [op for op in ops if op.args.get("holder") == holder],
+        )
     return report

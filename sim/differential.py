@@ -37,6 +37,15 @@ _UPDATES: list[tuple[str, str | None, list[str]]] = [
     ("SET e = :zero, r = :now", "o = :o AND f = :f", [":zero", ":now", ":o", ":f"]),  # release
     ("SET lg = list_append(if_not_exists(lg, :empty), :l)", None, [":empty", ":l"]),  # fenced log
     ("SET n = :x", "attribute_not_exists(lf) OR lf < :f", [":x", ":f"]),  # fenced_update
+    ("SET lim = :x", "attribute_exists(n)", [":x"]),  # a limit set, so joins meet limits
+    ("SET n = n + :one, v = v + :one", "n < lim", [":one"]),  # capacity.join: two attributes
+    ("SET n = n - :one, v = v + :one", "n > :zero", [":one", ":zero"]),  # capacity.leave
+    (  # slots.book: free, or already this holder's
+        "SET h = :o, v = v + :one",
+        "attribute_exists(pk) AND (attribute_not_exists(h) OR h = :o)",
+        [":o", ":one"],
+    ),
+    ("REMOVE h SET v = v + :one", "h = :o", [":o", ":one"]),  # slots.release
 ]
 _CONDITIONS = [
     None,
@@ -78,6 +87,8 @@ class Generator:
         item = {**self._key(), "n": _n(rng.randint(0, 9)), "v": _n(rng.randint(1, 4))}
         if rng.random() < 0.3:
             item["lf"] = _n(rng.randint(0, 4))
+        if rng.random() < 0.5:
+            item["lim"] = _n(rng.randint(0, 9))  # a capacity row's limit
         return item
 
     def _conditioned(self, parts: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
@@ -396,3 +407,121 @@ def pages(client: Any, params: dict[str, Any]) -> list[Any]:
 def indexed_contents(client: Any, table: str) -> list[dict[str, Any]]:
     items = client.scan(TableName=table, ConsistentRead=True)["Items"]
     return sorted(items, key=lambda item: (item[KEY]["S"], int(item[SORT]["N"])))
+
+
+class RowsGenerator:
+    """Sequences on capacity rows and slots, as :mod:`turnstile_ddb.capacity` and
+    :mod:`turnstile_ddb.slots` write them (the signup workload's requests): rows created with a
+    count, a limit and a version; joins (``count < limit``, an attribute against an attribute) and
+    leaves (``count > 0``), alone or in a transaction with the member's put or delete; slot
+    bookings (free, or already this holder's) and releases (only by the holder); consistent
+    reads. Every key is a row or a slot, so most requests meet an item to decide on."""
+
+    def __init__(self, seed: int, prefix: str) -> None:
+        self.rng = random.Random(seed)
+        self.rows = [f"{prefix}-row{i}" for i in range(2)]
+        self.members = [f"{prefix}-m{i}" for i in range(3)]
+        self.slots = [f"{prefix}-slot{i}" for i in range(2)]
+
+    def _key(self, names: list[str]) -> dict[str, Any]:
+        return {KEY: {"S": self.rng.choice(names)}}
+
+    def _row(self) -> dict[str, Any]:
+        rng = self.rng
+        return {"n": _n(rng.randint(0, 3)), "lim": _n(rng.randint(0, 3)), "v": _n(1)}
+
+    def _join(self, table: str) -> dict[str, Any]:
+        return {
+            "TableName": table,
+            "Key": self._key(self.rows),
+            "UpdateExpression": "SET #count = #count + :one, #version = #version + :one",
+            "ConditionExpression": "#count < #limit",
+            "ExpressionAttributeNames": {"#count": "n", "#limit": "lim", "#version": "v"},
+            "ExpressionAttributeValues": {":one": _n(1)},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _leave(self, table: str) -> dict[str, Any]:
+        return {
+            "TableName": table,
+            "Key": self._key(self.rows),
+            "UpdateExpression": "SET #count = #count - :one, #version = #version + :one",
+            "ConditionExpression": "#count > :zero",
+            "ExpressionAttributeNames": {"#count": "n", "#version": "v"},
+            "ExpressionAttributeValues": {":one": _n(1), ":zero": _n(0)},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _holder(self) -> dict[str, Any]:
+        return {"S": self.rng.choice(["ha", "hb"])}
+
+    def request(self, table: str) -> tuple[str, dict[str, Any]]:
+        """One (operation, parameters)."""
+        rng = self.rng
+        kind = rng.choice(
+            ["row", "join", "join", "leave", "join+member", "leave+member", "book", "book",
+             "release", "get"]
+        )  # fmt: skip
+        if kind == "get":
+            names = rng.choice([self.rows, self.members, self.slots])
+            return "get_item", {"TableName": table, "Key": self._key(names), "ConsistentRead": True}
+        if kind == "row":
+            names = rng.choice([self.rows, self.slots])
+            parts: dict[str, Any] = {
+                "TableName": table,
+                "Item": {**self._key(names), **self._row()},
+            }
+            if rng.random() < 0.7:  # as capacity rows and slots are created: only if new
+                parts["ConditionExpression"] = "attribute_not_exists(#pk)"
+                parts["ExpressionAttributeNames"] = {"#pk": KEY}
+            return "put_item", parts
+        if kind in ("join", "leave"):
+            parts = self._join(table) if kind == "join" else self._leave(table)
+            parts["ReturnValues"] = rng.choice(["NONE", "ALL_NEW"])
+            return "update_item", parts
+        if kind in ("join+member", "leave+member"):
+            row = self._join(table) if kind == "join+member" else self._leave(table)
+            member: dict[str, Any]
+            if kind == "join+member":
+                member = {
+                    "Put": {
+                        "TableName": table,
+                        "Item": {**self._key(self.members), "u": self._holder()},
+                        "ConditionExpression": "attribute_not_exists(#pk)",
+                        "ExpressionAttributeNames": {"#pk": KEY},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            else:
+                member = {
+                    "Delete": {
+                        "TableName": table,
+                        "Key": self._key(self.members),
+                        "ConditionExpression": "attribute_exists(#pk)",
+                        "ExpressionAttributeNames": {"#pk": KEY},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            return "transact_write_items", {"TransactItems": [{"Update": row}, member]}
+        if kind == "book":
+            return "update_item", {
+                "TableName": table,
+                "Key": self._key(self.slots),
+                "UpdateExpression": "SET #holder = :holder, #version = #version + :one",
+                "ConditionExpression": (
+                    "attribute_exists(#pk) AND (attribute_not_exists(#holder) OR #holder = :holder)"
+                ),
+                "ExpressionAttributeNames": {"#pk": KEY, "#holder": "h", "#version": "v"},
+                "ExpressionAttributeValues": {":holder": self._holder(), ":one": _n(1)},
+                "ReturnValues": "ALL_NEW",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        return "update_item", {
+            "TableName": table,
+            "Key": self._key(self.slots),
+            "UpdateExpression": "REMOVE #holder SET #version = #version + :one",
+            "ConditionExpression": "#holder = :holder",
+            "ExpressionAttributeNames": {"#holder": "h", "#version": "v"},
+            "ExpressionAttributeValues": {":holder": self._holder(), ":one": _n(1)},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.checkers import Report
-from sim import fenced
+from sim import fenced, signup
 
 # Each client's clock is off the global one by at most this many seconds (see sim.run).
 SKEW_SECONDS = 0.2
@@ -53,4 +53,5 @@ class Kind:
 
 KINDS: list[Kind] = [
     Kind("fenced", fenced.make, 2, 3),
+    Kind("signup", lambda each: signup.Signup(operations=each), clients=4, each=8),
 ]

@@ -144,3 +144,76 @@ def test_the_extended_sequences_read_pages_and_hit_every_kind_of_answer(local_ex
     assert any(a.get("Responses", {}) and any(a["Responses"].values()) for a in batches)
     errors = {a.get("error") for _, operation, _, a in answers if operation != "query"}
     assert {"ConditionalCheckFailedException", "TransactionCanceledException"} <= errors
+
+
+# Capacity rows and slots (the signup workload's requests), on a table of their own.
+ROWS_TABLE = f"sim-diffr-{uuid.uuid4().hex[:8]}"
+
+
+def _rows(client, table):
+    create_table(client, table, differential.KEY)
+    answers = {}
+    for seed in SEQUENCES:
+        generator = differential.RowsGenerator(seed, prefix=f"r{seed}")
+        answers[seed] = [
+            (step, *request, differential.outcome(client, *request))
+            for step, request in ((step, generator.request(table)) for step in range(LENGTH))
+        ]
+    return answers, differential.table_contents(client, table)
+
+
+@pytest.fixture(scope="module")
+def local_rows(dynamodb_local):
+    client = dynamodb_local.client()
+    try:
+        return _rows(client, ROWS_TABLE)
+    finally:
+        client.delete_table(TableName=ROWS_TABLE)
+
+
+@pytest.fixture(scope="module")
+def moto_rows(local_rows):  # after DynamoDB Local's: moto must not intercept those calls
+    with moto_dynamodb() as client:
+        return _rows(client, ROWS_TABLE)
+
+
+@pytest.fixture(scope="module")
+def model_rows():
+    return _rows(Model(), ROWS_TABLE)
+
+
+@pytest.fixture(params=["moto", "model"])
+def simulated_rows(request):
+    return request.getfixturevalue(f"{request.param}_rows")
+
+
+@pytest.mark.parametrize("seed", SEQUENCES)
+def test_capacity_rows_and_slots_are_answered_as_dynamodb_local_answers_them(
+    seed, local_rows, simulated_rows
+):
+    _assert_same_answers(local_rows[0][seed], simulated_rows[0][seed], seed)
+    assert simulated_rows[1] == local_rows[1]
+
+
+def test_the_row_sequences_join_leave_book_and_release_and_are_refused(local_rows):
+    """Not vacuous: joins, leaves, bookings and releases each succeed and are refused, alone and
+    in transactions (a join at its limit cancelled with the row's image)."""
+    seen = set()
+    for answers in local_rows[0].values():
+        for _, operation, params, answer in answers:
+            if operation == "transact_write_items":
+                condition = params["TransactItems"][0]["Update"]["ConditionExpression"]
+            else:
+                condition = params.get("ConditionExpression", "")
+            seen.add((operation, condition, answer.get("error")))
+    join, leave, release = "#count < #limit", "#count > :zero", "#holder = :holder"
+    book = "attribute_exists(#pk) AND (attribute_not_exists(#holder) OR #holder = :holder)"
+    for operation, condition, refused in (
+        ("update_item", join, "ConditionalCheckFailedException"),
+        ("update_item", leave, "ConditionalCheckFailedException"),
+        ("update_item", book, "ConditionalCheckFailedException"),
+        ("update_item", release, "ConditionalCheckFailedException"),
+        ("transact_write_items", join, "TransactionCanceledException"),
+        ("transact_write_items", leave, "TransactionCanceledException"),
+    ):
+        assert {(operation, condition, None), (operation, condition, refused)} <= seen, condition

@@ -32,6 +32,7 @@ occur in ids).
 
 from __future__ import annotations
 
+import random
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,9 @@ class Events:
     shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
     # What this process learnt of sharded events' shards (runtime.sharded_hints in Lambda).
     hints: sharded.Hints = field(default_factory=sharded.Hints)
+    # The random choices of sharded sign-ups (which shard first, the failover order): inject a
+    # seeded one for reproducible runs, as Products takes one.
+    rand: random.Random = field(default_factory=random.Random)
 
     def _event_key(self, event_id: str) -> dict[str, Any]:
         return {"eventId": event_id, "sk": EVENT_SK}
@@ -242,7 +246,7 @@ class Events:
                 self.client,
                 self.shards_of(event_id, shards),
                 self._sharded_member(event_id, shards, user_id, **extra),
-                sharded.TakeOptions(backoff=self.backoff, hints=self.hints),
+                sharded.TakeOptions(backoff=self.backoff, hints=self.hints, rand=self.rand),
                 transactions=self.transactions,
                 also=also,
             )
@@ -283,7 +287,7 @@ class Events:
                 self.client,
                 self.shards_of(event_id, shards),
                 self._sharded_member(event_id, shards, user_id),
-                sharded.TakeOptions(backoff=self.backoff, hints=self.hints),
+                sharded.TakeOptions(backoff=self.backoff, hints=self.hints, rand=self.rand),
                 transactions=self.transactions,
             )
         except (capacity.NotMember, capacity.NoCounter) as exc:
