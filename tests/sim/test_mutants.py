@@ -36,8 +36,10 @@ SIM_KILLED = {
     "11-lease-fence-not-incremented": "leases",
     "12-lease-granted-shorter": "leases",
     "13-lease-release-any-owner": "leases",
+    "20-idempotency-other-fingerprint": "idempotency",
     "21-retry-resends-non-idempotent": "purchases",
     "22-transact-fresh-token": "purchases",
+    "23-lost-reply-not-applied": "purchases",
 }
 
 # mutant name -> why the simulator does not kill it (yet).
@@ -51,8 +53,6 @@ NOT_SIM_KILLABLE = {
     "17-capacity-limit-dropped": "no capacity (events) workload",
     "18-capacity-off-by-one": "no capacity (events) workload",
     "19-slot-booked-twice": "no slots workload",
-    "20-idempotency-other-fingerprint": "the keyed workload never reuses a key for another request",
-    "23-lost-reply-not-applied": "retries never run out after a timeout in the faults drawn",
     "24-inventory-view-hold-boundary": "no workload reads the inventory view",
 }
 
