@@ -6,7 +6,8 @@ can judge them (see :mod:`sim.checks`).
 * **purchases**: ``service.domain.products.Products.purchase`` with the ``atomic`` (conditional
   decrement) and ``versioned`` (read, decide, version-checked write) strategies, and keyed: an
   ``Idempotency-Key`` claimed in ``turnstile_ddb.idempotency`` and committed with the versioned
-  write in one transaction, retried under its key as a client would.
+  write in one transaction, retried under its key as a client would; some reuse an earlier key
+  for another request, as a buggy client would (refused: 422).
 * **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
   (``Leases.transact``) appending the fence to a protected item, then ``release``.
 * **reservations**: ``service.domain.inventory.Inventory`` (the service's real code over
