@@ -2,7 +2,9 @@
 property chaos does not check (its lease checker judges fences, not time).
 
 * purchases: :func:`chaos.checkers.purchases` (no oversell, stock accounting, a linearizable
-  counter);
+  counter), and :func:`keyed_answers` over the keyed ones (an answer under a key is for its own
+  request, a key refused as reused only when it was, a stored answer never one said "not
+  applied");
 * leases: :func:`chaos.checkers.leases` (one holder per fence, fences increase, no stale fenced
   write, fenced writes accounted), and properties chaos does not check:
   :func:`overlapping_holds`, :func:`granted_as_asked`, :func:`granted_when_free` and
@@ -27,6 +29,7 @@ from chaos.checkers import Report
 from chaos.history import FAIL, OK, UNKNOWN, Op
 from sim.scheduler import EPOCH
 from sim.workloads import Cost, Hold
+from turnstile_ddb import idempotency
 
 
 def overlapping_holds(holds: list[Hold]) -> Report:
@@ -39,7 +42,10 @@ def overlapping_holds(holds: list[Hold]) -> Report:
     report = Report()
     by_resource: dict[str, list[Hold]] = defaultdict(list)
     for hold in holds:
-        by_resource[hold.resource].append(hold)
+        # A holder answered only after its own belief ended (its take sent after a pause, its
+        # reply late) never believed it held: an empty interval, which overlaps nothing.
+        if hold.end > hold.start:
+            by_resource[hold.resource].append(hold)
     for resource, mine in by_resource.items():
         mine.sort(key=lambda h: (h.start, h.fence))
         for earlier, later in itertools.pairwise(mine):
@@ -421,5 +427,76 @@ def slots_booked_once(ops: list[Op], holders: dict[str, Any]) -> Report:
             "every holder booked its slot",
             f"{slot}: held by {holder}, which no unreleased booking explains",
             [op for op in ops if op.args.get("holder") == holder],
+        )
+    return report
+
+
+def _request(op: Op) -> tuple[Any, Any]:
+    return op.args["product"], op.args["quantity"]
+
+
+def _receipt_of(answer: Any) -> tuple[Any, Any]:
+    """The request a purchase receipt answers (product, quantity)."""
+    body = answer if isinstance(answer, dict) else {}
+    return body.get("productId"), body.get("quantity")
+
+
+def keyed_answers(ops: list[Op], records: dict[str, dict[str, Any]]) -> Report:
+    """Idempotency keys, over the keyed purchases (some clients reuse a key for another request,
+    as a buggy client would) and the keys' records at the end (:meth:`Purchases.records`):
+
+    * **an answer under a key is for its own request**: an acknowledged keyed purchase's receipt
+      names its own product and quantity (the first request's answer replayed for another
+      request names the first's);
+    * **a key is refused as reused only when it was**: ``IDEMPOTENCY_KEY_REUSED`` answers a
+      request only after another request was sent under its key;
+    * **a stored answer was not answered "not applied"**: a key whose answer is stored (its
+      purchase happened: they commit in one transaction) stores it for a request under the key
+      that was acknowledged or left unknown, and the answer is that request's. A request answered
+      "not applied" (a refusal, a throttle, its key refused as reused) must not have been, and
+      a reused key's other request must not have taken the key.
+    """
+    report = Report()
+    by_key: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f == "purchase" and "key" in op.args:
+            by_key[op.args["key"]].append(op)
+    for key, mine in sorted(by_key.items()):
+        for op in mine:
+            if op.type == OK:
+                first = [o for o in mine if o is not op and o.value == op.value]
+                report.expect(
+                    _receipt_of(op.value) == _request(op),
+                    "idempotency",
+                    "an answer under a key is for its own request",
+                    f"key {key}: {op.process} asked {_request(op)} and was answered a receipt "
+                    f"for {_receipt_of(op.value)}",
+                    [op, *first[:1]],
+                )
+            body = op.value if isinstance(op.value, dict) else {}
+            if op.type == FAIL and body.get("error") == "IDEMPOTENCY_KEY_REUSED":
+                before = [o for o in mine if o.invoked < op.invoked and o.index != op.index]
+                report.expect(
+                    any(_request(o) != _request(op) for o in before),
+                    "idempotency",
+                    "a key is refused as reused only when it was",
+                    f"key {key}: {_request(op)} refused as reused; sent before under it: "
+                    f"{[_request(o) for o in before]}",
+                    [op, *before[:3]],
+                )
+        record = records.get(key)
+        if record is None or record.get("status") != idempotency.COMPLETED:
+            continue  # no purchase committed under the key (a claim alone changes nothing)
+        owners = [
+            op for op in mine if idempotency.fingerprint(*_request(op)) == record["fingerprint"]
+        ]
+        report.expect(
+            any(op.type in (OK, UNKNOWN) for op in owners)
+            and _receipt_of(record["answer"]) in {_request(op) for op in owners},
+            "idempotency",
+            'a stored answer was not answered "not applied"',
+            f"key {key} stores a receipt for {_receipt_of(record['answer'])}; its requests: "
+            + ", ".join(f"{_request(op)} {op.type}" for op in mine),
+            mine[:4],
         )
     return report

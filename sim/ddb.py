@@ -35,6 +35,8 @@ _SET = {
 }
 TOKEN_SECONDS = 600.0  # how long DynamoDB remembers a ClientRequestToken
 WRITES = frozenset({"put_item", "update_item", "delete_item", "transact_write_items"})
+# What the trace names the injected faults (each counted and recorded as a disturbance).
+FAULTS = ("crash", "pause", "throttle", "conflict", "lost-before", "lost-after", "delayed")
 
 
 @contextlib.contextmanager
@@ -76,13 +78,21 @@ class Faults:
     pause: float = 0.01  # the client stops this long before sending (GC, a frozen container)
     pause_seconds: float = 3.0  # longer than the workloads' leases
     crash: float = 0.002  # the client dies before sending (its held state abandoned)
+    # Of the lost replies, the share that start a burst: for up to ``burst_seconds`` every write
+    # of that client loses its reply too (reaching the table or not, in the proportion of
+    # lost_before to lost_after), so a call's resends can all be lost and its retries run out.
+    burst: float = 0.25
+    burst_seconds: float = 0.4
+    delay: float = 0.01  # a write applied, its reply delivered late (other clients act meanwhile)
+    delay_seconds: float = 0.2  # the longest such delay
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(0.0, 0.0, 0.0, 0.0, 0.0, crash=0.0)
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0, crash=0.0, burst=0.0, delay=0.0)
 
     def scaled(self, factor: float) -> Faults:
-        """Every probability times ``factor`` (pauses as long as before)."""
+        """Every probability times ``factor`` (pauses, bursts and delays as long as before; the
+        share of lost replies that start a burst as before: the lost replies are scaled)."""
         return Faults(
             throttle=min(1.0, self.throttle * factor),
             conflict=min(1.0, self.conflict * factor),
@@ -91,6 +101,10 @@ class Faults:
             pause=min(1.0, self.pause * factor),
             pause_seconds=self.pause_seconds,
             crash=min(1.0, self.crash * factor),
+            burst=self.burst,
+            burst_seconds=self.burst_seconds,
+            delay=min(1.0, self.delay * factor),
+            delay_seconds=self.delay_seconds,
         )
 
 
@@ -122,6 +136,7 @@ class SimClient:
         self._faults = faults
         self._stats = stats
         self.calls = 0  # calls this client sent (each try counts), faulted or not
+        self._burst_until = 0.0  # global virtual time until which every write's reply is lost
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -151,22 +166,60 @@ class SimClient:
         self.calls += 1
         roll = rng.random()
         write = name in WRITES
+        if write and scheduler.now < self._burst_until:
+            lost_rate = faults.lost_before + faults.lost_after
+            if roll * lost_rate < faults.lost_before:
+                self._note(task, name, "lost-before")
+                raise ReadTimeoutError(endpoint_url=ENDPOINT)
+            return self._deliver(task, name, method, params, lost=True)
         if roll < faults.throttle:
             self._note(task, name, "throttle")
             raise _client_error(name, "ProvisionedThroughputExceededException")
         roll -= faults.throttle
-        if name == "transact_write_items" and roll < faults.conflict and not self._applied(params):
-            self._note(task, name, "conflict")
-            count = len(params.get("TransactItems", []))
-            at = rng.randrange(max(count, 1))
-            reasons = [{"Code": "TransactionConflict" if i == at else "None"} for i in range(count)]
-            raise _client_error(name, "TransactionCanceledException", CancellationReasons=reasons)
-        roll -= faults.conflict
+        if name == "transact_write_items":
+            if roll < faults.conflict:
+                if self._applied(params):  # answered with its first success: no fault
+                    return self._deliver(task, name, method, params, lost=False)
+                self._note(task, name, "conflict")
+                count = len(params.get("TransactItems", []))
+                at = rng.randrange(max(count, 1))
+                reasons = [
+                    {"Code": "TransactionConflict" if i == at else "None"} for i in range(count)
+                ]
+                raise _client_error(
+                    name, "TransactionCanceledException", CancellationReasons=reasons
+                )
+            # (only a transaction draws from the conflict band: other writes would otherwise
+            # meet lost_before in it, six times as often as it says)
+            roll -= faults.conflict
         if write and roll < faults.lost_before:
             self._note(task, name, "lost-before")
+            self._maybe_burst()
             raise ReadTimeoutError(endpoint_url=ENDPOINT)
         roll -= faults.lost_before
         lost = write and roll < faults.lost_after
+        if lost:
+            self._maybe_burst()
+        return self._deliver(task, name, method, params, lost=lost)
+
+    def _maybe_burst(self) -> None:
+        """A lost reply may be the first of a burst (:attr:`Faults.burst`)."""
+        rng, faults = self._scheduler.rng, self._faults
+        if rng.random() < faults.burst:
+            length = faults.burst_seconds * (0.5 + 0.5 * rng.random())
+            self._burst_until = self._scheduler.now + length
+
+    def _deliver(
+        self,
+        task: Task,
+        name: str,
+        method: Callable[..., Any],
+        params: dict[str, Any],
+        *,
+        lost: bool,
+    ) -> Any:
+        """Apply the call; then its reply is lost (``lost``), delivered late (a write, by
+        :attr:`Faults.delay`: other clients act before it arrives), or delivered."""
         try:
             response = self._send(name, method, params)
         except ClientError as exc:
@@ -175,6 +228,10 @@ class SimClient:
         if lost:
             self._note(task, name, "lost-after")
             raise ReadTimeoutError(endpoint_url=ENDPOINT)
+        rng, faults = self._scheduler.rng, self._faults
+        if name in WRITES and rng.random() < faults.delay:
+            self._note(task, name, "delayed")
+            task.sleep(faults.delay_seconds * rng.random())
         self._note(task, name, "ok")
         return response
 
@@ -200,9 +257,10 @@ class SimClient:
         return response
 
     def _note(self, task: Task, name: str, what: str) -> None:
-        if what in ("crash", "pause", "throttle", "conflict", "lost-before", "lost-after"):
+        if what in FAULTS:
             self._stats.faults += 1
-            kind = "kill" if what == "crash" else what
+            # a reply delivered late leaves its client silent, as a pause does
+            kind = {"crash": "kill", "delayed": "pause"}.get(what, what)
             process = task.name.split(":")[0]
             self._stats.disturbances.append(Disturbance(self._scheduler.now, kind, process))
         self._stats.trace.append(f"{self._scheduler.now:.6f} {task.name} {name} {what}")

@@ -178,6 +178,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
                 scheduler.spawn(f"{kind.name}{i}", workload.body(recorder, client), skew=skew)
         finished = scheduler.run()
         final = purchases.final(real)
+        records = purchases.records(real, recorder.ops)
         logs = leasing.logs(real)
         skus = reserving.final(real)
         shards = sharding.final(real)
@@ -195,6 +196,7 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
             f"{task.name} raised {task.error!r}",
         )
     report.merge(checkers.purchases(recorder.ops, purchases.products, final))
+    report.merge(checks.keyed_answers(recorder.ops, records))
     report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
     report.merge(checks.overlapping_holds(recorder.holds))
     report.merge(checks.granted_as_asked(recorder.holds))

@@ -6,7 +6,8 @@ can judge them (see :mod:`sim.checks`).
 * **purchases**: ``service.domain.products.Products.purchase`` with the ``atomic`` (conditional
   decrement) and ``versioned`` (read, decide, version-checked write) strategies, and keyed: an
   ``Idempotency-Key`` claimed in ``turnstile_ddb.idempotency`` and committed with the versioned
-  write in one transaction, retried under its key as a client would.
+  write in one transaction, retried under its key as a client would; some reuse an earlier key
+  for another request, as a buggy client would (refused: 422).
 * **leases**: ``turnstile_ddb.lease.Leases.acquire_wait``, then a fenced transaction
   (``Leases.transact``) appending the fence to a protected item, then ``release``; some
   contenders try again at exactly the holder's stored expiry, some holders overstay their lease
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +103,10 @@ class Recorder:
 class Purchases:
     products: list[tuple[str, int]]
     operations: int = 12  # per client
-    keyed_attempts: int = 6  # tries of one keyed purchase before its answer is left unknown
+    keyed_attempts: int = 6  # tries of one keyed purchase before it gives up (see _keyed)
+    # Of the keyed purchases, the share that reuse one of the client's earlier keys for another
+    # request (another product or quantity), as a buggy client would: 422 IDEMPOTENCY_KEY_REUSED.
+    reuse: float = 0.25
 
     def setup(self, client: Any) -> None:
         create_table(client, PRODUCTS_TABLE, "productId")
@@ -126,10 +131,19 @@ class Purchases:
                 backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
                 conflicts=task.backoff(attempts=6, base=0.005, cap=0.1, budget=1.0),
             )
+            # this client's keys, each with the requests sent under it
+            sent: dict[str, set[tuple[str, int]]] = {}
             for number in range(self.operations):
                 product_id = task.rng.choice(self.products)[0]
                 quantity = task.rng.randint(1, 3)
                 strategy = task.rng.choice(("atomic", "versioned", "keyed"))
+                keyed: dict[str, Any] = {}
+                if strategy == "keyed":
+                    keyed["key"] = f"{task.name}-{number}"
+                    if sent and task.rng.random() < self.reuse:
+                        keyed["key"] = task.rng.choice(sorted(sent))
+                        product_id, quantity = self._another(task, sent[keyed["key"]])
+                    sent.setdefault(keyed["key"], set()).add((product_id, quantity))
                 op = recorder.invoke(
                     "purchases",
                     task.name,
@@ -137,11 +151,11 @@ class Purchases:
                     product=product_id,
                     quantity=quantity,
                     strategy=strategy,
+                    **keyed,
                 )
                 try:
                     if strategy == "keyed":
-                        key = f"{task.name}-{number}"
-                        outcome, value = self._keyed(task, shop, store, op, key)
+                        outcome, value = self._keyed(task, shop, store, op, keyed["key"])
                     else:
                         outcome, value = _purchase(shop, product_id, quantity, strategy, None)
                 except Crashed:
@@ -152,22 +166,43 @@ class Purchases:
 
         return run
 
+    def _another(self, task: Task, used: set[tuple[str, int]]) -> tuple[str, int]:
+        """A request no earlier request under the key was: another product or quantity (the
+        same request twice under one key is a retry, answered with the first answer)."""
+        fresh = [(p, q) for p, _ in self.products for q in (1, 2, 3) if (p, q) not in used]
+        return task.rng.choice(fresh)
+
     def _keyed(
         self, task: Task, shop: Products, store: idempotency.IdempotencyStore, op: Op, key: str
     ) -> tuple[str, Any]:
         """A purchase with an ``Idempotency-Key``, as the service's keyed middleware runs it
-        (service/api/keyed.py), retried under the same key until its answer is definite."""
+        (service/api/keyed.py), retried under the same key until its answer is definite. Each
+        answer means what the service documents: 422 (the key was another request's) and a
+        refusal or a throttle (``RetriesExhausted``: the key given back) say nothing was applied;
+        only a purchase whose outcome was unknown (``OutcomeUnknown``) leaves the op unknown when
+        the tries run out. A client that reuses a key sends a request no earlier one under that
+        key was (:meth:`_another`)."""
         product_id, quantity = op.args["product"], op.args["quantity"]
         request = idempotency.fingerprint(product_id, quantity)
+        in_doubt = False  # some try's purchase may have been applied
+        last: Any = None
         for _ in range(self.keyed_attempts):
             try:
                 begun = store.begin(key, request)
+            except idempotency.KeyReused:
+                last = {"error": "IDEMPOTENCY_KEY_REUSED"}
+                op.attempts.append((422, last))
+                return FAIL, last
             except idempotency.StillRunning as exc:
-                op.attempts.append((409, {"error": "IDEMPOTENCY_IN_PROGRESS"}))
+                last = {"error": "IDEMPOTENCY_IN_PROGRESS"}
+                op.attempts.append((409, last))
                 task.sleep(exc.retry_after_ms / 1000 + 0.01)
                 continue
-            except (retry.OutcomeUnknown, retry.RetriesExhausted):
-                op.attempts.append((503, None))
+            except (retry.OutcomeUnknown, retry.RetriesExhausted) as exc:
+                # the claim alone (a put) changes no stock, whether or not it landed
+                unknown = isinstance(exc, retry.OutcomeUnknown)
+                last = {"error": "OUTCOME_UNKNOWN" if unknown else "THROTTLED"}
+                op.attempts.append((503, last))
                 task.sleep(0.1)
                 continue
             if isinstance(begun, idempotency.Replay):
@@ -181,11 +216,36 @@ class Purchases:
             if outcome == FAIL:  # nothing changed: the key is given back
                 with contextlib.suppress(retry.OutcomeUnknown, retry.RetriesExhausted):
                     store.release(begun)
+                # (an earlier try in doubt did not land either: its purchase would have
+                # completed the key, and this try's claim found it not completed)
                 op.attempts.append((409, value))
                 return FAIL, value
             op.attempts.append((None, None))  # unknown: the claim stays until it lapses
+            in_doubt = True
             task.sleep(0.1)
-        return UNKNOWN, None
+        if in_doubt:
+            return UNKNOWN, None
+        return FAIL, last  # every try was turned away before its purchase ran
+
+    def records(self, client: Any, ops: list[Op]) -> dict[str, dict[str, Any]]:
+        """The idempotency records of the keys ``ops`` used, as the table holds them at the end
+        (status, fingerprint, the stored answer); a key given back has none."""
+        found: dict[str, dict[str, Any]] = {}
+        for key in sorted({op.args["key"] for op in ops if "key" in op.args}):
+            item = client.get_item(
+                TableName=IDEMPOTENCY_TABLE,
+                Key=codec.encode_item({"id": key}),
+                ConsistentRead=True,
+            ).get("Item")
+            record = codec.decode_item(item) if item else None
+            if record:
+                answer = record.get("answer")
+                found[key] = {
+                    "status": record.get("status"),
+                    "fingerprint": record.get("fingerprint"),
+                    "answer": json.loads(answer) if isinstance(answer, str) else None,
+                }
+        return found
 
     def final(self, client: Any) -> dict[str, int | None]:
         stock: dict[str, int | None] = {}

@@ -42,8 +42,10 @@ SIM_KILLED = {
     "17-capacity-limit-dropped": "registrations",
     "18-capacity-off-by-one": "registrations",
     "19-slot-booked-twice": "slots",
-    "21-retry-resends-non-idempotent": "slots",  # a release resent after its lost reply
+    "20-idempotency-other-fingerprint": "idempotency",
+    "21-retry-resends-non-idempotent": "purchases",  # and slots: a release resent
     "22-transact-fresh-token": "purchases",  # the lease queue and the leases see it too
+    "23-lost-reply-not-applied": "purchases",
 }
 
 # mutant name -> why the simulator does not kill it (yet).
@@ -51,8 +53,6 @@ NOT_SIM_KILLABLE = {
     "05-release-frees-others-units": "no seed has a cancel race a new claim on its lapsed units",
     "06-hold-expiry-boundary": "a confirm and a claim never meet on the same millisecond",
     "16-queue-pass-over-ignores-beat": "the beat clause never decides for a head that is live",
-    "20-idempotency-other-fingerprint": "the keyed workload never reuses a key for another request",
-    "23-lost-reply-not-applied": "retries never run out after a timeout in the faults drawn",
     "24-inventory-view-hold-boundary": "no workload reads the inventory view",
 }
 
