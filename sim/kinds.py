@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.checkers import Report
+from sim.reservation_edges import ReservationEdges
 
 # Each client's clock is off the global one by at most this many seconds (see sim.run).
 SKEW_SECONDS = 0.2
@@ -50,4 +51,6 @@ class Kind:
     skew: float = SKEW_SECONDS
 
 
-KINDS: list[Kind] = []
+KINDS: list[Kind] = [
+    Kind("edges", lambda each: ReservationEdges(episodes=each), clients=2, each=3),
+]
