@@ -12,6 +12,8 @@ property chaos does not check (its lease checker judges fences, not time).
   linearizable remaining stock, which a sharded receipt does not promise);
 * the lease queue: :func:`chaos.checkers.queue` (run in :mod:`sim.run`), with
   :func:`overlapping_holds` and :func:`granted_as_asked` over its holds too.
+* reservation edges (:mod:`sim.reservation_edges`): :func:`chaos.checkers.inventory`,
+  :func:`late_confirms`, :func:`live_confirms` and :func:`inventory_views`.
 """
 
 from __future__ import annotations
