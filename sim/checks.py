@@ -16,7 +16,9 @@ property chaos does not check (its lease checker judges fences, not time).
 * the lease queue: :func:`chaos.checkers.queue` (run in :mod:`sim.run`), with
   :func:`overlapping_holds`, :func:`granted_as_asked` and :func:`granted_when_free` over its
   holds too;
-* fenced updates (:mod:`sim.fenced`): :func:`fenced_updates`.
+* fenced updates (:mod:`sim.fenced`): :func:`fenced_updates`;
+* reservation edges (:mod:`sim.reservation_edges`): :func:`chaos.checkers.inventory`,
+  :func:`late_confirms`, :func:`live_confirms` and :func:`inventory_views`.
 """
 
 from __future__ import annotations
@@ -498,5 +500,155 @@ def keyed_answers(ops: list[Op], records: dict[str, dict[str, Any]]) -> Report:
             f"key {key} stores a receipt for {_receipt_of(record['answer'])}; its requests: "
             + ", ".join(f"{_request(op)} {op.type}" for op in mine),
             mine[:4],
+        )
+    return report
+
+
+def _reserved(ops: list[Op]) -> dict[str, Op]:
+    """The acknowledged reservations, by reservation id."""
+    return {op.value["reservationId"]: op for op in ops if op.f == "reserve" and op.type == OK}
+
+
+def late_confirms(ops: list[Op]) -> Report:
+    """A confirm at or after its hold's end is refused: an acknowledged confirm whose ``now`` (the
+    client's clock as the library read it and sent it) is at or past the reservation's
+    ``expiresAt`` sold a hold that had ended, whose units a claim may take from that millisecond
+    on. (A confirm that sent no ``now``, for example a repeat answered from its sold lead unit, is
+    not judged.)"""
+    report = Report()
+    reservations = _reserved(ops)
+    for op in ops:
+        reservation = reservations.get(op.args.get("reservation", ""))
+        if op.f != "confirm" or op.type != OK or "now" not in op.args or reservation is None:
+            continue
+        until = int(reservation.value["expiresAt"])
+        report.expect(
+            int(op.args["now"]) < until,
+            "inventory",
+            "a confirm at or after its hold's end is refused",
+            f"{op.args['sku']}: {op.process} confirmed {op.args['reservation']} at "
+            f"{op.args['now']} (its clock, ms), {int(op.args['now']) - until} ms after its hold "
+            f"ended at {until}",
+            [reservation, op],
+        )
+    return report
+
+
+# Refusals after which nothing was written (a throttled call may have written: not definite).
+_NOT_APPLIED = frozenset({"OUT_OF_STOCK", "Expired", "NotFound", "AlreadyConfirmed"})
+
+
+def live_confirms(ops: list[Op]) -> Report:
+    """A live holder's confirm succeeds, or its units were taken by a claim: a confirm refused
+    (``Expired``, or ``NotFound`` once its lead unit names it no more) although its hold was live
+    on its own clock (its ``now``, or, when it sent none, its clock when it began, before the
+    reservation's ``expiresAt``) is explained by another reservation of the sku that may have
+    claimed one of its units while it ran (acknowledged with one of them, or unanswered, or
+    throttled), or by a cancel of its own. Nothing else takes or frees a held unit, so an
+    unexplained refusal is a unit freed from under its live holder (a release that did not
+    check whose the unit was)."""
+    report = Report()
+    reservations = _reserved(ops)
+    for op in ops:
+        reservation = reservations.get(op.args.get("reservation", ""))
+        if op.f != "confirm" or op.type != FAIL or reservation is None:
+            continue
+        if (op.value or {}).get("error") not in ("Expired", "NotFound"):
+            continue
+        at = int(op.args.get("now", op.args["clock"]))
+        until = int(reservation.value["expiresAt"])
+        if at >= until:
+            continue
+        units = set(reservation.value["units"])
+        rid = reservation.value["reservationId"]
+        explained = [
+            other
+            for other in ops
+            if other.invoked < op.completed
+            and other.args.get("sku") == op.args["sku"]
+            and (
+                (other.f == "cancel" and other.args["reservation"] == rid)
+                or (
+                    other.f == "reserve"
+                    and other is not reservation
+                    and other.completed > reservation.invoked
+                    and (
+                        other.type == UNKNOWN
+                        or (other.type == FAIL and other.value.get("error") not in _NOT_APPLIED)
+                        or (other.type == OK and units & set(other.value["units"]))
+                    )
+                )
+            )
+        ]
+        report.expect(
+            bool(explained),
+            "inventory",
+            "a live holder's confirm succeeds",
+            f"{op.args['sku']}: {op.process}'s confirm of {rid} (units {sorted(units)}) was "
+            f"refused ({op.value['error']}) at {at} (its clock, ms), {until - at} ms before its "
+            "hold ended, and no other reservation claimed any of its units",
+            [reservation, op],
+        )
+    return report
+
+
+def _overlap(a: Op, b: Op) -> bool:
+    return a.invoked < b.completed and b.invoked < a.completed
+
+
+def inventory_views(ops: list[Op]) -> Report:
+    """The inventory view (``Inventory.exact``: counts from the units themselves) shows what the
+    history left in the sku at the view's ``now`` (the clock it read): the units of acknowledged
+    confirms sold, the units of the latest acknowledged reservation of each unit reserved while
+    its ``expiresAt`` is after ``now`` (a hold at exactly its end is over: claimable, so
+    available), every other unit available. Judged only where the history decides the sku's
+    state: nothing on the sku overlapped the view, and every earlier operation on it was answered
+    (acknowledged, or refused without writing), one after another."""
+    report = Report()
+    for view in ops:
+        if view.f != "view" or view.type != OK or "now" not in view.args:
+            continue
+        sku = view.args["sku"]
+        mine = [op for op in ops if op.args.get("sku") == sku and op.f != "view"]
+        if any(_overlap(op, view) for op in mine):
+            continue
+        earlier = sorted(
+            (op for op in mine if op.completed <= view.invoked), key=lambda o: o.invoked
+        )
+        definite = all(
+            op.type == OK or (op.type == FAIL and op.value.get("error") in _NOT_APPLIED)
+            for op in earlier
+        )
+        if not definite or any(_overlap(a, b) for a, b in itertools.pairwise(earlier)):
+            continue
+        units: dict[str, tuple[str, str, int]] = {}  # unit -> (status, holder, holdUntil)
+        for op in earlier:
+            if op.type != OK:
+                continue
+            if op.f == "reserve":
+                for unit in op.value["units"]:
+                    units[unit] = ("held", op.value["reservationId"], int(op.value["expiresAt"]))
+            elif op.f in ("confirm", "cancel"):
+                status = "sold" if op.f == "confirm" else "free"
+                for unit, (was, holder, until) in list(units.items()):
+                    if was == "held" and holder == op.args["reservation"]:
+                        units[unit] = (status, holder, until)
+        now = int(view.args["now"])
+        sold = sum(1 for status, _, _ in units.values() if status == "sold")
+        reserved = sum(1 for status, _, until in units.values() if status == "held" and until > now)
+        expected = {
+            "available": int(view.value["units"]) - sold - reserved,
+            "reserved": reserved,
+            "sold": sold,
+        }
+        shown = {name: int(view.value[name]) for name in expected}
+        ends = {until for status, _, until in units.values() if status == "held"}
+        report.expect(
+            shown == expected,
+            "inventory",
+            "the inventory view shows the history's units",
+            f"{sku}: the view at {now} (its clock, ms) shows {shown}, the history leaves "
+            f"{expected} (holds ending at {sorted(ends)})",
+            [*earlier[-3:], view],
         )
     return report

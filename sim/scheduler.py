@@ -25,6 +25,8 @@ from turnstile_ddb import retry
 
 # Virtual time starts here (epoch seconds), so epoch-millisecond attributes look ordinary.
 EPOCH = 1_700_000_000.0
+# The most virtual time one step of a client (one call: sim.ddb takes 1 to 10 ms) advances.
+LONGEST_STEP = 0.010
 
 
 class Abort(BaseException):
@@ -47,6 +49,7 @@ class Task:
     skew: float = 0.0
     rng: random.Random = field(default_factory=random.Random)
     wake: float = 0.0
+    exact: bool = False  # sleeping until exactly ``wake`` (Scheduler.sleep(exact=True))
     done: bool = False
     crashed: bool = False
     waiting: Task | None = None  # joined on this task: runs again once it is done
@@ -117,8 +120,12 @@ class Scheduler:
         self._switch(task)
         return task
 
-    def sleep(self, task: Task, seconds: float) -> None:
+    def sleep(self, task: Task, seconds: float, *, exact: bool = False) -> None:
+        """``task`` sleeps ``seconds`` of virtual time. ``exact``: it wakes at exactly that
+        instant: no other client starts a step that could carry the clock past it (they wait
+        the few milliseconds until it has run), so a client can act on an exact millisecond."""
         task.wake = self.now + max(0.0, seconds)
+        task.exact = exact
         self._switch(task)
 
     def advance(self, seconds: float) -> None:
@@ -169,11 +176,19 @@ class Scheduler:
             if self.steps >= self.max_steps and not self.aborted:
                 self.aborted = True
             ready = [task for task in live if task.waiting is None or task.waiting.done]
-            due = [task for task in ready if task.wake <= self.now or self.aborted]
-            if not due:
-                self.now = min(task.wake for task in ready)
-                continue
-            task = due[self.rng.randrange(len(due))]
+            exact = [task for task in ready if task.exact and not self.aborted]
+            first = min(exact, key=lambda t: t.wake) if exact else None
+            if first is not None and first.wake - self.now < LONGEST_STEP:
+                # its instant is within one step: nobody else starts one before it has run
+                self.now = max(self.now, first.wake)
+                first.exact = False
+                task = first
+            else:
+                due = [task for task in ready if task.wake <= self.now or self.aborted]
+                if not due:
+                    self.now = min(task.wake for task in ready)
+                    continue
+                task = due[self.rng.randrange(len(due))]
             self.steps += 1
             self.current = task
             task.go.release()

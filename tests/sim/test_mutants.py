@@ -30,6 +30,8 @@ SIM_KILLED = {
     "02-keyed-purchase-unversioned": "purchases",
     "03-decrement-unchecked": "purchases",
     "04-claim-ignores-unit-free": "inventory",
+    "05-release-frees-others-units": "inventory",
+    "06-hold-expiry-boundary": "inventory",
     "07-sharded-multi-take-unchecked": "sharded",
     "08-sharded-shard-overdrawn": "sharded",
     "09-lease-acquire-ignores-expiry": "leases",
@@ -46,14 +48,12 @@ SIM_KILLED = {
     "21-retry-resends-non-idempotent": "purchases",  # and slots: a release resent
     "22-transact-fresh-token": "purchases",  # the lease queue and the leases see it too
     "23-lost-reply-not-applied": "purchases",
+    "24-inventory-view-hold-boundary": "inventory",
 }
 
 # mutant name -> why the simulator does not kill it (yet).
 NOT_SIM_KILLABLE = {
-    "05-release-frees-others-units": "no seed has a cancel race a new claim on its lapsed units",
-    "06-hold-expiry-boundary": "a confirm and a claim never meet on the same millisecond",
     "16-queue-pass-over-ignores-beat": "the beat clause never decides for a head that is live",
-    "24-inventory-view-hold-boundary": "no workload reads the inventory view",
 }
 
 # Seeds tried per mutant (each stops at the first seed its named workload reports it): 07 first

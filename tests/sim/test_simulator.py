@@ -15,7 +15,7 @@ import pytest
 
 from sim.ddb import Faults, moto_dynamodb
 from sim.model import Model
-from sim.run import Config, describe, repro, run_seed, shrink
+from sim.run import Config, default_sizes, describe, repro, run_seed, shrink
 from sim.workloads import INVENTORY_TABLE, PRODUCTS_TABLE
 from turnstile_ddb import _lease_item, codec, lease, lease_queue, sharded, transact, versioned
 
@@ -68,9 +68,10 @@ def test_the_model_and_moto_give_the_same_history(seed):
     moto's backend answer every call of a faulted run alike, so the histories match call for
     call. Only ids differ (moto draws request ids from the same seeded uuid4), so they are
     masked."""
-    # Purchases and leases: the reservation workload's index reads end their pages where
+    # Purchases and leases: the reservation workloads' index reads end their pages where
     # DynamoDB Local does, which moto does not (docs/sim.md).
-    config = Config(reservation_clients=0)
+    kinds = {name: size for name, size in default_sizes().items() if name != "edges"}
+    config = Config(reservation_clients=0, sizes_by_kind=kinds)
     with moto_dynamodb() as real:
         on_moto = run_seed(seed, config, real=real).history
     on_model = run_seed(seed, config).history
@@ -194,7 +195,9 @@ def test_a_lease_granted_shorter_than_asked_is_caught(monkeypatch):
 
 
 def _reservers_only(**sizes):
-    return Config(purchase_clients=0, lease_clients=0, reservation_clients=3, **sizes)
+    return Config(
+        purchase_clients=0, lease_clients=0, reservation_clients=3, sizes_by_kind={}, **sizes
+    )
 
 
 @pytest.fixture
