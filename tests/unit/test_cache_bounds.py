@@ -1,6 +1,10 @@
 """Every per-process cache keyed by something clients choose stays bounded however many distinct
-keys a long-lived process sees (docs/soak.md, "Bounds"): the LRU they share, the inventory's sku
-headers, the local authorizer's verified tokens and the local capacity model's buckets."""
+keys a long-lived process sees (docs/soak.md, "Process-wide state and its bounds"): the LRU they
+share, the inventory's sku headers, products' and events' shard counts, the fake payment
+provider's record and keys, the local authorizer's verified tokens, the local capacity model's
+buckets and throttle counts, and the stream pump's shards and dead letters. Each test inserts more
+distinct keys than the bound, and checks that the most recent survive and that a forgotten entry
+is rebuilt, not wrong."""
 
 from __future__ import annotations
 
