@@ -66,6 +66,9 @@ SCALE_ENV = "TURNSTILE_CAPACITY_SCALE"
 WCU_PER_KEY = 1000.0
 RCU_PER_KEY = 3000.0
 MAX_KEYS = 100_000  # partition keys whose buckets are kept (a transaction touches at most 100)
+# keys whose throttles are counted (Stats.throttled_by_key): a report names the hot few, and the
+# hottest are the most recently throttled, so a bound far above any report keeps every one it shows
+MAX_THROTTLED_KEYS = 10_000
 WRITE_KB = 1024
 READ_KB = 4096
 PATTERN = "capacity_model"
@@ -154,7 +157,8 @@ Charge = tuple[tuple[str, str, str, str], float]  # ((table, index, key json, "W
 class Stats:
     admitted: int = 0
     throttled: int = 0
-    throttled_by_key: dict[str, int] = field(default_factory=dict)
+    # throttles per "table/index/key/W|R", for the keys most recently throttled only
+    throttled_by_key: LRU[str, int] = field(default_factory=lambda: LRU(MAX_THROTTLED_KEYS))
 
 
 class CapacityModel:
@@ -173,6 +177,7 @@ class CapacityModel:
         clock: Callable[[], float] = time.monotonic,
         describe: Callable[[str], dict[str, Any]] | None = None,
         max_keys: int = MAX_KEYS,
+        max_throttled_keys: int = MAX_THROTTLED_KEYS,
     ) -> None:
         self.scale = scale
         self.wcu = WCU_PER_KEY * scale
@@ -185,7 +190,7 @@ class CapacityModel:
         # (a key idle for burst_seconds has a full bucket, which is what a new one starts as)
         self._buckets: LRU[tuple[str, str, str, str], Bucket] = LRU(max_keys)
         self._schemas: dict[str, dict[str, Any]] = {}
-        self.stats = Stats()
+        self.stats = Stats(throttled_by_key=LRU(max_throttled_keys))
 
     # schema: which attribute is the partition key of the table and of each index
     def _schema(self, table: str) -> dict[str, Any]:
@@ -226,9 +231,8 @@ class CapacityModel:
                 for key, ok in fits.items():
                     if not ok:
                         name = f"{key[0]}/{key[1] or '-'}/{key[2]}/{key[3]}"
-                        self.stats.throttled_by_key[name] = (
-                            self.stats.throttled_by_key.get(name, 0) + 1
-                        )
+                        counted = self.stats.throttled_by_key.get(name) or 0
+                        self.stats.throttled_by_key.put(name, counted + 1)
             return [fits[key] for key, _ in charges]
 
     # charges of one request, in the order its items appear

@@ -33,11 +33,20 @@ from botocore.exceptions import ClientError
 
 from local import init_report
 from local import template as template_
+from service.lru import LRU
 from turnstile_ddb import metrics
 
 log = logging.getLogger("local.pump")
 
 Handler = Callable[[dict[str, Any], Any], Any]
+
+# Shards whose read state a pump keeps: the ones not read to their end (about one open shard per
+# partition, and at a start every shard the stream still lists: a day of them, each lives hours),
+# so a table of a thousand partitions stays far under it.
+MAX_SHARDS = 10_000
+# Records given up on that a pump keeps (the oldest dropped): each is a consumer failing a record
+# every retry, which tests and make chaos read; a long run that breaks a consumer keeps the latest.
+MAX_DEAD_LETTERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,14 @@ def matches(pattern: Any, value: Any) -> bool:
     return bool(value == pattern)
 
 
+def _depth(shard_id: str, listed: dict[str, str | None]) -> int:
+    """How many of ``shard_id``'s ancestors the stream lists (parents sort before children)."""
+    depth, parent = 0, listed.get(shard_id)
+    while parent in listed:
+        depth, parent = depth + 1, listed.get(parent)
+    return depth
+
+
 @dataclass
 class _Shard:
     shard_id: str
@@ -105,6 +122,7 @@ class _Shard:
     limit: int | None = None  # a bisected batch size, until the batch succeeds
     checkpoint: str | None = None  # sequence number of the last record handed on (done or DLQ)
     attempts: dict[str, int] = field(default_factory=dict)
+    parent_finished: bool = False  # its parent was read to its end when this one was taken on
 
 
 @dataclass
@@ -155,6 +173,8 @@ class StreamPump:
         function_name: str = "consumer",
         filters: tuple[dict[str, Any], ...] = (),
         timeout_seconds: float = 60.0,
+        max_shards: int = MAX_SHARDS,
+        max_dead_letters: int = MAX_DEAD_LETTERS,
     ) -> None:
         self.streams = streams
         self.filters = filters
@@ -166,14 +186,20 @@ class StreamPump:
         description = dynamodb.describe_table(TableName=table)["Table"]
         self.stream_arn: str = description["LatestStreamArn"]
         self.region = streams.meta.region_name
-        self.shards: dict[str, _Shard] = {}
+        # What was read of each shard not finished yet, and of a finished one until its child
+        # starts or the stream trims it: at most ``max_shards`` (docs/soak.md, "Process-wide
+        # state and its bounds"); more shards wait for room, in parent-before-child order.
+        self.shards: LRU[str, _Shard] = LRU(max_shards)
+        # The records given up on, the most recent ``max_dead_letters`` (an SQS queue on AWS).
         self.dead_letters: list[dict[str, Any]] = []
+        self.max_dead_letters = max_dead_letters
         self.delivered = 0
         self._lock = threading.Lock()  # one poll at a time (run() thread vs drain())
 
     # -- shards ----------------------------------------------------------------------------
 
     def _discover(self) -> None:
+        listed: dict[str, str | None] = {}  # every shard the stream lists now -> its parent
         start: str | None = None
         while True:
             kwargs: dict[str, Any] = {"StreamArn": self.stream_arn}
@@ -181,13 +207,44 @@ class StreamPump:
                 kwargs["ExclusiveStartShardId"] = start
             description = self.streams.describe_stream(**kwargs)["StreamDescription"]
             for shard in description["Shards"]:
-                if shard["ShardId"] not in self.shards:
-                    self.shards[shard["ShardId"]] = _Shard(
-                        shard["ShardId"], shard.get("ParentShardId")
-                    )
+                listed[shard["ShardId"]] = shard.get("ParentShardId")
             start = description.get("LastEvaluatedShardId")
             if not start:
-                return
+                break
+        finished = self._finished(listed)
+        # Forget a finished shard the stream no longer lists (trimmed: it cannot be read again) or
+        # whose child has started (the stream still lists it, and _finished says so again).
+        for shard_id, shard in self.shards.items():
+            if shard.done and (shard_id not in listed or shard_id in finished):
+                self.shards.pop(shard_id)
+        # Take on the shards not known yet, parents first, while there is room: one that waits
+        # for room is listed again at the next poll, and its children wait with it. A child
+        # takes its finished parent's place (it remembers that the parent was read).
+        for shard_id in sorted(listed, key=lambda each: _depth(each, listed)):
+            if shard_id in self.shards or shard_id in finished:
+                continue
+            parent = self.shards.peek(listed[shard_id] or "")
+            if parent is not None and parent.done and len(self.shards) >= self.shards.size:
+                self.shards.pop(parent.shard_id)
+            if len(self.shards) >= self.shards.size:
+                break
+            shard = _Shard(shard_id, listed[shard_id])
+            shard.parent_finished = parent is not None and parent.done
+            self.shards.put(shard_id, shard)
+
+    def _finished(self, listed: dict[str, str | None]) -> set[str]:
+        """The listed shards read to their end before: the ancestors of a shard that has
+        started or took its finished parent's place, since a child starts only after its parent
+        is done (:meth:`_ready`; :meth:`start_at_latest` leaves out what both hold). No state is
+        kept for them."""
+        finished: set[str] = set()
+        for shard_id, shard in self.shards.items():
+            if shard.done or shard.iterator is not None or shard.parent_finished:
+                parent = listed.get(shard_id, shard.parent)
+                while parent and parent not in finished:
+                    finished.add(parent)
+                    parent = listed.get(parent)
+        return finished
 
     def start_at_latest(self) -> None:
         """Leave out what the stream holds now: the shards known now are read from after their
@@ -195,12 +252,12 @@ class StreamPump:
         the records of what it writes next, in a table whose stream holds much else."""
         with self._lock:
             self._discover()
-            for shard in self.shards.values():
+            for _, shard in self.shards.items():
                 if shard.iterator is None:
                     shard.iterator = self._iterator(shard, "LATEST")
 
     def _ready(self, shard: _Shard) -> bool:
-        parent = self.shards.get(shard.parent or "")
+        parent = self.shards.peek(shard.parent or "")
         return not shard.done and (parent is None or parent.done)
 
     def _iterator(self, shard: _Shard, kind: str, sequence: str | None = None) -> str | None:
@@ -220,7 +277,7 @@ class StreamPump:
         with self._lock:
             self._discover()
             delivered = 0
-            for shard in list(self.shards.values()):
+            for _, shard in self.shards.items():
                 if self._ready(shard):
                     delivered += self._poll_shard(shard)
             return delivered
@@ -266,6 +323,7 @@ class StreamPump:
             shard.iterator = following
             shard.done = following is None
             shard.limit = None
+            shard.attempts.clear()
             return len(records)
         sequence = records[failed]["dynamodb"]["SequenceNumber"]
         if failed > 0:
@@ -274,10 +332,14 @@ class StreamPump:
             shard.limit = max(1, len(records) // 2)  # bisect, retry the first half
             shard.iterator = self._iterator(shard, "AT_SEQUENCE_NUMBER", sequence)
             return len(records)
-        shard.attempts[sequence] = shard.attempts.get(sequence, 0) + 1
+        # Only the record failing now is counted: the first failure only moves forward, so the
+        # counts of the records before it are never needed again.
+        shard.attempts = {sequence: shard.attempts.get(sequence, 0) + 1}
         if 0 <= self.retry_attempts < shard.attempts[sequence]:
             log.warning("giving up on %s after %s retries", sequence, self.retry_attempts)
             self.dead_letters.append(records[failed])
+            del self.dead_letters[: -self.max_dead_letters]
+            shard.attempts.clear()
             metrics.count("DeadLettered", pattern="streams")
             shard.checkpoint = sequence
             shard.iterator = self._iterator(shard, "AFTER_SEQUENCE_NUMBER", sequence)

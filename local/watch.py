@@ -26,6 +26,7 @@ import logging
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ WATCHED = "functions"
 SETTLE = 0.3  # seconds without a new event before a rebuild starts (an editor saves in bursts)
 # Events that change a file; opening or reading one (the synth reads every source) is not one.
 CHANGES = frozenset({"created", "modified", "moved", "deleted", "closed"})
+MAX_RELOADS = 100  # rebuilds a watcher remembers (tests read the last; nothing reads the first)
 
 log = logging.getLogger("local.watch")
 
@@ -98,7 +100,8 @@ class Watcher:
         self.root = root
         self.settle = settle
         self.synthesize = synthesize
-        self.reloads: list[Reload] = []  # every rebuild so far, oldest first
+        # the last MAX_RELOADS rebuilds, oldest first (one a save: make local lives for hours)
+        self.reloads: deque[Reload] = deque(maxlen=MAX_RELOADS)
         self._pending = threading.Condition()
         self._saved_at: float | None = None  # the first unprocessed change (monotonic)
         self._last_event = 0.0

@@ -109,6 +109,10 @@ INVENTORY_CREATE_CHUNKS = 1
 INVENTORY_CREATE_UNITS_PER_SECOND = 2_000
 # READY sku headers kept per process (service.domain.inventory), the most recently used first
 INVENTORY_HEADER_CACHE_SKUS = 1_024
+# Shard counts of products and of events kept per process (service.domain.products, .events), the
+# most recently used: as many as turnstile_ddb.sharded.Hints keeps counters of. A forgotten one is
+# learnt again from the first write or read, as a new process learns it.
+SHARD_COUNTS_KEPT = 1_024
 # Overrides the pace: units a second, or 0 for none. The local stack sets 0 (DynamoDB Local has no
 # capacity limit: local.dynamodb_local.DynamoDBLocal.environment).
 INVENTORY_CREATE_PACE_ENV = "TURNSTILE_INVENTORY_CREATE_UNITS_PER_SECOND"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -42,9 +43,22 @@ class LRU(Generic[K, V]):
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
+    def peek(self, key: K) -> V | None:
+        """The entry of ``key`` without making it the most recent (a look that is no use)."""
+        with self._lock:
+            return self._entries.get(key)
+
     def pop(self, key: K) -> V | None:
         with self._lock:
             return self._entries.pop(key, None)
+
+    def items(self) -> list[tuple[K, V]]:
+        """A copy of the entries, least recent first; reading it changes no order."""
+        with self._lock:
+            return list(self._entries.items())
+
+    def __iter__(self) -> Iterator[K]:
+        return iter([key for key, _ in self.items()])
 
     def __len__(self) -> int:
         return len(self._entries)

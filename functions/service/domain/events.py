@@ -41,6 +41,7 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
+from service.lru import LRU
 from turnstile_ddb import capacity, codec, creation, retry, sharded, transact, versioned
 
 EVENT_SK = "EVENT"
@@ -84,7 +85,8 @@ class Events:
     backoff: retry.Backoff = field(default_factory=config.call_backoff)
     transactions: retry.Backoff = field(default_factory=config.registration_backoff)
     clock: Callable[[], str] = now_iso
-    shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
+    # learnt; never changes; the most recently used only (a forgotten one is learnt again)
+    shard_counts: LRU[str, int] = field(default_factory=lambda: LRU(config.SHARD_COUNTS_KEPT))
     # What this process learnt of sharded events' shards (runtime.sharded_hints in Lambda).
     hints: sharded.Hints = field(default_factory=sharded.Hints)
     # The random choices of sharded sign-ups (which shard first, the failover order): inject a
@@ -175,7 +177,7 @@ class Events:
             transact.transact_write(self.client, elements, backoff=self.backoff)
         except transact.Cancelled as exc:
             raise AlreadyExists(f"event {event_id!r} already exists") from exc
-        self.shard_counts[event_id] = shards
+        self.shard_counts.put(event_id, shards)
         return {**_event({**parent, "registered": 0}), "shards": shards}
 
     def get(self, event_id: str) -> dict[str, Any]:
@@ -183,7 +185,7 @@ class Events:
         if item is None:
             raise NotFound(f"no event {event_id!r}")
         shards = item.get("shards", 1)
-        self.shard_counts[event_id] = shards
+        self.shard_counts.put(event_id, shards)
         if shards == 1:
             return _event(item)
         counts = sharded.read_all(self.client, self.shards_of(event_id, shards), self.backoff)
@@ -204,7 +206,7 @@ class Events:
         extra = {"registeredAt": registered_at}
         if request_id is not None:
             extra["requestId"] = request_id
-        shards = self.shard_counts.get(event_id, 1)
+        shards = self.shard_counts.get(event_id) or 1
         if shards > 1:
             self._register_sharded(event_id, shards, user_id, extra, also)
             return {"eventId": event_id, "userId": user_id, "registeredAt": registered_at}
@@ -222,7 +224,7 @@ class Events:
             raise NotFound(f"no event {event_id!r}") from exc
         except capacity.Full as exc:
             if exc.counter.get("shards", 1) > 1:  # learnt: this event is sharded
-                self.shard_counts[event_id] = exc.counter["shards"]
+                self.shard_counts.put(event_id, exc.counter["shards"])
                 return self.register(event_id, user_id, also=also, request_id=request_id)
             raise EventFull(
                 f"event {event_id!r} is full",

@@ -53,6 +53,7 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
+from service.lru import LRU
 from turnstile_ddb import codec, creation, metrics, retry, sharded, transact, versioned
 from turnstile_ddb.idempotency import IdempotencyStore, InProgress
 
@@ -95,7 +96,8 @@ class Products:
         )
     )
 
-    shard_counts: dict[str, int] = field(default_factory=dict)  # learnt; never changes
+    # learnt; never changes; the most recently used only (a forgotten one is learnt again)
+    shard_counts: LRU[str, int] = field(default_factory=lambda: LRU(config.SHARD_COUNTS_KEPT))
     # What this process learnt of sharded products' shards (runtime.sharded_hints in Lambda).
     hints: sharded.Hints = field(default_factory=sharded.Hints)
     # The random choices of sharded purchases (which shard, how to spread): inject a seeded one
@@ -131,14 +133,14 @@ class Products:
             transact.transact_write(self.client, elements, backoff=self.backoff)
         except transact.Cancelled as exc:
             raise AlreadyExists(f"product {product_id!r} already exists") from exc
-        self.shard_counts[product_id] = shards
+        self.shard_counts.put(product_id, shards)
         return _public({**parent, "stock": stock})
 
     def _parent(self, product_id: str) -> dict[str, Any]:
         item = versioned.read(self.client, self.table, self._key(product_id), self.backoff)
         if item is None:
             raise NotFound(f"no product {product_id!r}")
-        self.shard_counts[product_id] = item.get("shards", 1)
+        self.shard_counts.put(product_id, item.get("shards", 1))
         return item
 
     def get(self, product_id: str) -> dict[str, Any]:
@@ -187,7 +189,7 @@ class Products:
         """Apply ``changes`` only if the product is still at ``expected_version`` (HTTP If-Match);
         ``None`` (``If-Match: *``) means any current representation (RFC 9110): no version check,
         only that the product exists."""
-        if self.shard_counts.get(product_id, 0) != 1:
+        if self.shard_counts.get(product_id) != 1:
             shards = self._parent(product_id).get("shards", 1)
             if shards > 1:
                 return self._update_sharded(product_id, shards, expected_version, changes)
@@ -288,13 +290,13 @@ class Products:
         claim: InProgress | None = None,
     ) -> dict[str, Any]:
         purchase_id = uuid.uuid4().hex
-        shards = self.shard_counts.get(product_id, 1)
+        shards = self.shard_counts.get(product_id) or 1
         if shards > 1:
             return self._purchase_sharded(product_id, shards, quantity, purchase_id, claim)
         try:
             return self._purchase_single(product_id, quantity, strategy, purchase_id, claim)
         except _Sharded as learnt:
-            self.shard_counts[product_id] = learnt.shards
+            self.shard_counts.put(product_id, learnt.shards)
             return self._purchase_sharded(product_id, learnt.shards, quantity, purchase_id, claim)
 
     def _purchase_sharded(
