@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.checkers import Report
+from sim.streams import Streams
 
 # Each client's clock is off the global one by at most this many seconds (see sim.run).
 SKEW_SECONDS = 0.2
@@ -50,4 +51,4 @@ class Kind:
     skew: float = SKEW_SECONDS
 
 
-KINDS: list[Kind] = []
+KINDS: list[Kind] = [Kind("streams", Streams, clients=2, each=4)]
