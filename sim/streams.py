@@ -73,7 +73,7 @@ REQUESTS_TABLE = "sim-registration-requests"
 STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}  # infra/tables.py's
 PATTERN = "stream-registrations"
 _COUNTS = {"free": "available", "held": "reserved", "sold": "sold"}  # unit status -> counter
-POLL_SECONDS = 0.25  # how often a pump with nothing to read looks again
+POLL_SECONDS = 0.25  # how often a pump with nothing to read looks again (Lambda: 4 times a second)
 
 
 @dataclass
@@ -160,7 +160,10 @@ class Streams:
     # -- set-up ------------------------------------------------------------------------------
     def setup(self, real: Any) -> None:
         if not hasattr(real, "stream_records"):
-            raise TypeError("the streams workload reads the streams of sim.model.Model only")
+            raise TypeError(
+                "the streams workload reads sim.model.Model's stream log; on another DynamoDB "
+                "(--backend moto) run without it: --size streams=0:0"
+            )
         self.real = real
         for name, sort in ((EVENTS_TABLE, "sk"), (REQUESTS_TABLE, "requestId")):
             real.create_table(

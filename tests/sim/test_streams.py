@@ -1,5 +1,6 @@
 """The stream path under the simulator (sim/streams.py): the stream faults do happen in the
-default run, the consumers stay correct under them, and the properties can fail."""
+default run, the consumers stay correct under them, and the properties can fail; and the model's
+stream records (sim/model.py), which the differential test compares with DynamoDB Local's."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 from collections import Counter
 
 import pytest
+from botocore.exceptions import ClientError
 
 from service.domain.registration_requests import REJECTED, Decision, RegistrationRequests
+from sim.model import Model
 from sim.run import Config, describe, run_seed
 from turnstile_ddb import capacity, codec, retry
 
@@ -107,3 +110,68 @@ def test_a_redelivered_record_decided_twice_is_caught(decider_without_pending_ch
             assert ("streams", "each request decided exactly once") in found, found
             return
     pytest.fail("no seed caught a request decided twice")
+
+
+def _streamed_model(view: str = "NEW_AND_OLD_IMAGES") -> Model:
+    model = Model()
+    model.create_table(
+        TableName="streamed",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": view},
+    )
+    return model
+
+
+def _names(model: Model) -> list[tuple[str, str]]:
+    return [
+        (r["eventName"], r["dynamodb"]["Keys"]["pk"]["S"]) for r in model.stream_records("streamed")
+    ]
+
+
+def test_the_model_writes_a_record_per_change_and_none_for_a_write_that_changes_nothing():
+    """The rules the differential test checks against DynamoDB Local, here without it."""
+    model = _streamed_model()
+    a, b = {"pk": {"S": "a"}}, {"pk": {"S": "b"}}
+    model.put_item(TableName="streamed", Item={**a, "n": {"N": "1"}})  # INSERT
+    model.put_item(TableName="streamed", Item={**a, "n": {"N": "1"}})  # the same item: none
+    set_one = {"UpdateExpression": "SET n = :n", "ExpressionAttributeValues": {":n": {"N": "1"}}}
+    model.update_item(TableName="streamed", Key=a, **set_one)  # the value it has: none
+    with pytest.raises(ClientError):  # refused: none
+        model.put_item(TableName="streamed", Item=a, ConditionExpression="attribute_not_exists(pk)")
+    with pytest.raises(ClientError):  # cancelled: none for either element
+        model.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "streamed", "Item": b}},
+                {
+                    "ConditionCheck": {
+                        "TableName": "streamed",
+                        "Key": a,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
+    model.transact_write_items(  # one record per element that changes its item
+        TransactItems=[
+            {"Put": {"TableName": "streamed", "Item": b}},
+            {"Update": {"TableName": "streamed", "Key": a, "UpdateExpression": "REMOVE n"}},
+        ]
+    )
+    model.delete_item(TableName="streamed", Key={"pk": {"S": "absent"}})  # no item: none
+    model.delete_item(TableName="streamed", Key=b)
+    assert _names(model) == [("INSERT", "a"), ("INSERT", "b"), ("MODIFY", "a"), ("REMOVE", "b")]
+    records = model.stream_records("streamed")
+    sequences = [int(r["dynamodb"]["SequenceNumber"]) for r in records]
+    assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
+    modify = records[2]["dynamodb"]
+    assert modify["OldImage"] == {**a, "n": {"N": "1"}} and modify["NewImage"] == a
+    assert model.stream_records("streamed", after=3) == records[3:]
+
+
+def test_the_model_writes_the_images_its_view_type_asks_for():
+    model = _streamed_model("KEYS_ONLY")
+    model.put_item(TableName="streamed", Item={"pk": {"S": "a"}, "n": {"N": "1"}})
+    (record,) = model.stream_records("streamed")
+    assert "NewImage" not in record["dynamodb"] and "OldImage" not in record["dynamodb"]
