@@ -35,7 +35,8 @@ Workload: ``clients`` clients each submit ``each`` registration requests (the as
 sign-up path, :meth:`RegistrationRequests.submit`) to two small events, from a few users, so the
 events fill and some users ask twice. Properties, once every stream drained: chaos's
 :func:`chaos.checkers.registrations` (never above capacity, the counter matches the registrations,
-every accepted request decided or dead-lettered); each request decided exactly once (one decision
+every accepted request decided or dead-lettered); a fresh request never refused as existing (only
+a resend of its own write could find it); each request decided exactly once (one decision
 returned however often its record was delivered, and it is the request's final status); an
 accepted request holds exactly one seat and a seat only an accepted request; and the stream-kept
 summary equals the units' counts (the property :func:`chaos.checkers.inventory` calls "summary
@@ -66,7 +67,7 @@ from service.domain.registration_requests import ACCEPTED, PENDING, Registration
 from service.streams import process_in_order
 from sim.scheduler import EPOCH, Crashed, Task
 from sim.workloads import INVENTORY_SUMMARY_TABLE, INVENTORY_TABLE
-from turnstile_ddb import codec, errors, retry
+from turnstile_ddb import codec, creation, errors, retry
 
 EVENTS_TABLE = "sim-stream-events"
 REQUESTS_TABLE = "sim-registration-requests"
@@ -214,6 +215,8 @@ class Streams:
                     recorder.complete(op, FAIL, {"error": "THROTTLED"})
                 except retry.OutcomeUnknown:
                     recorder.complete(op, UNKNOWN)
+                except creation.AlreadyExists:  # a fresh id: only a resend of our own write
+                    recorder.complete(op, FAIL, {"error": "ALREADY_EXISTS"})
                 else:
                     recorder.complete(op, OK, {"requestId": answer["requestId"]})
                 task.sleep(task.rng.uniform(0.05, 0.5))
@@ -412,6 +415,14 @@ class Streams:
             f"{self.unexpected[:3]}",
         )
         ops = [op for op in recorder.ops if op.pattern == PATTERN]
+        for op in ops:
+            report.expect(
+                op.value != {"error": "ALREADY_EXISTS"},
+                "streams",
+                "a fresh request is not refused as existing",
+                f"{op.process}'s request (a fresh id) was refused: its own write was sent twice",
+                [op],
+            )
         states, statuses, seats = self._registrations()
         dead = {
             str((codec.decode_item(r["dynamodb"]["Keys"]) or {})["requestId"])
