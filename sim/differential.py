@@ -194,6 +194,65 @@ def outcome(client: Any, operation: str, params: dict[str, Any]) -> dict[str, An
     return answer
 
 
+STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+
+
+def create_streamed_table(client: Any, name: str) -> None:
+    """The sequences' table with a stream of new and old images, as the stack's streamed tables."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": KEY, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": KEY, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification=STREAM,
+    )
+
+
+def local_stream(client: Any, streams: Any, table: str) -> list[dict[str, Any]]:
+    """Every record of ``table``'s stream on DynamoDB Local (its shards, each read to its end)."""
+    arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    records: list[dict[str, Any]] = []
+    shards: list[dict[str, Any]] = []
+    start: str | None = None
+    while True:
+        extra = {"ExclusiveStartShardId": start} if start else {}
+        description = streams.describe_stream(StreamArn=arn, **extra)["StreamDescription"]
+        shards += description["Shards"]
+        start = description.get("LastEvaluatedShardId")
+        if not start:
+            break
+    for shard in shards:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            records += page["Records"]
+            if not page["Records"]:
+                break  # an open shard answers an iterator forever: stop at its end
+            iterator = page.get("NextShardIterator")
+    return records
+
+
+def changes_by_key(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per item key, its records in sequence-number order, as what a consumer reads of them: the
+    event name, the keys and both images (record ids, times and sizes left out)."""
+    ordered = sorted(records, key=lambda record: int(record["dynamodb"]["SequenceNumber"]))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for record in ordered:
+        change = record["dynamodb"]
+        key = json.dumps(change["Keys"], sort_keys=True)
+        out.setdefault(key, []).append(
+            {
+                "eventName": record["eventName"],
+                "Keys": change["Keys"],
+                "OldImage": change.get("OldImage"),
+                "NewImage": change.get("NewImage"),
+            }
+        )
+    return out
+
+
 def table_contents(client: Any, table: str) -> list[dict[str, Any]]:
     items = client.scan(TableName=table, ConsistentRead=True)["Items"]
     return sorted(items, key=lambda item: item[KEY]["S"])
@@ -210,8 +269,9 @@ KEYS_INDEX = "byTicketKeys"
 SORT = "sk"
 
 
-def create_indexed_table(client: Any, name: str) -> None:
+def create_indexed_table(client: Any, name: str, *, stream: bool = False) -> None:
     client.create_table(
+        **({"StreamSpecification": STREAM} if stream else {}),
         TableName=name,
         KeySchema=[
             {"AttributeName": KEY, "KeyType": "HASH"},

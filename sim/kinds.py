@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from chaos.checkers import Report
 from sim import fenced, signup
 from sim.reservation_edges import ReservationEdges
+from sim.streams import Streams
 
 # Each client's clock is off the global one by at most this many seconds (see sim.run).
 SKEW_SECONDS = 0.2
@@ -56,4 +57,5 @@ KINDS: list[Kind] = [
     Kind("fenced", fenced.make, 2, 3),
     Kind("signup", lambda each: signup.Signup(operations=each), clients=4, each=8),
     Kind("edges", lambda each: ReservationEdges(episodes=each), clients=2, each=3),
+    Kind("streams", Streams, clients=2, each=4),
 ]

@@ -26,9 +26,18 @@ What it models (each checked against DynamoDB Local by tests/sim/test_differenti
   value, a key attribute in an update, two actions on one path.
 
 What it does not model: capacity, throttling and transaction conflicts (the simulator's faults
-inject those), item and request size limits, streams, TTL deletion, Scan segments, LSIs, PartiQL,
+inject those), item and request size limits, TTL deletion, Scan segments, LSIs, PartiQL,
 the ClientRequestToken (:class:`sim.ddb.SimClient` keeps it), and the exact wording of error
 messages (only codes are compared).
+
+Streams: a table created with a ``StreamSpecification`` keeps one ordered log of its changes
+(:meth:`Model.stream_records`): each applied write that changes the item (a Put, Update or Delete,
+each element of a TransactWriteItems) appends one record with its ``eventName`` (INSERT, MODIFY,
+REMOVE), ``Keys``, the images its view type asks for, and an increasing ``SequenceNumber``; a
+refused write or one that changes nothing appends none. Not modelled: shards and their splitting
+(the reader, :mod:`sim.streams`, splits the log itself), the 24-hour retention, TTL deletions'
+records, ``ApproximateCreationDateTime``, ``SizeBytes``, and the Streams API (DescribeStream,
+GetShardIterator, GetRecords).
 """
 
 from __future__ import annotations
@@ -152,6 +161,12 @@ def _compare(op: str, a: Wire | None, b: Wire | None) -> bool:
 
 def _copy_item(item: Item) -> Item:
     return copy.deepcopy(item)
+
+
+def _same_item(a: Item | None, b: Item | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.keys() == b.keys() and all(_same(a[name], b[name]) for name in a)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -716,6 +731,8 @@ class _Table:
     indexes: dict[str, _Index]
     items: dict[tuple[Any, ...], Item] = field(default_factory=dict)
     description: dict[str, Any] = field(default_factory=dict)
+    view: str | None = None  # the stream's StreamViewType; None: no stream
+    stream: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -790,6 +807,7 @@ class Model:
 
     def __init__(self) -> None:
         self._tables: dict[str, _Table] = {}
+        self._sequence = 0  # the last stream record's sequence number, over every table
 
     # -- tables ------------------------------------------------------------------------------
     def create_table(self, **params: Any) -> dict[str, Any]:
@@ -815,10 +833,67 @@ class Model:
             "KeySchema": params["KeySchema"],
             "AttributeDefinitions": params["AttributeDefinitions"],
         }
+        spec = params.get("StreamSpecification") or {}
+        view = spec.get("StreamViewType") if spec.get("StreamEnabled") else None
+        if view is not None:
+            description["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": view}
+            description["LatestStreamArn"] = f"arn:aws:dynamodb:sim:0:table/{name}/stream/0"
         self._tables[name] = _Table(
-            name, schema["HASH"], schema.get("RANGE"), types, indexes, description=description
+            name,
+            schema["HASH"],
+            schema.get("RANGE"),
+            types,
+            indexes,
+            description=description,
+            view=view,
         )
         return {"TableDescription": description}
+
+    # -- streams -----------------------------------------------------------------------------
+    def stream_records(self, table_name: str, after: int = 0) -> list[dict[str, Any]]:
+        """The stream's records of ``table_name`` written after the ``after``-th (all, from 0),
+        oldest first, as GetRecords answers them (copies). One ordered log per table: stronger than
+        DynamoDB's order (per item), which the reader may weaken by splitting it into shards."""
+        table = self._table(table_name, "GetRecords")
+        if table.view is None:
+            raise _error("GetRecords", "ValidationException", f"{table_name} has no stream")
+        return copy.deepcopy(table.stream[after:])
+
+    def _write(self, table: _Table, key: tuple[Any, ...], item: Item | None) -> None:
+        """Store ``item`` at ``key`` (None: delete it) and, when the table has a stream and the
+        item changed, append its record: INSERT, MODIFY or REMOVE. A write that changes nothing
+        (the same item put again, an update to the values it has, a delete of no item) writes no
+        record, as DynamoDB and DynamoDB Local do."""
+        old = table.items.get(key)
+        if item is None:
+            table.items.pop(key, None)
+        else:
+            table.items[key] = item
+        if table.view is None or _same_item(old, item):
+            return
+        self._sequence += 1
+        source = item if item is not None else old
+        assert source is not None
+        change: dict[str, Any] = {
+            "Keys": {name: copy.deepcopy(source[name]) for name in table.keys},
+            "SequenceNumber": f"{self._sequence:021d}",
+            "StreamViewType": table.view,
+        }
+        if item is not None and table.view in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
+            change["NewImage"] = copy.deepcopy(item)
+        if old is not None and table.view in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES"):
+            change["OldImage"] = copy.deepcopy(old)
+        name = "INSERT" if old is None else "MODIFY" if item is not None else "REMOVE"
+        table.stream.append(
+            {
+                "eventID": f"{self._sequence:032x}",
+                "eventName": name,
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": "sim",
+                "dynamodb": change,
+            }
+        )
 
     def delete_table(self, **params: Any) -> dict[str, Any]:
         table = self._table(params["TableName"], "DeleteTable")
@@ -903,7 +978,7 @@ class Model:
             self._require(parsed, old, params)
         except _CheckFailed as failure:
             raise self._failed("PutItem", failure, params) from None
-        table.items[key] = item
+        self._write(table, key, item)
         if params.get("ReturnValues") == "ALL_OLD" and old is not None:
             return {"Attributes": _copy_item(old)}
         return {}
@@ -938,7 +1013,7 @@ class Model:
         except _CheckFailed as failure:
             raise self._failed("UpdateItem", failure, params) from None
         new, touched = self._updated(table, params, old, update)
-        table.items[key] = new
+        self._write(table, key, new)
         returned = params.get("ReturnValues", "NONE")
         if returned == "ALL_NEW":
             return {"Attributes": _copy_item(new)}
@@ -960,7 +1035,7 @@ class Model:
             self._require(parsed, old, params)
         except _CheckFailed as failure:
             raise self._failed("DeleteItem", failure, params) from None
-        table.items.pop(key, None)
+        self._write(table, key, None)
         if params.get("ReturnValues") == "ALL_OLD" and old is not None:
             return {"Attributes": _copy_item(old)}
         return {}
@@ -1037,10 +1112,7 @@ class Model:
             elif kind == "Delete":
                 writes.append((table, key, None))
         for table, key, item in writes:
-            if item is None:
-                table.items.pop(key, None)
-            else:
-                table.items[key] = item
+            self._write(table, key, item)
         return {}
 
     # -- reads of many items -----------------------------------------------------------------

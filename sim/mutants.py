@@ -102,6 +102,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         _INTEGRATION + "test_inventory_reservations.py",
         _INTEGRATION + "test_inventory_summary.py",
     ),
+    "functions/service/domain/inventory_summary.py": (_INTEGRATION + "test_inventory_summary.py",),
 }
 
 

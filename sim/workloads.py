@@ -51,6 +51,7 @@ RESERVE_ROUNDS = 12  # service.config.INVENTORY_RESERVE_ROUNDS
 PAGES_PER_POOL = 4  # turnstile_ddb.claims.PAGES_PER_POOL
 INVENTORY_TABLE = "sim-inventory"
 INVENTORY_SUMMARY_TABLE = "sim-inventory-summary"
+_STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
 @dataclass
@@ -525,6 +526,8 @@ class Reservations:
                 ],
                 BillingMode="PAY_PER_REQUEST",
                 **({"GlobalSecondaryIndexes": indexes} if indexes else {}),
+                # The stack's stream: sim.streams keeps the summary from it.
+                **({"StreamSpecification": _STREAM} if indexes else {}),
             )
         store = self._inventory(client, retry.Backoff(attempts=1, sleep=_never_sleeps))
         for sku, units, pools in self.skus:

@@ -1,7 +1,8 @@
 """The simulator's DynamoDBs against DynamoDB Local: moto, as the simulator drives it, and the
 simulator's own in-memory model (sim/model.py). The same random sequences of the requests
 turnstile sends must get the same answers, errors and cancellation reasons, and leave the same
-items (sim/differential.py generates them; see docs/sim.md for what is not compared)."""
+items and, for the model, the same stream records per item (sim/differential.py generates them;
+see docs/sim.md for what is not compared)."""
 
 from __future__ import annotations
 
@@ -30,13 +31,14 @@ def _run(client, table, seed):
 
 
 @pytest.fixture(scope="module")
-def local_answers(dynamodb_local):
+def local_answers(dynamodb_local, streams):
     client = dynamodb_local.client()
     table = f"sim-diff-{uuid.uuid4().hex[:8]}"
-    create_table(client, table, differential.KEY)
+    differential.create_streamed_table(client, table)
     try:
         answers = {seed: _run(client, table, seed) for seed in SEQUENCES}
-        return answers, differential.table_contents(client, table)
+        records = differential.local_stream(client, streams, table)
+        return answers, differential.table_contents(client, table), records
     finally:
         client.delete_table(TableName=table)
 
@@ -54,9 +56,9 @@ def moto_answers(local_answers):  # after DynamoDB Local's: moto must not interc
 def model_answers():
     client = Model()
     table = "sim-diff"
-    create_table(client, table, differential.KEY)
+    differential.create_streamed_table(client, table)
     answers = {seed: _run(client, table, seed) for seed in SEQUENCES}
-    return answers, differential.table_contents(client, table)
+    return answers, differential.table_contents(client, table), client.stream_records(table)
 
 
 @pytest.fixture(params=["moto", "model"])
@@ -79,6 +81,31 @@ def _assert_same_answers(expected, got, seed):
 
 def test_the_sequences_leave_the_same_items(local_answers, simulated):
     assert simulated[1] == local_answers[1]
+
+
+def test_the_model_writes_the_stream_records_dynamodb_local_writes(local_answers, model_answers):
+    """Per item, the same records in the same order: event names, keys, old and new images. So a
+    refused write, a cancelled transaction and a write that changes nothing write no record, and
+    each element of a transaction that goes through writes one."""
+    expected = differential.changes_by_key(local_answers[2])
+    got = differential.changes_by_key(model_answers[2])
+    assert got.keys() == expected.keys()
+    for key, changes in expected.items():
+        assert got[key] == changes, key
+
+
+def test_the_stream_comparison_is_not_vacuous(local_answers):
+    """The sequences write every kind of record, and some writes that change nothing (a put of
+    the item as it is, an update to the values it has), which write none."""
+    records = local_answers[2]
+    assert {r["eventName"] for r in records} == {"INSERT", "MODIFY", "REMOVE"}
+    writes = [
+        a
+        for answers in local_answers[0].values()
+        for a in answers
+        if a[1] != "get_item" and "error" not in a[3]
+    ]
+    assert len(records) < len(writes)
 
 
 def test_the_sequences_exercise_refusals_and_cancellations(local_answers):
@@ -106,23 +133,26 @@ def _run_extended(client, table, seed):
 
 
 def _extended(client, table):
-    differential.create_indexed_table(client, table)
+    differential.create_indexed_table(client, table, stream=True)
     answers = {seed: _run_extended(client, table, seed) for seed in SEQUENCES}
     return answers, differential.indexed_contents(client, table)
 
 
 @pytest.fixture(scope="module")
-def local_extended(dynamodb_local):
+def local_extended(dynamodb_local, streams):
     client = dynamodb_local.client()
     try:
-        return _extended(client, EXTENDED_TABLE)
+        answers, contents = _extended(client, EXTENDED_TABLE)
+        return answers, contents, differential.local_stream(client, streams, EXTENDED_TABLE)
     finally:
         client.delete_table(TableName=EXTENDED_TABLE)
 
 
 @pytest.fixture(scope="module")
 def model_extended():
-    return _extended(Model(), EXTENDED_TABLE)
+    model = Model()
+    answers, contents = _extended(model, EXTENDED_TABLE)
+    return answers, contents, model.stream_records(EXTENDED_TABLE)
 
 
 @pytest.mark.parametrize("seed", SEQUENCES)
@@ -131,6 +161,15 @@ def test_the_model_answers_index_queries_batches_and_every_expression_as_dynamod
 ):
     _assert_same_answers(local_extended[0][seed], model_extended[0][seed], seed)
     assert model_extended[1] == local_extended[1]
+
+
+def test_the_model_writes_the_extended_sequences_stream_records_as_dynamodb_local_does(
+    local_extended, model_extended
+):
+    """With sort keys, sets, maps and lists in the images, and ADD/DELETE/REMOVE updates."""
+    expected = differential.changes_by_key(local_extended[2])
+    assert differential.changes_by_key(model_extended[2]) == expected
+    assert len(expected) > 10
 
 
 def test_the_extended_sequences_read_pages_and_hit_every_kind_of_answer(local_extended):
