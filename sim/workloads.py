@@ -625,6 +625,10 @@ def _reserve(store: Inventory, sku: str, quantity: int, hold: float) -> tuple[st
         return OK, store.reserve(sku, quantity, hold_seconds=hold)
     except OutOfStock:
         return FAIL, {"error": "OUT_OF_STOCK"}
+    except claims.ClaimHoldLapsed as exc:
+        # Answered after its hold ended: a refusal, holding nothing; unless giving its units
+        # back failed, when they may still name it (a hold that ended): as a lost reply's.
+        return (FAIL, {"error": "HOLD_LAPSED"}) if exc.given_back else (UNKNOWN, None)
     except retry.RetriesExhausted:
         return FAIL, {"error": "THROTTLED"}
     except retry.OutcomeUnknown:

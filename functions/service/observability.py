@@ -21,7 +21,7 @@ Per invocation it does what Powertools' own decorators do, in this order:
   sink that collects those figures, and :func:`flush` writes them as CloudWatch EMF once per
   invocation, in the decorator's ``finally`` (namespace ``turnstile``, one dimension,
   ``pattern``). Answers the client sees as contention (``CONFLICT``, ``THROTTLED``,
-  ``OUTCOME_UNKNOWN``) are counted here too, under pattern ``api``.
+  ``HOLD_LAPSED``, ``OUTCOME_UNKNOWN``) are counted here too, under pattern ``api``.
 
 Why not Powertools' ``Metrics`` singleton and ``log_metrics``: its metric set is one module-level
 dictionary shared by every instance, mutated without a lock, and serialized then cleared by a
@@ -71,6 +71,7 @@ CORRELATION_PATH = "requestContext.requestId"  # Powertools' correlation_paths.A
 ANSWERS = {
     "CONFLICT": "ConflictAnswer",
     "THROTTLED": "ThrottledAnswer",
+    "HOLD_LAPSED": "HoldLapsedAnswer",
     "OUTCOME_UNKNOWN": "OutcomeUnknownAnswer",
 }
 

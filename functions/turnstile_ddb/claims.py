@@ -117,7 +117,8 @@ for a unit a release found no longer held; ``ClaimCacheHit``
 ``ClaimCacheStale`` (remembered units that had been taken meanwhile); ``ClaimBackoff`` (a lost
 round waited before reading again); ``ClaimGuess`` (a reservation started from a guessed unit)
 and ``ClaimGuessMiss`` (the guessed unit was not free); ``ClaimHoldLapsed`` (the request took
-so long that its hold would have lapsed before it was written: see ``clock_ms``);
+so long that its hold ended before it could be answered: no round started after it, or the claim
+answered after it was given back; :class:`ClaimHoldLapsed`, see ``clock_ms``);
 ``ClaimReadsBounded`` (a read stopped at :data:`PAGES_PER_POOL` Queries in a pool with fewer
 units seen than wanted: :class:`Unsettled`).
 
@@ -139,9 +140,9 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, Unpack
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from turnstile_ddb import _contract, codec, deprecation, errors, metrics, retry, transact
 
@@ -153,6 +154,7 @@ __all__ = [
     "HELD",
     "PAGES_PER_POOL",
     "SOLD",
+    "ClaimHoldLapsed",
     "Claimed",
     "HoldLost",
     "Key",
@@ -306,6 +308,39 @@ class Unsettled(errors.Retryable):
         self.wanted = wanted
         self.got = got
         self.pages = pages
+
+
+class ClaimHoldLapsed(retry.RetriesExhausted):
+    """The hold ended, on the caller's clock (``ReserveOptions.clock_ms``), before the
+    reservation could be answered: not a refusal (the units may well be there), a retryable
+    answer (it is a :class:`turnstile_ddb.retry.RetriesExhausted`, so a ``Retryable``), counted
+    as ``ClaimHoldLapsed``. Retry with a new hold.
+
+    Either no round started (the clock had reached ``until_ms`` before one could be sent:
+    nothing was written, ``keys`` is empty), or the round that took every unit was answered
+    after the hold's end (the request paused between its read and its claim, or the reply was
+    slow): answering it would hand out a hold that has already ended, dead on arrival. Its
+    units are then given back (:func:`release`, on condition that this holder still holds each
+    one, so a unit a rival claimed since stays the rival's) and listed in ``keys``.
+    ``given_back`` is False when giving them back failed (the exception's ``__cause__`` says
+    how): they may still name this holder, with a hold that has ended, which anyone may claim.
+    ``until_ms``: when the hold ended."""
+
+    def __init__(
+        self, until_ms: int, rounds: int, keys: Sequence[Key] = (), *, given_back: bool = True
+    ) -> None:
+        if not keys:
+            what = "no round was sent after it"
+        elif given_back:
+            what = f"the claim of {len(keys)} unit(s) was answered after it and given back"
+        else:
+            what = f"the claim of {len(keys)} unit(s) was answered after it; giving it back failed"
+        super().__init__(
+            rounds, RuntimeError(f"the hold ended (at {until_ms} epoch ms) first: {what}")
+        )
+        self.until_ms = until_ms
+        self.keys = [dict(key) for key in keys]
+        self.given_back = given_back
 
 
 @dataclass
@@ -600,7 +635,8 @@ class ReserveOptions:
     - ``unit_cache``: remembered units to try first, and to remember the units a read showed
       beyond the run it took (:class:`UnitCache`); None: none.
     - ``clock_ms``: when given, no round starts once it reads ``until_ms`` or later (a hold
-      written then would have lapsed before it was answered).
+      written then would have lapsed before it was answered), and a claim whose reply comes
+      back once it reads ``until_ms`` is given back: :class:`ClaimHoldLapsed` either way.
     - ``eligible``: when given, only the units it accepts are claimed (units that exist but are
       not yet offered, say).
     - ``guess(pool, n)``: when given, ``n`` keys of ``pool`` the caller names without reading
@@ -1028,7 +1064,10 @@ def reserve(
     Before any read it tries remembered units (``options.unit_cache``), then guessed ones
     (``options.guess``); one taken meanwhile is replaced from a fresh read (``ClaimCacheStale``,
     ``ClaimGuessMiss``). With ``options.clock_ms``, no round starts once the hold would have
-    lapsed (:class:`turnstile_ddb.retry.RetriesExhausted`, ``ClaimHoldLapsed``).
+    lapsed, and a claim answered after the hold's end is given back (conditionally: a unit a
+    rival claimed since stays the rival's) instead of being answered as a hold already ended:
+    :class:`ClaimHoldLapsed` (a :class:`turnstile_ddb.retry.RetriesExhausted`,
+    ``ClaimHoldLapsed``).
 
     After a lost round the request waits the lost write's time plus a jittered part of it again
     (at most 1 s in all, ``ClaimBackoff``; not when only cached or guessed units were lost)
@@ -1110,20 +1149,49 @@ class _Reservation:
     def settle(self) -> Claimed:
         """Claim rounds until one takes every chosen unit; at most ``options.rounds``."""
         for _ in range(self.options.rounds):
-            if self.options.clock_ms is not None and self.options.clock_ms() >= self.holds.until_ms:
+            if self._lapsed():
                 metrics.count("ClaimHoldLapsed", pattern=PATTERN)
-                raise retry.RetriesExhausted(
-                    self.claimed.transactions,
-                    RuntimeError("the hold would have lapsed before it began"),
-                )
+                raise ClaimHoldLapsed(self.holds.until_ms, self.claimed.transactions)
             name = self.holds.name(self.chosen[0])
             if self._claim_round(name):
                 self.claimed.keys = list(self.chosen)
                 self.claimed.holder = name
+                if self._lapsed():
+                    self._give_back()
                 return self.claimed
         metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
         cause = "pools kept throttling" if self.throttled else "units kept being taken first"
         raise retry.RetriesExhausted(self.options.rounds, RuntimeError(cause))
+
+    def _lapsed(self) -> bool:
+        """Whether the hold has ended on the caller's clock (never, without one)."""
+        clock = self.options.clock_ms
+        return clock is not None and clock() >= self.holds.until_ms
+
+    def _give_back(self) -> NoReturn:
+        """The round that took every unit was answered after the hold's end: give the units
+        back and answer :class:`ClaimHoldLapsed` instead of a hold that has already ended.
+
+        Only this round needs it: a lost or throttled round wrote nothing (a transaction is all
+        or nothing, a failed condition writes nothing), and no round starts once the hold has
+        ended. The release is conditional on this holder (``#holder = :holder``): a unit a rival
+        claimed after the hold ended is left with the rival (``ReleaseLost``). The clock only
+        makes the answer honest; the conditions decide who holds what."""
+        metrics.count("ClaimHoldLapsed", pattern=PATTERN)
+        keys, rounds = self.claimed.keys, self.claimed.transactions
+        until = self.holds.until_ms
+        try:
+            release(
+                self.client,
+                self.units,
+                keys,
+                holder=self.claimed.holder,
+                backoff=self.options.backoff,
+                rand=self.options.rand,
+            )
+        except (errors.TurnstileError, ClientError, BotoCoreError) as exc:
+            raise ClaimHoldLapsed(until, rounds, keys, given_back=False) from exc
+        raise ClaimHoldLapsed(until, rounds, keys)
 
     def _claim_round(self, name: str) -> bool:
         """One write claiming every chosen unit for ``name``: True when it took them all; else

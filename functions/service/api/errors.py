@@ -36,6 +36,7 @@ STATUS: dict[str, int] = {
     "INTERNAL": 500,
     "PAYMENT_FAILED": 502,
     "THROTTLED": 503,
+    "HOLD_LAPSED": 503,
     "OUTCOME_UNKNOWN": 503,
 }
 
@@ -75,6 +76,11 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "INTERNAL": {"message": "internal error"},
     "PAYMENT_FAILED": {"message": "the payment provider refused the charge"},
     "THROTTLED": {"message": "the database is busy; retry shortly"},
+    "HOLD_LAPSED": {
+        "message": "the reservation's hold ended before it could be answered; nothing is held "
+        "for it: retry",
+        "retryAfterSeconds": 1,
+    },
     "OUTCOME_UNKNOWN": {
         "message": "the database did not confirm the write; it may or may not have been applied"
     },

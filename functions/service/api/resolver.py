@@ -41,7 +41,7 @@ from service.api import envelope, keyed, models, routes
 from service.api import powertools_adapter as adapter
 from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
 from service.domain.errors import DomainError
-from turnstile_ddb import errors, retry, transact
+from turnstile_ddb import claims, errors, retry, transact
 
 logger = Logger()
 
@@ -97,6 +97,15 @@ def answer(exc: Exception) -> Response | None:
             "OUTCOME_UNKNOWN",
             "the database did not confirm the write; it may or may not have been applied. "
             "Read the resource before retrying, or retry with an Idempotency-Key.",
+        )
+    if isinstance(exc, claims.ClaimHoldLapsed):
+        # Before RetriesExhausted, which it is: the request outlasted its own hold, so nothing
+        # is held for it (its units, if its claim landed, were given back).
+        return refusal(
+            "HOLD_LAPSED",
+            "the reservation's hold ended before it could be answered; nothing is held for it: "
+            "retry",
+            {"retryAfterSeconds": 1},
         )
     if isinstance(exc, retry.RetriesExhausted | errors.AwsRetryable):
         return refusal("THROTTLED", "the database is busy; retry shortly", {"retryAfterSeconds": 1})

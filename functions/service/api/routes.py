@@ -197,7 +197,7 @@ ROUTES: tuple[Route, ...] = (
         "Hold quantity units, all or none, skipping units others hold (SKIP LOCKED)",
         body_name="Reservation",
         status=201,
-        errors=("NOT_FOUND", "OUT_OF_STOCK"),
+        errors=("NOT_FOUND", "OUT_OF_STOCK", "HOLD_LAPSED"),
         returns=("reservationId",),
     ),
     Route(

@@ -571,6 +571,10 @@ class Inventory:
         answer's ``Retry-After``): with no unit offered yet, before any read. Once READY a read
         stopped at its bound is not a refusal (it never is in practice: a page holds more units
         than the read needs) but a retryable 503 (:class:`turnstile_ddb.retry.RetriesExhausted`).
+
+        A request that outlasts its own hold (on :attr:`clock`) is never answered with it: its
+        claim, if it landed, is given back and :class:`turnstile_ddb.claims.ClaimHoldLapsed`
+        propagates (the API's 503 ``HOLD_LAPSED`` with ``Retry-After``).
         """
         header = self.header(sku)
         progress = self.progress(header)
