@@ -652,3 +652,23 @@ def inventory_views(ops: list[Op]) -> Report:
             [*earlier[-3:], view],
         )
     return report
+
+
+def live_on_arrival(ops: list[Op]) -> Report:
+    """A reservation answered as held has a hold still live on its client's clock when the
+    answer came (``answered``, epoch ms): one whose ``expiresAt`` had passed is dead on arrival
+    (its confirm can only be refused, and its units are anyone's)."""
+    report = Report()
+    for op in ops:
+        if op.f != "reserve" or op.type != OK or "answered" not in op.args:
+            continue
+        expires, answered = int(op.value["expiresAt"]), int(op.args["answered"])
+        report.expect(
+            expires > answered,
+            "inventory",
+            "a reservation is answered with a live hold",
+            f"{op.args['sku']}: {op.process}'s reservation was answered at {answered} (its clock,"
+            f" ms) with a hold that ended at {expires}",
+            [op],
+        )
+    return report

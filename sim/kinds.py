@@ -56,6 +56,6 @@ class Kind:
 KINDS: list[Kind] = [
     Kind("fenced", fenced.make, 2, 3),
     Kind("signup", lambda each: signup.Signup(operations=each), clients=4, each=8),
-    Kind("edges", lambda each: ReservationEdges(episodes=each), clients=2, each=3),
+    Kind("edges", lambda each: ReservationEdges(episodes=each), clients=2, each=4),
     Kind("streams", Streams, clients=2, each=4),
 ]

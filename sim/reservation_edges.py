@@ -17,7 +17,11 @@ what the sku holds:
   that same millisecond on its own clock;
 * **view at the end**: reserve a unit and confirm it, reserve 1 or 2 more, then read the inventory
   view (``Inventory.exact``: counts from the units themselves) with the clock it reads showing
-  exactly the hold's end, sometimes after one view at a random moment within the hold.
+  exactly the hold's end, sometimes after one view at a random moment within the hold;
+* **claim after the end**: reserve 1 to 3 units with a short hold, the client stalling just before
+  its claim's write until after the hold's end (as a paused process would, between its read and
+  its write): the claim lands on free units, and its answer must not be a hold that has already
+  ended (dead on arrival); the library gives the units back and answers ``ClaimHoldLapsed``.
 
 Exact milliseconds come from an :class:`EdgeClock`: the clock each client's ``Inventory`` reads
 (the library sends the reading as ``:now``), which can be armed so that its next reading first
@@ -28,7 +32,9 @@ properties judge the same way. Each confirm and view records the reading the lib
 (``now``) and the client's clock when it began (``clock``).
 
 Judged by :func:`chaos.checkers.inventory` over these skus, and by :func:`sim.checks.late_confirms`
-(a confirm at or after its hold's end is refused), :func:`sim.checks.live_confirms` (a confirm
+(a confirm at or after its hold's end is refused), :func:`sim.checks.live_on_arrival` (a
+reservation is answered with a hold still live on its client's clock: each reserve records the
+client's clock when its answer came, ``answered``), :func:`sim.checks.live_confirms` (a confirm
 refused while its hold was live is explained by another reservation that may have taken a unit,
 or by its own cancel) and :func:`sim.checks.inventory_views` (a view shows what the history left
 in the sku at the view's ``now``).
@@ -57,7 +63,7 @@ UNITS = 3  # per episode's sku, in one pool
 SHORT_HOLD = 0.3  # seconds: the holds that are left to end
 RIVAL_HOLD = 1.5  # seconds: the late-cancel rival's hold, which it confirms well inside
 RIVAL_SKEW_SECONDS = 0.2  # a rival's clock is off the global one by at most this (sim.kinds)
-EPISODES = ("late-cancel", "confirm-at-end", "view-at-end")
+EPISODES = ("late-cancel", "confirm-at-end", "view-at-end", "claim-after-end")
 
 
 @dataclass
@@ -87,6 +93,33 @@ class EdgeClock:
     def reset(self) -> None:
         self.at_ms = None
         self.readings.clear()
+
+
+class _Stalling:
+    """The client an actor's ``Inventory`` calls: the simulated client itself, except that when
+    ``seconds`` is set the next write (a claim: ``UpdateItem`` or ``TransactWriteItems``) first
+    waits that long on this client's clock, once: a process paused between its read and its
+    write."""
+
+    def __init__(self, client: Any, task: Task) -> None:
+        self.client, self.task = client, task
+        self.seconds: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def _stall(self) -> None:
+        if self.seconds is not None:
+            seconds, self.seconds = self.seconds, None
+            self.task.sleep(seconds)
+
+    def update_item(self, **request: Any) -> Any:
+        self._stall()
+        return self.client.update_item(**request)
+
+    def transact_write_items(self, **request: Any) -> Any:
+        self._stall()
+        return self.client.transact_write_items(**request)
 
 
 def _sleep_until(task: Task, seconds: float) -> None:
@@ -179,6 +212,7 @@ class ReservationEdges:
         ops = [op for op in recorder.ops if op.pattern == "inventory" and op.args["sku"] in skus]
         report = inventory(ops, self.final(real))
         report.merge(checks.late_confirms(ops))
+        report.merge(checks.live_on_arrival(ops))
         report.merge(checks.live_confirms(ops))
         report.merge(checks.inventory_views(ops))
         return report
@@ -205,8 +239,9 @@ class _Actor:
         self.task = task
         self.client = client
         self.clock = EdgeClock(task)
+        self.stalling = _Stalling(client, task)
         self.store = Inventory(
-            client,
+            self.stalling,
             TABLE,
             SUMMARY_TABLE,
             backoff=task.backoff(attempts=4, base=0.005, cap=0.1),
@@ -237,6 +272,8 @@ class _Actor:
             if self.clock.readings:
                 op.args["now"] = self.clock.readings[0]
             self.clock.reset()
+            self.stalling.seconds = None
+        op.args["answered"] = int(self.task.clock() * 1000)
         self.recorder.complete(op, outcome, value)
         return op
 
@@ -246,6 +283,9 @@ class _Actor:
                 return OK, self.store.reserve(sku, quantity, hold_seconds=hold)
             except OutOfStock:
                 return FAIL, {"error": "OUT_OF_STOCK"}
+            except claims.ClaimHoldLapsed as exc:
+                # Given back: nothing held; else the units may still name it (unknown).
+                return (FAIL, {"error": "HOLD_LAPSED"}) if exc.given_back else (UNKNOWN, None)
             except retry.RetriesExhausted:
                 return FAIL, {"error": "THROTTLED"}
             except retry.OutcomeUnknown:
@@ -330,6 +370,12 @@ class _Actor:
         self.settle("confirm", sku, held.value["reservationId"], at_ms=until)
         if other is not None:
             self.recorder.scheduler.join(other)
+
+    def claim_after_end(self, sku: str) -> None:
+        """Reserve 1 to 3 units, stalling just before the claim's write until after the hold's
+        end: the answer must not be a hold already ended."""
+        self.stalling.seconds = SHORT_HOLD + self.task.rng.uniform(0.05, 0.3)
+        self.reserve(sku, self.task.rng.randint(1, UNITS), SHORT_HOLD)
 
     def view_at_end(self, sku: str) -> None:
         """Sell a unit, hold 1 or 2 more, then read the view at exactly the hold's end (sometimes
