@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -698,9 +699,7 @@ class Sharded:
             scheduler = recorder.scheduler
             siblings = [
                 scheduler.start(
-                    f"{task.name}.{worker}",
-                    lambda sibling, worker=worker: serve(sibling, worker),
-                    skew=task.skew,
+                    f"{task.name}.{worker}", functools.partial(serve, worker=worker), skew=task.skew
                 )
                 for worker in range(1, self.workers)
             ]
