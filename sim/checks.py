@@ -165,7 +165,9 @@ def _sums(amounts: list[int]) -> set[int]:
 def sharded_stock(
     ops: list[Op], products: list[tuple[str, int, int]], final: dict[str, list[int]]
 ) -> Report:
-    """Sharded products, per product: no shard below zero (so no oversell, whatever raced), and
+    """Sharded products, per product: no shard below zero (so no oversell, whatever raced), in
+    the final table nor in any count a client learned meanwhile (``lowestShardSeen``, which a
+    later restock cannot hide), and
     the final total explained by the history: initial + the acknowledged restocks + some of the
     unknown ones - the acknowledged sales - some of the unknown ones (each acknowledged sale
     subtracted exactly once, each acknowledged restock added exactly once). Refusals are not
@@ -180,6 +182,14 @@ def sharded_stock(
             "no shard below zero",
             f"{product_id}: shards {shards}",
             [op for op in mine if op.type == OK][-5:],
+        )
+        seen = [op for op in mine if (op.value or {}).get("lowestShardSeen", 0) < 0]
+        report.expect(
+            not seen,
+            "sharded",
+            "no shard seen below zero",
+            f"{product_id}: a client learned a shard count below zero",
+            seen[:5],
         )
         sales = [op for op in mine if op.f == "purchase"]
         restocks = [op for op in mine if op.f == "restock"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -657,12 +658,40 @@ class Sharded:
     """Sharded products: ``Products.purchase`` on products whose stock is split over shards
     (``turnstile_ddb.sharded.take``, each client with hints of its own, as a Lambda environment
     has, and its own seeded random choices), with restocks (``Products.restock``:
-    ``sharded.add`` told the same hints) racing with the takes."""
+    ``sharded.add`` told the same hints) racing with the takes.
+
+    Each client serves ``workers`` requests at once (a process with several threads; each
+    worker with hints of its own), its operations shared among them, and the clients crowd:
+    most operations go to the product of the moment (the same for every client: the products
+    take turns, ``turn`` operations each), so sales race on the same shards. A purchase asks for
+    up to ``spread`` times one shard's initial share, so many need a transaction over several
+    shards; restocks add one or two units a shard, so the stock stays near empty and spread thin,
+    where even a small purchase needs several shards. Every count a worker's hints learn (a read,
+    a write's answer) is watched: the lowest one learned during an operation goes in the history
+    (``lowestShardSeen``), where a count below zero is an oversell that a later restock would
+    hide from the final table."""
 
     products: list[tuple[str, int, int]]  # (product, initial stock, shards)
     operations: int = 10  # per client
-    restock_share: float = 0.2  # of a client's operations
-    restock_units: tuple[int, ...] = (1, 2, 5)
+    restock_share: float = 0.25  # of a client's operations
+    restock_per_shard: tuple[int, ...] = (1, 1, 2)  # a restock's units, per shard
+    crowd_share: float = 0.8  # of operations on the product of the moment
+    turn: int = 3  # operations per product's turn
+    spread: float = 2.0  # the largest purchase, in initial shares of one shard
+    workers: int = 5  # requests a client serves at once, its operations shared among them
+
+    class Watched(sharded.ShardHints):
+        """Shard hints that also keep the lowest count they learned since :meth:`lowest`."""
+
+        seen: int | None = None
+
+        def count(self, counter: sharded.ShardedCounter, shard: int, value: int) -> None:
+            self.seen = value if self.seen is None else min(self.seen, value)
+            super().count(counter, shard, value)
+
+        def lowest(self) -> int | None:
+            seen, self.seen = self.seen, None
+            return seen
 
     def setup(self, client: Any) -> None:
         create_table(client, SHARDED_TABLE, "productId")
@@ -674,10 +703,20 @@ class Sharded:
 
     def body(self, recorder: Recorder, client: Any) -> Any:
         def run(task: Task) -> None:
-            hints = sharded.Hints(
-                shards=sharded.ShardHints(clock=task.clock),
-                sold_out=sharded.SoldOutHints(clock=task.clock),
-            )
+            scheduler = recorder.scheduler
+            siblings = [
+                scheduler.start(
+                    f"{task.name}.{worker}", functools.partial(serve, worker=worker), skew=task.skew
+                )
+                for worker in range(1, self.workers)
+            ]
+            serve(task, 0)
+            for sibling in siblings:
+                scheduler.join(sibling)
+
+        def serve(task: Task, worker: int) -> None:
+            watched = Sharded.Watched(clock=task.clock)
+            hints = sharded.Hints(shards=watched, sold_out=sharded.SoldOutHints(clock=task.clock))
             shop = Products(
                 client,
                 SHARDED_TABLE,
@@ -686,10 +725,14 @@ class Sharded:
                 hints=hints,
                 rand=task.rng,
             )
-            for _ in range(self.operations):
-                product_id = task.rng.choice(self.products)[0]
+            for number in range(worker, self.operations, self.workers):
+                if task.rng.random() < self.crowd_share:
+                    product = self.products[(number // self.turn) % len(self.products)]
+                else:
+                    product = task.rng.choice(self.products)
+                product_id, stock, shards = product
                 if task.rng.random() < self.restock_share:
-                    units = task.rng.choice(self.restock_units)
+                    units = shards * task.rng.choice(self.restock_per_shard)
                     op = recorder.invoke(
                         "sharded", task.name, "restock", product=product_id, units=units
                     )
@@ -699,7 +742,8 @@ class Sharded:
                         recorder.complete(op, UNKNOWN)
                         raise
                 else:
-                    quantity = task.rng.randint(1, 3)
+                    largest = max(3, round(self.spread * stock / shards))
+                    quantity = task.rng.randint(1, largest)
                     op = recorder.invoke(
                         "sharded", task.name, "purchase", product=product_id, quantity=quantity
                     )
@@ -708,8 +752,11 @@ class Sharded:
                     except Crashed:
                         recorder.complete(op, UNKNOWN)
                         raise
+                lowest = watched.lowest()
+                if lowest is not None:
+                    value = {**(value or {}), "lowestShardSeen": lowest}
                 recorder.complete(op, outcome, value)
-                task.sleep(task.rng.random() * 0.05)
+                task.sleep(task.rng.random() * 0.01)
 
         return run
 
