@@ -58,8 +58,7 @@ NOT_SIM_KILLABLE = {
     "16-queue-pass-over-ignores-beat": "the beat clause never decides for a head that is live",
 }
 
-# Seeds tried per mutant (each stops at the first seed its named workload reports it): 07 first
-# fails at seed 28.
+# Seeds tried per mutant (each stops at the first seed its named workload reports it).
 SEEDS = 30
 
 _PROBE = """
