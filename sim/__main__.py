@@ -22,6 +22,8 @@ from sim.kinds import KINDS  # noqa: E402
 from sim.model import Model  # noqa: E402
 from sim.run import Config, default_sizes, describe, run_seed, shrink, summary  # noqa: E402
 
+PROGRESS_SECONDS = 30.0  # a line on stderr this often while many seeds run
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
@@ -87,9 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     backend = moto_dynamodb() if args.backend == "moto" else contextlib.nullcontext(Model())
     with backend as real:
+        said = started
         for seed in seeds:
             result = run_seed(seed, config, real=real)
             results.append(result)
+            if time.perf_counter() - said >= PROGRESS_SECONDS and len(seeds) > 1:
+                # A long run is never silent: the summary so far, on stderr (stdout stays the
+                # history and the verdicts).
+                said = time.perf_counter()
+                print(f"{summary(results, said - started)} (of {len(seeds)})", file=sys.stderr)
             if args.show:
                 sys.stdout.write(result.history)
             if result.violations:

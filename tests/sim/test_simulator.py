@@ -449,3 +449,15 @@ def test_a_registered_workload_runs_its_clients_is_judged_and_shrinks_by_its_siz
         assert "--size counting=1:1" in repro(1, config)
     finally:
         KINDS.pop()
+
+
+def test_a_long_run_prints_its_summary_so_far_on_stderr(monkeypatch, capsys):
+    import sim.__main__ as cli
+
+    monkeypatch.setattr(cli, "PROGRESS_SECONDS", 0.0)
+    assert cli.main(["--seeds", "2", *SMALL_FLAGS, "--size", "streams=0:0"]) == 0
+    captured = capsys.readouterr()
+    progress = captured.err.splitlines()
+    assert [line.split(",")[0] for line in progress] == ["sim: 1 seeds", "sim: 2 seeds"]
+    assert all(line.endswith("(of 2)") for line in progress)
+    assert captured.out.splitlines()[-1].startswith("sim: 2 seeds,")
