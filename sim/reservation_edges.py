@@ -249,7 +249,7 @@ class _Actor:
             rand=task.rng.random,
             writers=1,
             create_units_per_second=0,
-            pool_hints=claims.PoolHints(),
+            pool_hints=claims.PoolHints(clock=task.clock),
         )
 
     def _do(

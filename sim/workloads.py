@@ -545,7 +545,7 @@ class Reservations:
             rand=task.rng.random if task else (lambda: 0.5),
             writers=1,  # no threads of its own: one simulated client is one thread
             create_units_per_second=0,
-            pool_hints=claims.PoolHints(),  # this client's own, as a Lambda environment's
+            pool_hints=claims.PoolHints(clock=task.clock if task else (lambda: 0.0)),
         )
 
     def call_bound(self, pools: int, attempts: int) -> int:

@@ -461,3 +461,37 @@ def test_a_long_run_prints_its_summary_so_far_on_stderr(monkeypatch, capsys):
     assert [line.split(",")[0] for line in progress] == ["sim: 1 seeds", "sim: 2 seeds"]
     assert all(line.endswith("(of 2)") for line in progress)
     assert captured.out.splitlines()[-1].startswith("sim: 2 seeds,")
+
+
+_FAST_REAL_CLOCKS = """
+import hashlib, sys, time
+# Real clocks a thousand times fast, installed before the library is imported (its defaults
+# bind time.monotonic and time.time when its modules load): a simulated client that reads a
+# real clock anywhere then decides differently.
+monotonic, wall = time.monotonic, time.time
+start_m, start_w = monotonic(), wall()
+if sys.argv[2] == "fast":
+    time.monotonic = lambda: start_m + (monotonic() - start_m) * 1000
+    time.time = lambda: start_w + (wall() - start_w) * 1000
+from sim.run import run_seed
+print(hashlib.sha256(run_seed(int(sys.argv[1])).history.encode()).hexdigest())
+"""
+
+
+def test_no_simulated_client_reads_a_real_clock():
+    """Virtual time only: with the process's real clocks running a thousand times fast, a seed's
+    history is the same (a hint or cache left on the real clock once made a history depend on
+    how long the run took in wall time)."""
+    environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'functions'}{os.pathsep}{ROOT}"}
+    digests = {
+        speed: subprocess.run(
+            [sys.executable, "-c", _FAST_REAL_CLOCKS, "3", speed],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for speed in ("real", "fast")
+    }
+    assert digests["real"] == digests["fast"]
