@@ -142,8 +142,9 @@ class Purchases:
                 keyed: dict[str, Any] = {}
                 if strategy == "keyed":
                     keyed["key"] = f"{task.name}-{number}"
-                    if sent and task.rng.random() < self.reuse:
-                        keyed["key"] = task.rng.choice(sorted(sent))
+                    reusable = self._reusable(sent)
+                    if reusable and task.rng.random() < self.reuse:
+                        keyed["key"] = task.rng.choice(reusable)
                         product_id, quantity = self._another(task, sent[keyed["key"]])
                     sent.setdefault(keyed["key"], set()).add((product_id, quantity))
                 op = recorder.invoke(
@@ -167,6 +168,11 @@ class Purchases:
                 task.sleep(task.rng.random() * 0.05)
 
         return run
+
+    def _reusable(self, sent: dict[str, set[tuple[str, int]]]) -> list[str]:
+        """The keys that some request has not been sent under yet (a key every request went
+        under has none left to reuse it for), in a fixed order."""
+        return sorted(key for key, used in sent.items() if len(used) < len(self.products) * 3)
 
     def _another(self, task: Task, used: set[tuple[str, int]]) -> tuple[str, int]:
         """A request no earlier request under the key was: another product or quantity (the

@@ -153,3 +153,17 @@ def test_keyed_answers_rejects_a_stored_answer_for_a_request_answered_not_applie
     assert _checks(keyed_answers(refused, {"k": _record("p1", 1)})) == [
         'a stored answer was not answered "not applied"'
     ]
+
+
+def test_a_key_every_request_went_under_is_not_reused_and_the_run_goes_on():
+    """A client that had sent every request (each product, each quantity) under one key had no
+    request left to reuse it for, and died choosing one (seed 8305 of a 10,000-seed run)."""
+    from sim.workloads import Purchases
+
+    purchases = Purchases([("p0", 40), ("p1", 10)])
+    every = {(p, q) for p in ("p0", "p1") for q in (1, 2, 3)}
+    sent = {"b0-1": set(every), "b0-2": {("p0", 1)}, "b0-0": every - {("p1", 3)}}
+    assert purchases._reusable(sent) == ["b0-0", "b0-2"]
+    assert purchases._reusable({"b0-1": set(every)}) == []
+    result = run_seed(8305)
+    assert result.violations == 0, [v.message for v in result.report.violations]
