@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import Progress, Samples
+from bench.soak_progress import Progress, Samples
 
 
 def _append(record: Path, *lines: dict[str, object]) -> None:
@@ -42,7 +42,7 @@ def test_a_progress_line_is_printed_once_a_minute(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr("bench.soak.time.time", lambda: now[0])
+    monkeypatch.setattr("bench.soak_progress.time.time", lambda: now[0])
     progress = Progress(tmp_path / "none.jsonl", started=100.0, seconds=300)
     for t in (105.0, 130.0, 161.0, 170.0, 222.0):
         now[0] = t
