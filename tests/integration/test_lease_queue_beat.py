@@ -7,19 +7,22 @@ reply to a refused write, which hands back the item) and then send the pass-over
 condition that repeats the rule. These tests build the one interleaving in which the condition's
 beat clause, and nothing else, decides: the look shows the lease free for longer than L and the
 head's beat older than L, and then, before the pass-over write reaches the table, the head beats
-(a head whose clock stepped, or whose beat was delayed in the network, is still alive). The
-head's new beat is written with exactly the shape of the queue's own beat, on another client,
-at the moment botocore is about to send the passer's write (a handler on the passer's client's
-``before-parameter-build`` event, which runs on the same thread before the request is built).
+(a head whose clock stepped, or that stalled between its look and its beat, is alive). The
+head's new beat lands at the moment botocore is about to send the passer's write (a handler on
+the passer's client's ``before-parameter-build`` event, which runs on the same thread before the
+request is built): written with exactly the shape of the queue's own beat, on another client, or,
+in the last test, sent by a real head waiter that runs on a thread of its own in lockstep with
+the test (it runs only while the test waits for it, so every call's order is the test's).
 The simulator cannot produce it: its heads are live waiters that beat every H only while they
 see the lease held, and a beat's reply shows them a release so they claim at once; a passer
 whose look shows a beat L old therefore never meets a newer one unless the head itself was slow,
-and then the pass-over is allowed. Each test also runs without the beat, to show that the same
-look and write would pass the head over: the refusal is the beat clause's doing.
+and then the pass-over is allowed. The first two tests also run without the beat, to show that
+the same look and write would pass the head over: the refusal is the beat clause's doing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -250,3 +253,107 @@ def test_a_beat_landing_before_a_plain_acquisition_clears_the_queue_keeps_it(
             - before.get(("lease", "LeaseQueueCleared"), 0.0)
             == 1
         )
+
+
+class Lockstep:
+    """A waiter running on a thread of its own only while the test lets it: it stops at
+    ``pause`` (telling the test it got there) until the test calls :meth:`resume`; one thread
+    runs at a time, so the order of every call is the test's. Every wait is bounded: a broken
+    queue fails the test, it never hangs it."""
+
+    TIMEOUT_S = 60.0
+
+    def __init__(self) -> None:
+        self._arrived = threading.Semaphore(0)
+        self._go = threading.Semaphore(0)
+        self.result: Any = None
+        self.thread: threading.Thread | None = None
+
+    def start(self, run: Callable[[], Any]) -> None:
+        def body() -> None:
+            try:
+                self.result = run()
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                self.result = exc
+            self._arrived.release()
+
+        self.thread = threading.Thread(target=body, name="head-waiter", daemon=True)
+        self.thread.start()
+
+    def pause(self) -> None:
+        """On the waiter's thread: stop here until resumed."""
+        self._arrived.release()
+        if not self._go.acquire(timeout=self.TIMEOUT_S):
+            raise TimeoutError("the test never resumed the waiter")
+
+    def arrived(self, what: str) -> None:
+        """On the test's thread: wait for the waiter to pause (or end)."""
+        if not self._arrived.acquire(timeout=self.TIMEOUT_S):
+            pytest.fail(f"gave up waiting for the head waiter to {what}")
+
+    def resume(self, until: str) -> None:
+        """Let the waiter run until its next pause (or its end)."""
+        self._go.release()
+        self.arrived(until)
+
+    def finish(self) -> Any:
+        self._go.release()
+        assert self.thread is not None
+        self.thread.join(timeout=self.TIMEOUT_S)
+        assert not self.thread.is_alive(), "the head waiter never finished"
+        return self.result
+
+
+def test_a_real_head_whose_beat_lands_before_the_pass_over_write_is_served(
+    ddb, tables, client, dynamodb_local, unique, counted
+):
+    # Given a holder, and a head waiter (ticket 1, on a thread of its own run in lockstep) that
+    # said it was next once, looked again (a claim refused: held), and then stalls before its
+    # next step, which is its next beat
+    clock = Clock()
+    resource = f"beat-real-{unique}"
+    holder = leases_on(ddb, tables, clock).acquire(resource, "holder", 60_000)
+    head_client = dynamodb_local.client(config=retry.client_config())
+    step = Lockstep()
+    calls: list[str] = []
+
+    def before(params: dict[str, Any], **_: Any) -> None:
+        calls.append(str(params.get("UpdateExpression", "")))
+
+    def after(**_: Any) -> None:
+        beats = sum(call.startswith("SET #beatTicket") for call in calls)
+        if beats == 1 and "#head = :next" in calls[-1]:
+            step.pause()  # the claim after its first beat was refused: it stalls here
+        elif beats == 2 and calls[-1].startswith("SET #beatTicket"):
+            step.pause()  # its second beat is in (its reply shows the lease free)
+
+    head_client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", before)
+    head_client.meta.events.register("after-call.dynamodb.UpdateItem", after)
+    head = LeaseQueue(
+        leases_on(head_client, tables, clock), FAST, sleep=clock.sleep, monotonic=clock
+    )
+    step.start(lambda: head.acquire(resource, "head", wait_ms=60_000))
+    try:
+        step.arrived("stall after its first beat")
+        # And, while it stalls, the holder releases and more than L passes
+        leases_on(ddb, tables, clock).release(holder)
+        clock.now += 1.0  # L is 0.3 s
+        # When a waiter queues behind it, its look says the head is silent, and the head wakes
+        # and beats just before the waiter's pass-over write goes
+        sent = before_pass_over(client, lambda: step.resume("beat"))
+        passer = LeaseQueue(
+            leases_on(client, tables, clock), FAST, sleep=clock.sleep, monotonic=clock
+        )
+        with pytest.raises(WaitTimedOut) as timed_out:
+            passer.acquire(resource, "passer", wait_ms=FAST.heartbeat_ms)
+    finally:
+        served = step.finish()
+    # Then the pass-over write was sent and refused: the waiter left behind the head, and the
+    # head, going on from its beat's reply, claimed the lease in its turn
+    assert len(sent) == 1 and timed_out.value.position == 1
+    assert isinstance(served, lease.Lease), served
+    assert (served.owner, served.ticket, served.fence) == ("head", 1, holder.fence + 1)
+    item = item_of(ddb, tables, resource)
+    assert (item["owner"], item["head"], item["left"]) == ("head", 2, {2})
+    assert sum(call.startswith("SET #beatTicket") for call in calls) == 2
+    assert counted.get("lease", "LeaseWaiterSkipped") == 0
