@@ -60,6 +60,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "functions/turnstile_ddb/claims.py": (
         _UNIT + "test_inventory_claims.py",
         _UNIT + "test_claims_options.py",
+        _UNIT + "test_claim_hold_lapsed.py",
         _INTEGRATION + "test_inventory_reservations.py",
         _INTEGRATION + "test_inventory_transactions.py",
     ),
@@ -72,6 +73,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         _INTEGRATION + "test_lease_races.py",
         _INTEGRATION + "test_lease_guard.py",
         _INTEGRATION + "test_lease_queue.py",
+        _INTEGRATION + "test_lease_queue_beat.py",
     ),
     "functions/turnstile_ddb/lease.py": (
         _INTEGRATION + "test_lease_races.py",
