@@ -142,6 +142,7 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "FencedWriteRefused",
         "LeaseQueued",  # turnstile_ddb.lease_queue: a ticket taken
         "LeaseWaiterSkipped",  # a dead waiter passed over
+        "LeaseSkipRefused",  # a pass-over refused: the head came back or was moved first
         "LeasePassedOver",  # this waiter was passed over (its claim lost)
         "LeaseTakeover",  # a holder that never released was taken over
         "LeaseQueueCleared",  # a plain acquisition cleared a queue whose waiters were gone

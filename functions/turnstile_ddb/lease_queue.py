@@ -159,9 +159,10 @@ local monotonic clock and never depend on other clients.
 
 **Metrics** (pattern ``lease``): ``LeaseQueued`` per ticket, ``LeaseWait`` (ms) per queued wait,
 ``LeaseWaitGaveUp`` when a deadline passed, ``LeaseWaiterSkipped`` per ticket passed over (silent
-or left), ``LeasePassedOver`` when this waiter was passed over itself or its ticket taken back,
-``LeaseTakeover`` per acquisition from a holder that had not released, ``LeaseAttempt`` and
-``LeaseBusy`` per claim or grab (the fast path) and per refused one.
+or left), ``LeaseSkipRefused`` per pass-over write (from further back than right behind the head)
+that the condition refused, ``LeasePassedOver`` when this waiter was passed over itself or its
+ticket taken back, ``LeaseTakeover`` per acquisition from a holder that had not released,
+``LeaseAttempt`` and ``LeaseBusy`` per claim or grab (the fast path) and per refused one.
 """
 
 from __future__ import annotations
@@ -654,6 +655,8 @@ class LeaseQueue:
         except ClientError as exc:
             if not retry.condition_failed(exc):
                 raise
+            # the head came for its turn or beat, or another waiter moved it first
+            metrics.count("LeaseSkipRefused", pattern=PATTERN)
             wait.item = self._old(exc) or {}
             return None
         wait.item = self._new(response)

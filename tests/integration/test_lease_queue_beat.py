@@ -188,6 +188,11 @@ def test_a_beat_landing_before_the_pass_over_write_keeps_the_head(
         if behind == 1:  # right behind, the pass-over is a claim: refused, it counts as busy
             busy = counted.get("lease", "LeaseBusy") - before.get(("lease", "LeaseBusy"), 0.0)
             assert busy >= 1
+        else:  # further back, the pass-over only moves the head: refused, it counts as such
+            refused = counted.get("lease", "LeaseSkipRefused") - before.get(
+                ("lease", "LeaseSkipRefused"), 0.0
+            )
+            assert refused == 1
     else:
         # (without the beat, the same look and write pass the head over)
         if behind == 1:
