@@ -1,9 +1,10 @@
 """Workloads added by registration: one :class:`Kind` per kind of simulated client.
 
-The five first workloads (purchases, leases, reservations, sharded products, the lease queue) are
-wired into :func:`sim.run.run_seed` by hand; every later one registers here instead, so that adding
-a workload touches its own module and one line of :data:`KINDS`. A registered workload is an object
-with four methods:
+Every workload after the five first ones registers here, so that adding a workload touches its
+own module and one line of :data:`KINDS`; :func:`sim.run.run_seed` sets up, runs, shows and checks
+them through the same loops as the five first (purchases, leases, reservations, sharded products,
+the lease queue: :class:`sim.first.FirstFive`, sized by the run's ``Config`` fields and kept in
+their own order; they come first). A registered workload is an object with four methods:
 
 * ``setup(real)``: create its tables and items on the DynamoDB ``real``;
 * ``body(recorder, client)``: what one simulated client runs, a callable taking its
@@ -27,7 +28,9 @@ from sim import fenced, signup
 from sim.reservation_edges import ReservationEdges
 from sim.streams import Streams
 
-# Each client's clock is off the global one by at most this many seconds (see sim.run).
+# Each client's clock is off the global one by at most this many seconds (lease.py assumes any two
+# clients differ by less than its SAFETY_MARGIN_MS = 500 ms; two clients here differ by at most
+# 400 ms). The lease queue's clients stay closer (sim.first.QUEUE_SKEW_SECONDS).
 SKEW_SECONDS = 0.2
 
 

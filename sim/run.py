@@ -11,21 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chaos import checkers
 from chaos.checkers import Report
-from sim import checks
 from sim.ddb import Faults, SimClient, Stats
-from sim.kinds import KINDS
+from sim.first import FirstFive, Group
+from sim.kinds import KINDS, Kind, Workload
 from sim.model import Model
 from sim.scheduler import EPOCH, Scheduler
-from sim.workloads import Leasing, Purchases, Queueing, Recorder, Reservations, Sharded
-
-# Each client's clock is off the global one by at most this (lease.py assumes any two clients
-# differ by less than its SAFETY_MARGIN_MS = 500 ms; two clients here differ by at most 400 ms).
-SKEW_SECONDS = 0.2
-# The lease queue's fairness assumes any two clocks differ by less than H/2 (chaos.checkers.queue
-# excuses unfairness past H/4 each): its clients' skews stay inside, so fairness is judged.
-QUEUE_SKEW_SECONDS = 0.1
+from sim.workloads import Recorder
 
 
 @dataclass
@@ -118,6 +110,29 @@ def seeded_ids(seed: int) -> Iterator[None]:
         uuid.uuid4 = real
 
 
+@dataclass
+class Registered:
+    """A registered kind's workload and its clients, run as :class:`sim.first.FirstFive` is: its
+    final shown under the kind's name in the history's last line."""
+
+    kind: Kind
+    clients: int
+    workload: Workload
+
+    @property
+    def groups(self) -> list[Group]:
+        return [Group(self.kind.name, self.clients, self.kind.skew, self.workload)]
+
+    def setup(self, real: Any) -> None:
+        self.workload.setup(real)
+
+    def final(self, real: Any) -> dict[str, Any]:
+        return {self.kind.name: self.workload.final(real)}
+
+    def check(self, recorder: Recorder, stats: Stats, real: Any) -> Report:
+        return self.workload.check(recorder, stats, real)
+
+
 def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Result:
     """Run one seed. ``real``: the DynamoDB to run it on, by default a fresh in-memory
     :class:`sim.model.Model`; a moto client (:func:`sim.ddb.moto_dynamodb`) also works. Its
@@ -128,65 +143,30 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
     recorder = Recorder(scheduler)
     stats = Stats()
     faults = config.faults.scaled(config.fault_scale)
-    extra_reports: list[Report] = []
-    purchases = Purchases([("p0", 40), ("p1", 10)], operations=config.purchases_each)
-    leasing = Leasing(["r0"], operations=config.leases_each)
-    reserving = Reservations([("sku0", 12, 3), ("sku1", 4, 1)], operations=config.reservations_each)
-    sharding = Sharded([("s0", 12, 4), ("s1", 6, 3)], operations=config.sharded_each)
-    queueing = Queueing(["q0"], operations=config.queue_each)
-    extras = [
-        (kind, config.size_of(kind.name)[0], kind.make(config.size_of(kind.name)[1]))
-        for kind in KINDS
-        if config.size_of(kind.name)[0] > 0
-    ]
+    # The five first workloads (sim.first), then each registered kind that has clients: set up,
+    # spawned, shown and checked in this order.
+    parts: list[FirstFive | Registered] = [FirstFive(config)]
+    for kind in KINDS:
+        clients, each = config.size_of(kind.name)
+        if clients > 0:
+            parts.append(Registered(kind, clients, kind.make(each)))
+    groups = [group for part in parts for group in part.groups]
     with contextlib.ExitStack() as stack:
         if real is None:
             real = Model()
         stack.enter_context(seeded_ids(seed))
         stack.callback(drop_tables, real)
-        purchases.setup(real)
-        leasing.setup(real)
-        reserving.setup(real)
-        sharding.setup(real)
-        queueing.setup(real)
-        for _, _, workload in extras:
-            workload.setup(real)
-        for i in range(config.purchase_clients):
-            client = SimClient(real, scheduler, faults, stats)
-            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
-            scheduler.spawn(f"buyer{i}", purchases.body(recorder, client), skew=skew)
-        for i in range(config.lease_clients):
-            client = SimClient(real, scheduler, faults, stats)
-            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
-            scheduler.spawn(f"holder{i}", leasing.body(recorder, client), skew=skew)
-        for i in range(config.reservation_clients):
-            client = SimClient(real, scheduler, faults, stats)
-            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
-            scheduler.spawn(f"reserver{i}", reserving.body(recorder, client), skew=skew)
-        for i in range(config.sharded_clients):
-            client = SimClient(real, scheduler, faults, stats)
-            skew = round(scheduler.rng.uniform(-SKEW_SECONDS, SKEW_SECONDS), 6)
-            scheduler.spawn(f"sharder{i}", sharding.body(recorder, client), skew=skew)
-        for i in range(config.queue_clients):
-            client = SimClient(real, scheduler, faults, stats)
-            skew = round(scheduler.rng.uniform(-QUEUE_SKEW_SECONDS, QUEUE_SKEW_SECONDS), 6)
-            scheduler.spawn(f"queuer{i}", queueing.body(recorder, client), skew=skew)
-        for kind, clients, workload in extras:
-            for i in range(clients):
+        for part in parts:
+            part.setup(real)
+        for group in groups:
+            for i in range(group.clients):
                 client = SimClient(real, scheduler, faults, stats)
-                skew = round(scheduler.rng.uniform(-kind.skew, kind.skew), 6)
-                scheduler.spawn(f"{kind.name}{i}", workload.body(recorder, client), skew=skew)
+                skew = round(scheduler.rng.uniform(-group.skew, group.skew), 6)
+                body = group.workload.body(recorder, client)
+                scheduler.spawn(f"{group.name}{i}", body, skew=skew)
         finished = scheduler.run()
-        final = purchases.final(real)
-        records = purchases.records(real, recorder.ops)
-        logs = leasing.logs(real)
-        skus = reserving.final(real)
-        shards = sharding.final(real)
-        queue_logs = queueing.logs(real)
-        extra_final = {kind.name: workload.final(real) for kind, _, workload in extras}
-        for _, _, workload in extras:
-            report_extra = workload.check(recorder, stats, real)
-            extra_reports.append(report_extra)
+        shown = {key: value for part in parts for key, value in part.final(real).items()}
+        reports = [part.check(recorder, stats, real) for part in parts]
     report = Report()
     for task in scheduler.tasks:
         report.expect(
@@ -195,29 +175,9 @@ def run_seed(seed: int, config: Config | None = None, *, real: Any = None) -> Re
             "no unexpected exception",
             f"{task.name} raised {task.error!r}",
         )
-    report.merge(checkers.purchases(recorder.ops, purchases.products, final))
-    report.merge(checks.keyed_answers(recorder.ops, records))
-    report.merge(checkers.leases([op for op in recorder.ops if op.pattern == "leases"], logs))
-    report.merge(checks.overlapping_holds(recorder.holds))
-    report.merge(checks.granted_as_asked(recorder.holds))
-    report.merge(checks.granted_when_free(recorder.holds))
-    report.merge(checks.no_write_after_expiry(recorder.ops))
-    queued = [op for op in recorder.ops if op.pattern == "queue"]
-    settings = queueing.settings
-    bounds = checkers.QueueBounds(
-        settings.heartbeat_ms / 1000,
-        settings.expiry_ms / 1000,
-        settings.poll_ms / 1000,
-        idle_s=settings.idle_ms / 1000,
-    )
-    report.merge(checkers.queue(queued, queue_logs, stats.disturbances, bounds))
-    sharded_ops = [op for op in recorder.ops if op.pattern == "sharded"]
-    report.merge(checks.sharded_stock(sharded_ops, sharding.products, shards))
-    report.merge(checkers.inventory([op for op in recorder.ops if op.pattern == "inventory"], skus))
-    report.merge(checks.bounded_cost(reserving.costs))
-    for extra in extra_reports:
-        report.merge(extra)
-    history = render(recorder, stats, final, {**logs, **queue_logs}, shards, extra_final)
+    for part_report in reports:
+        report.merge(part_report)
+    history = render(recorder, stats, shown)
     return Result(
         seed,
         history,
@@ -239,12 +199,10 @@ def drop_tables(client: Any) -> None:
 def render(
     recorder: Recorder,
     stats: Stats,
-    final: dict[str, int | None],
-    logs: dict[str, list[int]],
-    shards: dict[str, list[int]],
-    extra: dict[str, Any] | None = None,
+    final: dict[str, Any],
 ) -> str:
-    """The whole history as text: every DynamoDB call and every operation, in virtual time."""
+    """The whole history as text: every DynamoDB call and every operation, in virtual time, then
+    ``final``, what the workloads show of their tables at the end."""
     lines = ["# calls", *stats.trace, "# operations"]
     for op in recorder.ops:
         lines.append(
@@ -264,14 +222,7 @@ def render(
                 default=str,
             )
         )
-    lines.append(
-        "# final "
-        + json.dumps(
-            {"stock": final, "logs": logs, "shards": shards, **(extra or {})},
-            sort_keys=True,
-            default=str,
-        )
-    )
+    lines.append("# final " + json.dumps(final, sort_keys=True, default=str))
     return "\n".join(lines) + "\n"
 
 
