@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import metric_totals
 from turnstile_ddb import codec, lease, metrics, retry
 from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
 
@@ -57,10 +58,8 @@ class Frozen(Exception):
 
 @pytest.fixture
 def counted() -> Iterator[metrics.Tally]:
-    tally = metrics.Tally()
-    metrics.add_sink(tally)
-    yield tally
-    metrics.remove_sink(tally)
+    with metric_totals() as tally:
+        yield tally
 
 
 @pytest.fixture
