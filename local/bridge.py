@@ -159,6 +159,10 @@ class Bridge:
     ) -> None:
         self.verifier = verifier
         self.targets: list[_Target] = []
+        # GET /openapi.json and GET /swagger: built on first request, then the same bytes for
+        # every caller for the life of the process (local.docs: they depend on no request).
+        self._pages: dict[str, bytes] = {}
+        self._pages_lock = threading.Lock()
         for spec in specs:
             handler = (
                 functions[spec.handler]
@@ -169,6 +173,17 @@ class Bridge:
                 self.targets.append(
                     _Target(spec, route.path, route.method, _compile(route.path), handler)
                 )
+
+    def page(self, path: str) -> bytes:
+        """The document (``DOCUMENT_PATH``) or Swagger UI (``SWAGGER_PATH``), built once."""
+        with self._pages_lock:
+            if path not in self._pages:
+                if DOCUMENT_PATH not in self._pages:
+                    self._pages[DOCUMENT_PATH] = docs.document_bytes()
+                if path == SWAGGER_PATH:
+                    spec = self._pages[DOCUMENT_PATH]
+                    self._pages[SWAGGER_PATH] = docs.swagger_page(spec).encode("utf-8")
+            return self._pages[path]
 
     def match(self, method: str, path: str) -> tuple[_Target, dict[str, str]] | None:
         for target in self.targets:
@@ -257,9 +272,10 @@ class Bridge:
         if request.method == "GET" and request.path == PING_PATH:
             return _json(200, {"ok": True}), "-"
         if request.method == "GET" and request.path == DOCUMENT_PATH:
-            return _json(200, docs.document(request.host_url.rstrip("/"))), "-"
+            document = self.page(DOCUMENT_PATH)
+            return WsgiResponse(document, status=200, content_type="application/json"), "-"
         if request.method == "GET" and request.path == SWAGGER_PATH:
-            page = docs.swagger_page(request.host_url.rstrip("/"))
+            page = self.page(SWAGGER_PATH)
             return WsgiResponse(page, status=200, content_type="text/html; charset=utf-8"), "-"
         found = self.match(request.method, request.path)
         if found is None:

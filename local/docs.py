@@ -12,6 +12,12 @@ security scheme, ``SECURITY_SCHEME``, and requires it document-wide (``OpenAPIMe
 ``security_schemes`` / ``security``), so it applies to every operation and to routes added later.
 ``GET /openapi.json`` is served by the local bridge, not by a function, so it is not an operation
 of the document and stays open.
+
+The document is the contract, so it must validate as OpenAPI 3.1: every ``$ref`` resolves and
+no component schema is left that nothing refers to (:func:`prune_schemas` drops Powertools'
+validation-error schemas and anything else no operation reaches). Its one server is ``/``, a
+URL relative to where the document was fetched from, so the document never repeats a caller's
+``Host`` header and is the same bytes for every caller: the bridge builds it once per process.
 """
 
 from __future__ import annotations
@@ -46,10 +52,12 @@ _SECURITY_SCHEMES = {
     )
 }
 _POWERTOOLS_422 = "Validation Error"
-_POWERTOOLS_SCHEMAS = ("HTTPValidationError", "ValidationError")
+_SCHEMA_REF = "#/components/schemas/"
+# The one server: relative to the document's own URL (OpenAPI 3.1, "Server Object").
+SERVER_URL = "/"
 
 
-def document(server_url: str = "/") -> dict[str, Any]:
+def document(server_url: str = SERVER_URL) -> dict[str, Any]:
     merge = OpenAPIMerge(
         title=TITLE,
         version=VERSION,
@@ -68,16 +76,56 @@ def document(server_url: str = "/") -> dict[str, Any]:
             for status in ("422", 422):
                 if responses.get(status, {}).get("description") == _POWERTOOLS_422:
                     del responses[status]
-    if not any(name in json.dumps(merged["paths"]) for name in _POWERTOOLS_SCHEMAS):
-        schemas = merged.get("components", {}).get("schemas", {})
-        for name in _POWERTOOLS_SCHEMAS:
-            schemas.pop(name, None)
+    prune_schemas(merged)
     return merged
 
 
-def swagger_page(server_url: str) -> str:
+def _refs(node: Any) -> set[str]:
+    """The component schema names ``node`` refers to directly (``$ref`` anywhere inside it)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_SCHEMA_REF):
+            found.add(ref.removeprefix(_SCHEMA_REF))
+        for value in node.values():
+            found |= _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _refs(value)
+    return found
+
+
+def prune_schemas(document: dict[str, Any]) -> list[str]:
+    """Drop every component schema that no operation reaches, directly or through other schemas
+    (Powertools' 422 schemas once their responses are gone, among them); the names dropped, sorted.
+    """
+    schemas: dict[str, Any] = document.get("components", {}).get("schemas", {})
+    outside = {key: value for key, value in document.items() if key != "components"}
+    components = {k: v for k, v in document.get("components", {}).items() if k != "schemas"}
+    reached: set[str] = set()
+    frontier = _refs(outside) | _refs(components)
+    while frontier:
+        name = frontier.pop()
+        if name in reached or name not in schemas:
+            continue
+        reached.add(name)
+        frontier |= _refs(schemas[name])
+    dropped = sorted(set(schemas) - reached)
+    for name in dropped:
+        del schemas[name]
+    return dropped
+
+
+def document_bytes() -> bytes:
+    """The served document as JSON (what ``GET /openapi.json`` answers)."""
+    return json.dumps(document()).encode("utf-8")
+
+
+def swagger_page(spec_json: bytes | None = None) -> str:
+    """Swagger UI on the document (``spec_json``: its JSON if already built)."""
     assets = Path(event_handler.__file__).parent / "openapi" / "swagger_ui"
-    spec = json.dumps(document(server_url)).replace("</", "<\\/")
+    built = spec_json if spec_json is not None else document_bytes()
+    spec = built.decode("utf-8").replace("</", "<\\/")
     return generate_swagger_html(
         spec,
         (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -133,3 +134,65 @@ def test_a_route_without_keys_declares_no_idempotency_key(document, route):
     assert "Idempotent-Replayed" not in operation(document, route)["responses"][
         str(route.status)
     ].get("headers", {})
+
+
+# -- the document validates, and is the same for every caller (issue: the contract) -------------
+
+
+def test_the_document_validates_as_openapi_3_1(document):
+    # A maintained validator (openapi-spec-validator): a dangling $ref fails here, as the
+    # unused ResponseValidationError schema's reference to ValidationError once did.
+    from openapi_spec_validator import OpenAPIV31SpecValidator
+
+    errors = [str(error)[:200] for error in OpenAPIV31SpecValidator(document).iter_errors()]
+    assert document["openapi"].startswith("3.1") and errors == []
+
+
+def test_the_document_keeps_no_schema_that_nothing_refers_to(document):
+    # prune_schemas is the rule; run on the served document again it finds nothing to drop
+    assert docs.prune_schemas(document) == []
+    assert "ResponseValidationError" not in document["components"]["schemas"]
+
+
+def test_prune_schemas_drops_unreached_schemas_and_keeps_those_reached_through_others():
+    ref = "#/components/schemas/"
+    spec: dict[str, Any] = {
+        "paths": {"/a": {"get": {"responses": {"200": {"$ref": ref + "A"}}}}},
+        "components": {
+            "schemas": {
+                "A": {"properties": {"b": {"$ref": ref + "B"}}},
+                "B": {"type": "string"},
+                "Unused": {"properties": {"c": {"$ref": ref + "C"}}},
+                "C": {"type": "integer"},
+            }
+        },
+    }
+    assert docs.prune_schemas(spec) == ["C", "Unused"]
+    assert set(spec["components"]["schemas"]) == {"A", "B"}
+
+
+def test_the_bridge_serves_one_document_built_once_whatever_the_host(monkeypatch):
+    # Given a bridge with no functions behind it (the document comes from the declarations)
+    from werkzeug.test import Client
+
+    from local import bridge as local_bridge
+
+    built: list[int] = []
+    real = docs.document_bytes
+
+    def counting() -> bytes:
+        built.append(1)
+        return real()
+
+    monkeypatch.setattr(docs, "document_bytes", counting)
+    client = Client(local_bridge.Bridge(specs=(), functions={}))
+    # When callers naming different hosts ask for the document and the Swagger page
+    first = client.get("/openapi.json", headers={"Host": "evil.example:1"})
+    second = client.get("/openapi.json", headers={"Host": "localhost:3000"})
+    page = client.get("/swagger", headers={"Host": "other.example"})
+    # Then both callers get the same bytes, built once, naming no caller's host
+    assert first.status_code == second.status_code == page.status_code == 200
+    assert first.data == second.data and len(built) == 1
+    served = json.loads(first.data)
+    assert served["servers"] == [{"url": docs.SERVER_URL}]
+    assert b"evil.example" not in first.data and b"other.example" not in page.data
