@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from turnstile_ddb import capacity, claims, codec, idempotency, lease, retry, sharded
+from turnstile_ddb import capacity, claims, codec, lease, retry, sharded
 from turnstile_ddb.idempotency import IdempotencyStore, InProgress, RecordNames
 
 NOW_MS = 2_000_000_000_000
@@ -28,7 +28,9 @@ FAST = retry.Backoff(attempts=2, sleep=lambda _: None)
     [(RecordNames(locked_until="expiresAt"), "id"), (RecordNames(token="id"), "id")],
     ids=["locked_until-is-the-expiry", "token-is-the-key"],
 )
-def test_a_store_whose_names_collide_never_runs_one_request_twice(moto_ddb, moto_tables, names, key_attr):
+def test_a_store_whose_names_collide_never_runs_one_request_twice(
+    moto_ddb, moto_tables, names, key_attr
+):
     # Given a store whose layout names one stored attribute twice
     now = [1000.0]
 
@@ -95,7 +97,9 @@ def test_every_name_set_refuses_duplicate_and_empty_names(build):
 
 
 def test_leases_refuse_a_key_attribute_that_is_also_a_lease_attribute(moto_ddb):
-    with pytest.raises(ValueError, match="key_attr.*'owner'|'owner'.*key_attr"):
+    with pytest.raises(
+        ValueError, match=r"key_attr and attributes\.owner are the same stored attribute 'owner'"
+    ):
         lease.Leases(moto_ddb, "leases", key_attr="owner")
 
 
@@ -203,3 +207,10 @@ def test_a_page_smaller_than_the_quantity_still_reserves(moto_ddb, moto_tables):
     )
     # Then it holds 5 (before the fix: Unsettled on every try)
     assert len(claimed.keys) == 5
+
+
+def test_slots_refuse_a_holder_attribute_that_is_a_key_attribute(moto_ddb):
+    from turnstile_ddb import slots
+
+    with pytest.raises(ValueError, match="same stored attribute 'roomId'"):
+        slots.book(moto_ddb, "rooms", {"roomId": "r1"}, "me", backoff=FAST, holder_attr="roomId")

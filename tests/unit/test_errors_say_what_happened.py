@@ -23,9 +23,7 @@ def test_a_typo_in_the_attribute_is_not_an_empty_balance(moto_ddb, moto_tables):
     wallet(moto_ddb, table, key, stock=5, version=1)
     # When a decrement names an attribute it does not have
     with pytest.raises(versioned.ConditionFailed) as refused:
-        versioned.decrement(
-            moto_ddb, table=table, key=key, attr="stok", amount=1, backoff=FAST
-        )
+        versioned.decrement(moto_ddb, table=table, key=key, attr="stok", amount=1, backoff=FAST)
     # Then the error says the attribute is absent, not that it holds 0
     assert not isinstance(refused.value, versioned.Insufficient), str(refused.value)
     assert isinstance(refused.value, versioned.NoSuchAttribute)
@@ -101,7 +99,9 @@ def test_set_total_that_kept_losing_says_so_in_its_own_exception(moto_ddb, moto_
 
 
 def test_a_hold_lapsed_before_any_round_never_says_after_0_attempts(moto_ddb, moto_tables):
-    units = claims.UnitTable(table=moto_tables["inventory"], index="claimable", key_attrs=("sku", "sk"))
+    units = claims.UnitTable(
+        table=moto_tables["inventory"], index="claimable", key_attrs=("sku", "sk")
+    )
     item = claims.new_unit(units, {"sku": "s-lapse", "sk": "u#1"}, "s-lapse", 1)
     moto_ddb.put_item(TableName=units.table, Item=codec.encode_item(item))
     with pytest.raises(claims.ClaimHoldLapsed) as lapsed:
