@@ -28,7 +28,7 @@ def distinct_names(owner: str, named: Iterable[tuple[str, str]]) -> None:
         if name in seen:
             raise ValueError(
                 f"{owner}: {seen[name]} and {field} are the same stored attribute {name!r}; "
-                "each needs a name of its own"
+                "each needs a distinct name"
             )
         seen[name] = field
 
