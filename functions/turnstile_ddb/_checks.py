@@ -24,7 +24,9 @@ def distinct_names(owner: str, named: Iterable[tuple[str, str]]) -> None:
     seen: dict[str, str] = {}
     for field, name in named:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"{owner}: {field} is empty; every stored attribute needs a name")
+            raise ValueError(
+                f"{owner}: {field} is empty; every stored attribute needs a distinct, non-empty name"
+            )
         if name in seen:
             raise ValueError(
                 f"{owner}: {seen[name]} and {field} are the same stored attribute {name!r}; "
