@@ -25,7 +25,7 @@ def distinct_names(owner: str, named: Iterable[tuple[str, str]]) -> None:
     for field, name in named:
         if not isinstance(name, str) or not name:
             raise ValueError(
-                f"{owner}: {field} is empty; every stored attribute needs a distinct, non-empty name"
+                f"{owner}: {field} is empty; each attribute needs a distinct, non-empty name"
             )
         if name in seen:
             raise ValueError(
