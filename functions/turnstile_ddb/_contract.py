@@ -7,6 +7,13 @@ before; whatever still escapes the *outermost* public call is turned by :func:`c
 kind of :class:`~turnstile_ddb.errors.TurnstileError` that says what the caller must do, with the
 original kept as ``.cause`` and its error code as ``.code``.
 
+A missing table and a key the table does not have are named: the call's own arguments say which
+table it was about (a ``table`` argument, or the ``.table`` of the object it works on: a
+``Leases``, a ``UnitTable``, a ``ShardedCounter``, ...) and which key attribute it used
+(``.key_attr``, or the names of a ``key`` argument), so the error is
+:class:`~turnstile_ddb.errors.TableNotFound` or :class:`~turnstile_ddb.errors.KeyMismatch` (both
+still ``AwsRefused``) instead of DynamoDB's "Requested resource not found".
+
 Only the outermost call converts (a context variable marks "already inside the library"), so a
 pattern that calls another one (``lease_queue`` calling ``Leases.renew``) still reads the raw
 ``ClientError`` it expects. Exceptions that are not the SDK's (``ValueError`` for a bad argument,
@@ -16,9 +23,10 @@ a bug) pass through unchanged: they are programming errors, not outcomes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -52,6 +60,9 @@ RETRYABLE_CODES = frozenset(
 )
 # DynamoDB answered, but with a failure of its own: a write may or may not have been applied.
 SERVER_ERROR_CODES = frozenset({"InternalServerError", "ServiceUnavailable"})
+
+# DynamoDB's (and DynamoDB Local's) words for a key that is not the table's key.
+_KEY_MESSAGES = ("key element does not match the schema", "required keys", "missing the key")
 
 _inside: ContextVar[bool] = ContextVar("turnstile_ddb_inside", default=False)
 
@@ -88,6 +99,47 @@ def classify(exc: BaseException, *, writes: bool = True) -> BaseException:
     return exc
 
 
+def _subject(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str, str]:
+    """The table a call was about and the key attribute(s) it used, from its arguments ("" when
+    they do not say): a ``table`` argument or an argument's ``.table``; an argument's
+    ``.key_attr`` or the names of a ``key`` argument. Several tables are joined by ", "."""
+    try:
+        bound = inspect.signature(function).bind_partial(*args, **kwargs).arguments
+    except TypeError:
+        return "", ""
+    tables: list[str] = []
+    key_attr = ""
+    for name, value in bound.items():
+        owner = getattr(value, "leases", value)  # a LeaseQueue works on its Leases' table
+        table = value if name == "table" else getattr(owner, "table", None)
+        if isinstance(table, str) and table not in tables:
+            tables.append(table)
+        if not key_attr and isinstance(getattr(owner, "key_attr", None), str):
+            key_attr = owner.key_attr
+        if not key_attr and name == "key" and isinstance(value, Mapping):
+            key_attr = ", ".join(str(k) for k in value)
+    return ", ".join(tables), key_attr
+
+
+def _named(
+    error: BaseException, function: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+) -> BaseException:
+    """``error`` as :class:`errors.TableNotFound` / :class:`errors.KeyMismatch` when it is one
+    of those refusals (named from the call's arguments, :func:`_subject`); else unchanged."""
+    if type(error) is not errors.AwsRefused:
+        return error
+    parts = (error.cause, error.code, error.aws_message, error.operation)
+    if error.code == "ResourceNotFoundException":
+        return errors.TableNotFound(*parts, table=_subject(function, args, kwargs)[0])
+    said = error.aws_message.lower()
+    if error.code == "ValidationException" and any(m in said for m in _KEY_MESSAGES):
+        table, key_attr = _subject(function, args, kwargs)
+        return errors.KeyMismatch(*parts, table=table, key_attr=key_attr)
+    return error
+
+
 def _edge(writes: bool) -> Callable[[Callable[P, R]], Callable[P, R]]:
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(function)
@@ -98,7 +150,7 @@ def _edge(writes: bool) -> Callable[[Callable[P, R]], Callable[P, R]]:
             try:
                 return function(*args, **kwargs)
             except (ClientError, BotoCoreError) as exc:
-                raise classify(exc, writes=writes) from exc
+                raise _named(classify(exc, writes=writes), function, args, kwargs) from exc
             finally:
                 _inside.reset(token)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
-from turnstile_ddb import codec, errors, retry
+from turnstile_ddb import _checks, codec, errors, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -75,15 +75,17 @@ class LeaseAttributes:
     _to_default: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        stored = [getattr(self, f.name) for f in fields(self) if f.init]
-        if len(set(stored)) != len(stored) or not all(stored):
-            raise ValueError("each lease attribute needs a distinct, non-empty name")
+        _checks.distinct_names("LeaseAttributes", self.named())
         renamed = {
             getattr(self, f.name): f.default
             for f in fields(self)
             if f.init and getattr(self, f.name) != f.default
         }
         object.__setattr__(self, "_to_default", renamed)
+
+    def named(self) -> list[tuple[str, str]]:
+        """(field, stored name) for every attribute of a lease item."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self) if f.init]
 
 
 DEFAULT_ATTRIBUTES = LeaseAttributes()

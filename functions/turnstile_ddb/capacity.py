@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from turnstile_ddb import _contract, codec, errors, retry, transact
+from turnstile_ddb import _checks, _contract, codec, errors, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -101,6 +101,10 @@ class CapacityRow:
     count_attr: str = "count"
     limit_attr: str = "limit"
     version_attr: str = "version"
+
+    def __post_init__(self) -> None:
+        keys = [(f"key[{name!r}]", name) for name in self.key]
+        _checks.distinct_names("CapacityRow", [*keys, *_checks.attr_fields(self)])
 
 
 @dataclass(frozen=True)

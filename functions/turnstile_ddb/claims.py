@@ -144,7 +144,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from turnstile_ddb import _contract, codec, deprecation, errors, metrics, retry, transact
+from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -221,6 +221,8 @@ class UnitTable:
             )
             object.__setattr__(self, "claimable_at_attr", self.ticket_attr)
             object.__setattr__(self, "ticket_attr", None)
+        keys = [(f"key_attrs[{i}]", name) for i, name in enumerate(self.key_attrs)]
+        _checks.distinct_names("UnitTable", [*keys, *_checks.attr_fields(self)])
 
     def names(self) -> dict[str, str]:
         """Every expression placeholder this module uses, with the attribute it stands for."""
@@ -335,8 +337,9 @@ class ClaimHoldLapsed(retry.RetriesExhausted):
             what = f"the claim of {len(keys)} unit(s) was answered after it and given back"
         else:
             what = f"the claim of {len(keys)} unit(s) was answered after it; giving it back failed"
-        super().__init__(
-            rounds, RuntimeError(f"the hold ended (at {until_ms} epoch ms) first: {what}")
+        super().__init__(rounds, None)
+        self._say(
+            f"the hold ended (at {until_ms} epoch ms) before the reservation was answered: {what}"
         )
         self.until_ms = until_ms
         self.keys = [dict(key) for key in keys]
@@ -629,7 +632,12 @@ class ReserveOptions:
     - ``backoff``: retries of one call (throttles, lost replies) and what a lost round waits.
     - ``rand``: the randomness of pivots, pool order and runs (inject for a repeatable test).
     - ``rounds``: writes sent at most (cancelled or throttled ones included), then
-      :class:`turnstile_ddb.retry.RetriesExhausted`.
+      :class:`turnstile_ddb.errors.LostEveryRace` / :class:`~turnstile_ddb.errors.StayedThrottled`
+      (both ``RetriesExhausted``).
+
+    Validated when built: ``rounds``, ``page_size`` and ``pages_per_pool`` are at least 1
+    (``ValueError`` naming the field): options that could never succeed are refused at once,
+    not answered with a retryable error forever.
     - ``hints``: the :class:`PoolHints` to learn from and teach; None: fresh hints for this call
       alone (nothing is remembered for the next one).
     - ``unit_cache``: remembered units to try first, and to remember the units a read showed
@@ -642,7 +650,7 @@ class ReserveOptions:
     - ``guess(pool, n)``: when given, ``n`` keys of ``pool`` the caller names without reading
       (or fewer: no guess).
     - ``page_size``: a fixed Limit for every Query (by default a few more than the units wanted;
-      100 for a sparse pool).
+      100 for a sparse pool), raised to the units a read wants when it is smaller.
     - ``pages_per_pool``: the most Queries one read of one pool sends (:data:`PAGES_PER_POOL`).
     """
 
@@ -658,8 +666,9 @@ class ReserveOptions:
     pages_per_pool: int = PAGES_PER_POOL
 
     def __post_init__(self) -> None:
-        if self.pages_per_pool < 1:
-            raise ValueError("a read of a pool sends at least one Query")
+        _checks.at_least("ReserveOptions", "rounds", self.rounds, 1)
+        _checks.at_least("ReserveOptions", "page_size", self.page_size, 1)
+        _checks.at_least("ReserveOptions", "pages_per_pool", self.pages_per_pool, 1)
 
 
 class _OldReserveArguments(TypedDict, total=False):
@@ -824,12 +833,15 @@ class _Reader:
     def _plan(self, pool: str, n: int, skipped: int) -> tuple[int, int | None, list[Any]]:
         """How to read ``pool``: the page Limit, the pivot (None: the whole range at once) and
         the claimable-at ranges (low, high, forward) in reading order."""
+        # A fixed page smaller than what the read wants is raised to it: at pages_per_pool
+        # Queries it could never show the units (Unsettled on every try).
         page_size, now_ms = self.options.page_size, self.now_ms
+        fixed = None if page_size is None else max(page_size, n)
         if self.hints.is_sparse(pool):
-            return page_size or 100, None, [(0, now_ms, self.options.rand() < 0.5)]
+            return fixed or 100, None, [(0, now_ms, self.options.rand() < 0.5)]
         pivot = new_claimable_at(self.options.rand)
         ranges = [(pivot, now_ms, True)] + ([(0, pivot - 1, True)] if pivot > 0 else [])
-        return page_size or min(100, n + skipped + 2), pivot, ranges
+        return fixed or min(100, n + skipped + 2), pivot, ranges
 
     def _pool(self, pool: str, n: int, skipped: int, last: bool) -> Iterator[Key]:
         """The claimable units of one pool, in claimable-at order from where the read starts.
@@ -1115,6 +1127,7 @@ class _Reservation:
     from_cache: set[tuple[Any, ...]]
     guessed: set[tuple[Any, ...]]
     throttled: bool = False
+    last: BaseException | None = None  # the last round's failure
 
     @classmethod
     def begin(
@@ -1160,8 +1173,9 @@ class _Reservation:
                     self._give_back()
                 return self.claimed
         metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
-        cause = "pools kept throttling" if self.throttled else "units kept being taken first"
-        raise retry.RetriesExhausted(self.options.rounds, RuntimeError(cause))
+        if self.throttled:
+            raise errors.StayedThrottled(self.options.rounds, "the pools' keys", self.last)
+        raise errors.LostEveryRace(self.options.rounds, "units kept being taken first", self.last)
 
     def _lapsed(self) -> bool:
         """Whether the hold has ended on the caller's clock (never, without one)."""
@@ -1218,8 +1232,8 @@ class _Reservation:
                 transact.transact_write(
                     self.client, items, backoff=backoff, retry_conflicts=False, pattern=PATTERN
                 )
-        except _Throttled:
-            self.throttled = True
+        except _Throttled as exc:
+            self.throttled, self.last = True, exc
             pool = self.reader.pool_of.get(_identity(self.units, self.chosen[0]))
             if pool is not None:
                 self.reader.hints.throttled(pool)
@@ -1227,6 +1241,7 @@ class _Reservation:
             self.chosen = self.reader.exactly(self.quantity)  # the throttled pool now comes last
             return False
         except transact.Cancelled as exc:
+            self.last = exc
             self._replace_lost(exc, backoff.clock() - sent)
             return False
         return True
@@ -1435,8 +1450,10 @@ def release(
     Returns the units it no longer held (as they are now: sold by its own confirm, or reclaimed by
     another reservation after the hold lapsed); those are left alone and the rest released in one
     more transaction (bounded by ``rounds``)."""
+    _checks.at_least("release", "rounds", rounds, 1)
     pending = [dict(key) for key in keys]
     kept: list[dict[str, Any]] = []
+    last: BaseException | None = None
     for _ in range(rounds):
         if not pending:
             return kept
@@ -1445,11 +1462,12 @@ def release(
             transact.transact_write(client, items, backoff=backoff, pattern=PATTERN)
             return kept
         except transact.Cancelled as exc:
+            last = exc
             failed = {i for i, reason in enumerate(exc.reasons) if reason.failed}
             kept += [exc.reasons[i].item or {} for i in sorted(failed)]
             metrics.count("ReleaseLost", pattern=PATTERN, value=len(failed))
             pending = [key for i, key in enumerate(pending) if i not in failed]
-    raise retry.RetriesExhausted(rounds, RuntimeError("units kept changing during the release"))
+    raise errors.LostEveryRace(rounds, "units kept changing during the release", last)
 
 
 _deprecated_cache: list[UnitCache] = []  # built on first use of the deprecated ``cache`` only

@@ -8,7 +8,9 @@ types say::
     │   │                will be refused again until the data changes (a condition failed)
     │   └── NotFound     the item the operation needs does not exist
     ├── Retryable        nothing was written, and a later attempt may succeed (contention,
-    │                    throttling, a lease held by someone else, a budget spent)
+    │   │                throttling, a lease held by someone else, a budget spent)
+    │   └── RetriesExhausted   every attempt allowed failed: LostEveryRace (concurrent
+    │                          writes won each one), StayedThrottled (throttled each time)
     └── OutcomeUnknown   a write was sent and no answer came back: it may or may not have
                          been applied; only a read (or an idempotent resend) can tell
 
@@ -16,7 +18,9 @@ An error of the AWS SDK (a botocore ``ClientError`` or ``BotoCoreError``) never 
 function raw: it is wrapped in the kind that says what to do, :class:`AwsRefused` (invalid,
 forbidden, a missing table, a condition no pattern interpreted), :class:`AwsRetryable`
 (throttled, not sent, a read that failed) or :class:`AwsOutcomeUnknown` (a write timed out or met
-a server error), each carrying the original as ``.cause`` and its error code as ``.code``.
+a server error), each carrying the original as ``.cause`` and its error code as ``.code``. Two
+refusals name what the call was about: :class:`TableNotFound` (the table) and :class:`KeyMismatch`
+(the key attribute the library used, and ``key_attr=`` to pass).
 
 Each pattern's own exceptions (``lease.Held``, ``versioned.VersionMismatch``, ...) derive from
 one of these, so ``except turnstile_ddb.Retryable`` catches every "try again later" at once while
@@ -32,10 +36,15 @@ __all__ = [
     "AwsOutcomeUnknown",
     "AwsRefused",
     "AwsRetryable",
+    "KeyMismatch",
+    "LostEveryRace",
     "NotFound",
     "OutcomeUnknown",
     "Refused",
+    "RetriesExhausted",
     "Retryable",
+    "StayedThrottled",
+    "TableNotFound",
     "TurnstileError",
 ]
 
@@ -55,6 +64,41 @@ class NotFound(Refused):
 class Retryable(TurnstileError):
     """Nothing was written, and a later attempt may succeed (contention, throttling, a held lease,
     a spent retry budget)."""
+
+
+class RetriesExhausted(Retryable):
+    """Every attempt the policy allowed failed with a retryable error: nothing was written.
+    ``attempts``: how many were made; ``last``: the last failure (None when none was raised, as
+    for a hold that lapsed before any attempt). Also ``turnstile_ddb.retry.RetriesExhausted``."""
+
+    def __init__(self, attempts: int, last: BaseException | None) -> None:
+        super().__init__(f"gave up after {attempts} attempts: {last}")
+        self.attempts = attempts
+        self.last = last
+
+    def _say(self, message: str) -> None:
+        """Replace the generic message with what happened (for the kinds below)."""
+        self.args = (message,)
+
+
+class LostEveryRace(RetriesExhausted):
+    """Every one of ``attempts`` writes lost to concurrent writes (``what`` says whose and to
+    what): nothing was written, and a later attempt, with less contention, may succeed."""
+
+    def __init__(self, attempts: int, what: str, last: BaseException | None = None) -> None:
+        super().__init__(attempts, last)
+        self.what = what
+        self._say(f"{what}: each of {attempts} attempt(s) lost to a concurrent write")
+
+
+class StayedThrottled(RetriesExhausted):
+    """Every one of ``attempts`` attempts was throttled (``what`` says where): nothing was
+    written; retry later, or give the table more capacity."""
+
+    def __init__(self, attempts: int, what: str, last: BaseException | None = None) -> None:
+        super().__init__(attempts, last)
+        self.what = what
+        self._say(f"{what} stayed throttled through {attempts} attempt(s)")
 
 
 class OutcomeUnknown(TurnstileError):
@@ -115,3 +159,46 @@ class AwsOutcomeUnknown(AwsCause, OutcomeUnknown):
         self, cause: BaseException, code: str, aws_message: str = "", operation: str = ""
     ) -> None:
         super().__init__(self._wrap(cause, code, aws_message, operation))
+
+
+class TableNotFound(AwsRefused):
+    """``ResourceNotFoundException``: the table ``table`` does not exist in this account and
+    region (or is not ACTIVE yet). ``table`` is "" when the call did not name one; several
+    tables of a transaction are named together."""
+
+    def __init__(
+        self,
+        cause: BaseException,
+        code: str,
+        aws_message: str = "",
+        operation: str = "",
+        *,
+        table: str = "",
+    ) -> None:
+        super().__init__(cause, code, aws_message, operation)
+        self.table = table
+        self.args = (f"table {table!r} not found in this account and region: {self.args[0]}",)
+
+
+class KeyMismatch(AwsRefused):
+    """A ``ValidationException`` about the key: the key the library sent (attribute
+    ``key_attr`` of ``table``) is not the table's key. Pass the table's own partition key as
+    ``key_attr=`` (``Leases``, ``IdempotencyStore``, ``ShardedCounter``) or a key of its schema."""
+
+    def __init__(
+        self,
+        cause: BaseException,
+        code: str,
+        aws_message: str = "",
+        operation: str = "",
+        *,
+        table: str = "",
+        key_attr: str = "",
+    ) -> None:
+        super().__init__(cause, code, aws_message, operation)
+        self.table = table
+        self.key_attr = key_attr
+        self.args = (
+            f"table {table!r} is not keyed by {key_attr!r}, the key attribute this call used: "
+            f"pass key_attr=<the table's partition key> ({self.args[0]})",
+        )

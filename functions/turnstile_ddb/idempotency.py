@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, deprecation, errors, metrics, retry
+from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry
 from turnstile_ddb.record_keys import record_id as record_id  # re-exported (deploy-safe)
 
 if TYPE_CHECKING:
@@ -107,6 +107,15 @@ class RecordNames:
     fingerprint: str = "fingerprint"
     answer: str = "answer"
     legacy: tuple[str, ...] = ("statusCode", "body", "headers")
+
+    def __post_init__(self) -> None:
+        _checks.distinct_names("RecordNames", self.stored())
+
+    def stored(self) -> list[tuple[str, str]]:
+        """(field, stored name) for every name: each must be its own attribute."""
+        own = [(f, getattr(self, f)) for f in ("status", "locked_until", "token", "fingerprint")]
+        legacy = [(f"legacy[{i}]", name) for i, name in enumerate(self.legacy)]
+        return [*own, ("answer", self.answer), *legacy]
 
 
 class KeyReused(errors.Refused):
@@ -179,6 +188,16 @@ class IdempotencyStore:
     key_attr: str = "id"  # the table's partition key
     expiry_attr: str = "expiresAt"  # the table's TTL attribute (epoch seconds)
     names: RecordNames = field(default_factory=RecordNames)  # the record's own attributes
+
+    def __post_init__(self) -> None:
+        """Refuse a layout that names one attribute twice (the record would lose one: a lock
+        that is the expiry lapses at once and lets a request run twice) and times that cannot
+        hold a record."""
+        table = [("key_attr", self.key_attr), ("expiry_attr", self.expiry_attr)]
+        names = [(f"names.{f}", name) for f, name in self.names.stored()]
+        _checks.distinct_names("IdempotencyStore", [*table, *names])
+        _checks.at_least("IdempotencyStore", "lock_ms", self.lock_ms, 1)
+        _checks.at_least("IdempotencyStore", "keep_seconds", self.keep_seconds, 1)
 
     def _names(self, *placeholders: str) -> dict[str, str]:
         n = self.names

@@ -131,7 +131,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
+from turnstile_ddb import _checks, _contract, codec, errors, metrics, retry, transact
 from turnstile_ddb import _lease_item as _item
 from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft
 from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated, renamed
@@ -326,6 +326,12 @@ class Leases:
     safety_margin_ms: int = SAFETY_MARGIN_MS
     key_attr: str = "resource"
     attributes: LeaseAttributes = field(default_factory=LeaseAttributes)
+
+    def __post_init__(self) -> None:
+        """Refuse a key attribute that is also one of the lease item's attributes."""
+        stored = [(f"attributes.{name}", value) for name, value in self.attributes.named()]
+        _checks.distinct_names("Leases", [("key_attr", self.key_attr), *stored])
+        _checks.at_least("Leases", "safety_margin_ms", self.safety_margin_ms, 0)
 
     def wire_key(self, resource: str) -> dict[str, Any]:
         """The lease item's key for ``resource`` in DynamoDB's typed form (``{"S": ...}``), in

@@ -35,8 +35,9 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from turnstile_ddb import _contract, errors, metrics
+from turnstile_ddb import _checks, _contract, errors, metrics
 from turnstile_ddb.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
+from turnstile_ddb.errors import RetriesExhausted as RetriesExhausted  # (defined with its kinds)
 
 __all__ = [
     "MAYBE_APPLIED_ERRORS",
@@ -65,15 +66,6 @@ THROTTLING_CODES = frozenset(
 )
 NOT_SENT_ERRORS = (ConnectTimeoutError, EndpointConnectionError)
 MAYBE_APPLIED_ERRORS = (ReadTimeoutError, ConnectionClosedError)
-
-
-class RetriesExhausted(errors.Retryable):
-    """Every attempt the policy allowed failed with a retryable error."""
-
-    def __init__(self, attempts: int, last: BaseException) -> None:
-        super().__init__(f"gave up after {attempts} attempts: {last}")
-        self.attempts = attempts
-        self.last = last
 
 
 def error_code(exc: BaseException) -> str:
@@ -123,6 +115,10 @@ class Backoff:
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
     rand: Callable[[], float] = field(default=random.random, compare=False, repr=False)
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, low in (("attempts", 1), ("base", 0), ("cap", 0), ("budget", 0)):
+            _checks.at_least("Backoff", name, getattr(self, name), low)
 
     def spent(self, attempt: int, started: float) -> bool:
         """True when attempt number ``attempt`` was the last one allowed."""

@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from botocore.exceptions import ClientError
 
 from turnstile_ddb import (
+    _checks,
     _contract,
     capacity,
     codec,
@@ -144,6 +145,11 @@ class ShardedCounter:
     limit_attr: str = "limit"
     version_attr: str = "version"
     shard_attr: str = "shard"
+
+    def __post_init__(self) -> None:
+        extra = [(f"extra_key[{name!r}]", name) for name, _ in self.extra_key]
+        _checks.distinct_names("ShardedCounter", [*_checks.attr_fields(self), *extra])
+        _checks.at_least("ShardedCounter", "shards", self.shards, 1)
 
     def key(self, shard: int) -> dict[str, Any]:
         """Shard ``shard``'s primary key as plain Python values (see :meth:`wire_key`)."""
@@ -265,6 +271,8 @@ class SoldOutHints:
     _empty: _Recent[float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        _checks.at_least("SoldOutHints", "trust_seconds", self.trust_seconds, 0)
+        _checks.at_least("SoldOutHints", "max_counters", self.max_counters, 1)
         self._empty = _Recent(self.max_counters)
 
     def remembered(self) -> int:
@@ -319,6 +327,9 @@ class ShardHints:
     _learned: _Recent[_Learned] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        _checks.at_least("ShardHints", "throttle_seconds", self.throttle_seconds, 0)
+        _checks.at_least("ShardHints", "trust_seconds", self.trust_seconds, 0)
+        _checks.at_least("ShardHints", "max_counters", self.max_counters, 1)
         self._learned = _Recent(self.max_counters)
 
     def remembered(self) -> int:
@@ -416,7 +427,8 @@ class TakeOptions:
 
     ``backoff``: every read and every wait after a throttled round (a throttled shard is failed
     over, not retried at once; after ``backoff.attempts`` throttled rounds the call gives up).
-    ``rounds``: reads after the first write, at most (then a refusal for lost races).
+    ``rounds``: reads after the first write, at most (then a refusal for lost races); at least 1,
+    so that every refusal rests on a read. Validated when built (``ValueError`` naming the field).
     ``hints``: the caller's :class:`Hints` (none: the call remembers nothing beyond itself).
     ``rand``: the random choices (a seeded one for reproducible tests)."""
 
@@ -424,6 +436,10 @@ class TakeOptions:
     rounds: int = _ROUNDS
     hints: Hints | None = None
     rand: random.Random | None = None
+
+    def __post_init__(self) -> None:
+        # rounds 0 would refuse after one write met an empty shard, with nothing read
+        _checks.at_least("TakeOptions", "rounds", self.rounds, 1)
 
 
 _LEGACY_TAKE = ("backoff", "rand", "sold_out", "rounds", "known")
@@ -588,9 +604,6 @@ def spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[in
     return takes
 
 
-_THROTTLED = "throttled"
-
-
 class _Take:
     """One :func:`take`: what it has spent and learned across its rounds, one method a step."""
 
@@ -622,8 +635,10 @@ class _Take:
                 taken = self.take_across(counts, items)
                 if taken is not None:
                     return taken
+        if not self.saw_enough:  # no read decided yet: a refusal rests on one, never a guess
+            self.read_counts(self.options.rounds, {})
         metrics.count("ShardRaceRefusal", pattern=PATTERN)
-        raise Exhausted(self.total if self.saw_enough else 0, raced=self.saw_enough)
+        raise Exhausted(self.total, raced=True)
 
     def refuse_from_hints(self) -> None:
         """Step 0: refuse without a call when the hints alone show too few units."""
@@ -645,40 +660,41 @@ class _Take:
         """Steps 1 and 3: each candidate's conditional write until one takes ``q``; else the
         counts the refused writes answered (after a wait if one was throttled)."""
         answered: dict[int, int] = {}
-        throttled = False
+        throttled: BaseException | None = None
         for shard in candidates:
             outcome = self.try_one(shard)
             if isinstance(outcome, Taken):
                 return outcome, answered
-            if outcome == _THROTTLED:
-                throttled = True
+            if isinstance(outcome, BaseException):
+                throttled = outcome
             else:
-                answered[shard] = int(outcome)
-        if throttled:
+                answered[shard] = outcome
+        if throttled is not None:
             self.throttled_rounds += 1
             if self.throttled_rounds >= self.options.backoff.attempts:
-                raise retry.RetriesExhausted(
-                    self.throttled_rounds, RuntimeError("shards throttled")
+                raise errors.StayedThrottled(
+                    self.throttled_rounds, f"the shards of {self.counter.base!r}", throttled
                 )
             self.options.backoff.pause(self.throttled_rounds)
         return None, answered
 
-    def try_one(self, shard: int) -> Taken | int | str:
-        """One shard's write: what it took, the count it answered, or :data:`_THROTTLED`."""
+    def try_one(self, shard: int) -> Taken | int | BaseException:
+        """One shard's write: what it took, the count it answered, or the throttle (or the
+        refused connection) that kept it from being sent."""
         counter, known = self.counter, self.hints.shards
         self.calls += 1
         try:
             item = _decrement(self.client, counter, shard, self.quantity)
         except retry.MAYBE_APPLIED_ERRORS as exc:
             raise retry.OutcomeUnknown(str(exc)) from exc
-        except retry.NOT_SENT_ERRORS:
-            return _THROTTLED
+        except retry.NOT_SENT_ERRORS as exc:
+            return exc
         except ClientError as exc:
             if retry.is_throttle(exc):
                 metrics.count("Throttle", pattern=PATTERN)
                 metrics.count("ShardFailover", pattern=PATTERN)
                 known.throttled(counter, shard)
-                return _THROTTLED
+                return exc
             if not retry.condition_failed(exc):
                 raise
             old = codec.old_item(exc)
@@ -913,8 +929,10 @@ def set_total(
     :class:`turnstile_ddb.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
     attributes are set on every shard in the same transaction (a catalogue version, say).
     ``hints``: the caller's :class:`Hints`, told the new total (:meth:`Hints.restocked`)."""
+    _checks.at_least("set_total", "attempts", attempts, 1)
     target = split(total, counter.shards)
     names, sets, stamped = _stamp(stamp)
+    last: transact.Cancelled | None = None
     for attempt in range(1, attempts + 1):
         seen = read_all(client, counter, backoff)
         elements = [*also()]
@@ -944,8 +962,9 @@ def set_total(
             if any(exc.failed_at(i) for i in range(offset)):
                 raise
             metrics.count("ShardConflict", pattern=PATTERN)
+            last = exc
             backoff.pause(attempt)
-    raise retry.RetriesExhausted(attempts, RuntimeError("sales kept changing the shards"))
+    raise errors.LostEveryRace(attempts, "sales kept changing the shards", last)
 
 
 @_contract.write

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, deprecation, errors, metrics, retry
+from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -84,6 +84,13 @@ class NotHolder(errors.Refused):
     def __init__(self, slot: dict[str, Any] | None) -> None:
         super().__init__("not the holder of this slot")
         self.slot = slot
+
+
+def _distinct(key: Mapping[str, Any], holder_attr: str, version_attr: str) -> None:
+    """Refuse a holder or version attribute that is a key attribute, or the same as the other."""
+    named = [(f"key[{name!r}]", name) for name in key]
+    named += [("holder_attr", holder_attr), ("version_attr", version_attr)]
+    _checks.distinct_names("slots", named)
 
 
 @_contract.write
@@ -135,6 +142,7 @@ def book(
 ) -> dict[str, Any]:
     """Take the slot at ``key`` for ``holder``; returns the slot item after the booking.
     Raises :class:`SlotTaken` (another holder has it) and :class:`NoSuchSlot`."""
+    _distinct(key, holder_attr, version_attr)
     partition = next(iter(key))
     try:
         response = retry.call(
@@ -209,6 +217,7 @@ def release(
     version_attr: str = VERSION,
 ) -> None:
     """Give the slot back; only its holder can. Raises :class:`NotHolder` otherwise."""
+    _distinct(key, holder_attr, version_attr)
     try:
         retry.call(
             lambda: client.update_item(

@@ -40,7 +40,8 @@ running at the same time sees the change and decides again:
       ConditionExpression: #n >= :amount
 
   A comparison with a missing attribute is false, so it never creates an item; refused, it raises
-  :class:`Insufficient` (with the item) or :class:`NoSuchItem`.
+  :class:`Insufficient` (with the item), :class:`NoSuchAttribute` (the item has no ``#n``: a
+  misspelt name is not an empty balance) or :class:`NoSuchItem`.
 
 * :func:`increment`, e.g. a restock that must add exactly its units whatever sells meanwhile::
 
@@ -83,6 +84,7 @@ __all__ = [
     "Decide",
     "Insufficient",
     "Item",
+    "NoSuchAttribute",
     "NoSuchItem",
     "VersionConflict",
     "VersionMismatch",
@@ -121,7 +123,13 @@ class VersionMismatch(errors.Refused):
 
 
 class NoSuchItem(errors.NotFound):
-    """The item to change does not exist: nothing was written (and nothing created)."""
+    """The item to change does not exist: nothing was written (and nothing created). ``table``
+    and ``key`` say which item ("" and None when not given)."""
+
+    def __init__(self, table: str = "", key: Mapping[str, Any] | None = None) -> None:
+        super().__init__(f"no item {dict(key or {})!r} in table {table!r}" if table else "")
+        self.table = table
+        self.key = dict(key) if key is not None else None
 
 
 class ConditionFailed(errors.Refused):
@@ -132,9 +140,19 @@ class ConditionFailed(errors.Refused):
         self.current = current
 
 
+class NoSuchAttribute(ConditionFailed):
+    """:func:`decrement` / :func:`increment`: the item exists but has no attribute ``attr`` (a
+    misspelt name, or an item of another kind): nothing was written. Not :class:`Insufficient`:
+    a missing number is not an empty one."""
+
+    def __init__(self, current: Item, attr: str) -> None:
+        super().__init__(current, f"the item has no attribute {attr!r} (nothing was written)")
+        self.attr = attr
+
+
 class Insufficient(ConditionFailed):
-    """:func:`decrement`: the attribute holds less than the amount (or is missing);
-    ``available`` is what it holds (0 when missing)."""
+    """:func:`decrement`: the attribute holds less than the amount; ``available`` is what it
+    holds (a missing attribute is :class:`NoSuchAttribute` instead)."""
 
     def __init__(self, current: Item, attr: str, amount: int) -> None:
         self.available = int(current.get(attr, 0))
@@ -409,8 +427,10 @@ def _adjust(
             raise
         current = codec.old_item(exc)
         if current is None:
-            raise NoSuchItem() from exc
-        if delta < 0 and int(current.get(attr, 0)) < -delta:
+            raise NoSuchItem(table, key) from exc
+        if attr not in current:
+            raise NoSuchAttribute(current, attr) from exc
+        if delta < 0 and int(current[attr]) < -delta:
             raise Insufficient(current, attr, -delta) from exc
         raise ConditionFailed(current) from exc
 
@@ -438,7 +458,8 @@ def decrement(
     to ``version_attr`` (None: no version), in one ``UpdateItem`` (module docstring). Returns the
     item after the write.
 
-    Raises :class:`Insufficient` (``available``: what ``attr`` holds), :class:`NoSuchItem`,
+    Raises :class:`Insufficient` (``available``: what ``attr`` holds), :class:`NoSuchAttribute`
+    (the item has no ``attr``), :class:`NoSuchItem`,
     :class:`ConditionFailed` when ``condition`` refused, and
     :class:`turnstile_ddb.OutcomeUnknown` when the write timed out (it is never resent)."""
     return _adjust(
@@ -471,8 +492,9 @@ def increment(
     """Add ``amount`` to the number ``attr`` of an existing item (it is never created) and one to
     ``version_attr`` (None: no version), in one ``UpdateItem``. Returns the item after the write.
 
-    Raises :class:`NoSuchItem`, :class:`ConditionFailed` (``attr`` is missing, or ``condition``
-    refused) and :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
+    Raises :class:`NoSuchItem`, :class:`NoSuchAttribute` (a :class:`ConditionFailed`: ``attr``
+    is missing), :class:`ConditionFailed` (``condition`` refused) and
+    :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
     return _adjust(
         client,
         table,
@@ -558,5 +580,5 @@ def bump(
             raise
         current = codec.old_item(exc)
         if current is None:
-            raise NoSuchItem() from exc
+            raise NoSuchItem(table, key) from exc
         raise ConditionFailed(current) from exc

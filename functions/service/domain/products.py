@@ -410,9 +410,11 @@ class Products:
             )
         except versioned.NoSuchItem as exc:
             raise NotFound(f"no product {product_id!r}") from exc
-        except versioned.Insufficient as exc:
+        except versioned.NoSuchAttribute as exc:
             if exc.current.get("shards", 1) > 1:  # a sharded parent holds no stock
                 raise _Sharded(exc.current["shards"]) from exc
+            raise
+        except versioned.Insufficient as exc:
             raise self._out_of_stock(exc.current, quantity) from exc
         return self._receipt(purchase_id, product_id, quantity, item)
 
