@@ -11,10 +11,11 @@ serves from the moment it is ready, calls under way finish on the old one, so no
 restart. Functions whose definition did not change keep their process. DynamoDB Local, its
 tables and data, the identity provider and its users are not touched.
 
-A synth that fails (a syntax error) or a function that fails to start is logged and the old code
-keeps serving until the next save. What is not reloaded: the tables, the routes and the user pool
-(the parent process read them at start, from ``infra/`` and the service's catalog): changing
-those needs a restart of ``make local``.
+A synth that fails (a syntax error), an input it cannot read (an editor's temp file deleted
+while it was hashed, a file of another user) or a function that fails to start is logged and the
+old code keeps serving until the next save: the watcher itself goes on. What is not reloaded:
+the tables, the routes and the user pool (the parent process read them at start, from ``infra/``
+and the service's catalog): changing those needs a restart of ``make local``.
 
 watchdog (a maintained cross-platform file-watching library: inotify here) is used rather than
 polling modification times.
@@ -147,7 +148,11 @@ class Watcher:
                 saved_at, self._saved_at = self._saved_at, None
             if self._stop.is_set() or saved_at is None:
                 return
-            reload = self.rebuild()
+            try:
+                reload = self.rebuild()
+            except Exception:  # a failure rebuild() did not foresee: never the watcher's end
+                log.exception("reload failed; the running code is unchanged until the next save")
+                continue
             if reload.synthesized and not reload.error:
                 log.info(
                     "reload: %s in %.1f s from the save (synth %.1f s, restart %.1f s)%s",
@@ -168,8 +173,15 @@ class Watcher:
         log.info("reload: %s/ changed, synthesizing (python app.py) ...", WATCHED)
         try:
             ran = self.synthesize(self.root)
-        except subprocess.CalledProcessError as failed:
-            reload = Reload(True, error=f"the synth failed (exit {failed.returncode})")
+        except (subprocess.CalledProcessError, OSError) as failed:
+            # OSError: an input that cannot be read (an editor's temp file deleted mid-read, a
+            # file of another user); the next save tries again
+            why = (
+                f"exit {failed.returncode}"
+                if isinstance(failed, subprocess.CalledProcessError)
+                else str(failed)
+            )
+            reload = Reload(True, error=f"the synth failed ({why})")
             log.error("reload: %s; the running code is unchanged until the next save", reload.error)
             self.reloads.append(reload)
             return reload
