@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -95,12 +95,16 @@ class Watcher:
         *,
         root: Path = synth.ROOT,
         settle: float = SETTLE,
-        synthesize: Callable[[Path], bool] = synth.synthesize,
+        synthesize: Callable[[Path, Path], bool] | None = None,
+        outdir: Path | None = None,
     ) -> None:
         self.functions = functions
         self.root = root
         self.settle = settle
-        self.synthesize = synthesize
+        # where each rebuild is synthesized (default root/cdk.out): a stack of its own, its own
+        # folder, or two stacks of one checkout would write into one another's (local.run)
+        self.outdir = synth.output_dir(root, outdir)
+        self.synthesize = synthesize or _synthesize
         # the last MAX_RELOADS rebuilds, oldest first (one a save: make local lives for hours)
         self.reloads: deque[Reload] = deque(maxlen=MAX_RELOADS)
         self._pending = threading.Condition()
@@ -172,7 +176,7 @@ class Watcher:
         started = time.monotonic()
         log.info("reload: %s/ changed, synthesizing (python app.py) ...", WATCHED)
         try:
-            ran = self.synthesize(self.root)
+            ran = self.synthesize(self.root, self.outdir)
         except (subprocess.CalledProcessError, OSError) as failed:
             # OSError: an input that cannot be read (an editor's temp file deleted mid-read, a
             # file of another user); the next save tries again
@@ -195,14 +199,14 @@ class Watcher:
 
     def _swap(self, reload: Reload) -> None:
         started = time.monotonic()
-        assembly = self.root / synth.OUTDIR
+        assembly = self.outdir
         loaded = cfn.load(assembly / synth.TEMPLATE)
         definitions = {each.handler: each for each in workers.functions(loaded, assembly)}
         policies = iam.policies(loaded)
         changed = {
             handler: definitions[handler]
             for handler, worker in self.functions.items()
-            if handler in definitions and definitions[handler] != worker.function
+            if handler in definitions and not _same(definitions[handler], worker.function)
         }
 
         # Spawned here, in the watcher's own thread: a worker dies with the thread that spawned
@@ -226,12 +230,26 @@ class Watcher:
         reload.restart_seconds = time.monotonic() - started
 
 
+def _synthesize(root: Path, outdir: Path) -> bool:
+    return synth.synthesize(root, outdir=outdir)
+
+
+def _same(new: workers.FunctionDef, running: workers.FunctionDef) -> bool:
+    """The same definition, wherever its asset folder is: an asset's name is the hash of its
+    content, so one synthesized into another folder is the same code."""
+    return new.asset.name == running.asset.name and replace(new, asset=running.asset) == running
+
+
 @contextmanager
 def watching(
-    functions: workers.Workers, *, root: Path = synth.ROOT, settle: float = SETTLE
+    functions: workers.Workers,
+    *,
+    root: Path = synth.ROOT,
+    settle: float = SETTLE,
+    outdir: Path | None = None,
 ) -> Iterator[Watcher]:
     """A started :class:`Watcher` over ``functions``, stopped on exit."""
-    watcher = Watcher(functions, root=root, settle=settle).start()
+    watcher = Watcher(functions, root=root, settle=settle, outdir=outdir).start()
     try:
         yield watcher
     finally:

@@ -25,7 +25,7 @@ class Synth:
         self.count = 0
         self.unreadable = unreadable
 
-    def __call__(self, root: Path) -> bool:
+    def __call__(self, root: Path, outdir: Path) -> bool:
         self.count += 1
         if self.count <= len(self.runs):
             self.runs[self.count - 1].set()
