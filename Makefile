@@ -205,8 +205,14 @@ else
 OUTPUTS ?= .local/stack-outputs.json
 endif
 
+# LOCAL=1 with no stack on PORT: one line saying what to start (as make token), not a traceback
+# per test.
 test-deployed: $(VENV)/.installed
-	$(if $(filter 1 true yes,$(LOCAL)),,$(if $(REGION),AWS_DEFAULT_REGION=$(REGION) )$(BIN)/python -m infra.outputs --stack $(STACK) --out $(OUTPUTS))
+ifneq ($(filter 1 true yes,$(LOCAL)),)
+	@test -f $(OUTPUTS) || { echo "no make local is running on port $(PORT) ($(OUTPUTS) not found): start it with \`make local\`$(if $(filter-out 3000,$(PORT)), PORT=$(PORT))" >&2; exit 2; }
+else
+	$(if $(REGION),AWS_DEFAULT_REGION=$(REGION) )$(BIN)/python -m infra.outputs --stack $(STACK) --out $(OUTPUTS)
+endif
 	$(BIN)/python -m pytest tests/deployed -p no:cacheprovider --outputs $(OUTPUTS)
 
 # Deploy and tear down with the CDK CLI pinned in package.json; the variables become CDK context

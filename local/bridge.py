@@ -54,7 +54,7 @@ from service.api.errors import STATUS, error_body
 from service.domain.errors import Unauthorized
 from service.lru import LRU
 
-MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; refused before reading
+MAX_REQUEST_BYTES = 1024 * 1024  # beyond any body a route accepts; no more than this + 1 is read
 JWKS_RETRY_AFTER_SECONDS = 1
 AUTHORIZER_CACHE_SECONDS = 300.0  # API Gateway's default resultsCacheTtl for an authorizer
 AUTHORIZER_CACHE_ENTRIES = 10_000
@@ -292,10 +292,8 @@ class Bridge:
         claims, refused = self.authorize(request)
         if refused is not None:
             return refused, "authorizer"
-        if (request.content_length or 0) > MAX_REQUEST_BYTES:
-            return _json(413, error_body("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
-        body = request.get_data(cache=False)
-        if len(body) > MAX_REQUEST_BYTES:
+        body = read_body(request, MAX_REQUEST_BYTES)
+        if body is None:
             return _json(413, error_body("PAYLOAD_TOO_LARGE", "the body is too large")), "-"
         event = self.event(request, target, params, body, claims)
         context = LocalContext(
@@ -313,6 +311,25 @@ class Bridge:
         for key, value in (result.get("headers") or {}).items():
             response.headers[key] = value
         return response, target.spec.name
+
+
+def read_body(request: WsgiRequest, limit: int) -> bytes | None:
+    """The body, or None if it is longer than ``limit`` bytes, having read at most ``limit`` + 1
+    of them whatever the framing: a ``Content-Length`` over the limit is refused before reading,
+    and a chunked body (no length: Werkzeug's ``get_data()`` would read it whole) is read a piece
+    at a time until it ends or passes the limit."""
+    if (request.content_length or 0) > limit:
+        return None
+    stream = request.stream
+    pieces: list[bytes] = []
+    size = 0
+    while size <= limit:
+        piece = stream.read(limit + 1 - size)
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return None if size > limit else b"".join(pieces)
 
 
 def request_line(request: WsgiRequest, status: int, elapsed_ms: float, function: str) -> str:

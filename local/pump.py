@@ -123,6 +123,9 @@ class _Shard:
     checkpoint: str | None = None  # sequence number of the last record handed on (done or DLQ)
     attempts: dict[str, int] = field(default_factory=dict)
     parent_finished: bool = False  # its parent was read to its end when this one was taken on
+    # When a read of it last found nothing (epoch seconds): every record read later was written
+    # after that (dated_records)
+    empty_at: float | None = None
 
 
 @dataclass
@@ -138,6 +141,28 @@ class _Context:
     def get_remaining_time_in_millis(self) -> int:
         left = self.timeout_seconds - (time.monotonic() - self.started)
         return max(0, int(left * 1000))
+
+
+def dated_records(records: list[dict[str, Any]], not_before: float | None) -> list[dict[str, Any]]:
+    """``records`` with ``ApproximateCreationDateTime`` as epoch seconds, as Lambda hands it over,
+    and no earlier than ``not_before`` rounded down to the second (as AWS rounds it).
+
+    DynamoDB Local rounds it down to the minute, so a record would look up to 60 s older than it
+    is (``StreamLag``). ``not_before`` is when the pump last found the shard empty: anything read
+    since was written after it. Without it (the pump is behind, or just started) DynamoDB Local's
+    date stays: a lag may then be overstated, never understated."""
+    dated = []
+    for raw in records:
+        change = dict(raw["dynamodb"])
+        created = change.get("ApproximateCreationDateTime")
+        if isinstance(created, datetime):
+            created = created.timestamp()
+        if isinstance(created, (int, float)) and not_before is not None:
+            created = max(float(created), float(int(not_before)))
+        if created is not None:
+            change["ApproximateCreationDateTime"] = created
+        dated.append({**raw, "dynamodb": change})
+    return dated
 
 
 def lambda_record(raw: dict[str, Any], stream_arn: str, region: str) -> dict[str, Any]:
@@ -175,8 +200,10 @@ class StreamPump:
         timeout_seconds: float = 60.0,
         max_shards: int = MAX_SHARDS,
         max_dead_letters: int = MAX_DEAD_LETTERS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.streams = streams
+        self.clock = clock
         self.filters = filters
         self.handler = handler
         self.batch_size = batch_size
@@ -289,6 +316,7 @@ class StreamPump:
                 shard.done = True
                 return 0
         limit = shard.limit or (1000 if self.filters else self.batch_size)
+        asked_at = self.clock()
         try:
             response = self.streams.get_records(ShardIterator=shard.iterator, Limit=limit)
         except ClientError as exc:
@@ -304,9 +332,10 @@ class StreamPump:
             else:
                 shard.iterator = self._iterator(shard, "AFTER_SEQUENCE_NUMBER", shard.checkpoint)
             return 0
-        records = response.get("Records", [])
+        records = dated_records(response.get("Records", []), shard.empty_at)
         following = response.get("NextShardIterator")
         if not records:
+            shard.empty_at = asked_at
             shard.iterator = following
             shard.done = following is None
             return 0

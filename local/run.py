@@ -39,6 +39,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -71,6 +72,19 @@ DEFAULT_WORKERS = workers.SHARED  # make local's: docs/operations.md says why
 def outputs_file(port: int) -> Path:
     """The outputs (a deployed stack's keys, ``infra.outputs``) of the stack on ``port``."""
     return preflight.state_dir(port) / "outputs.json"
+
+
+def synth_dir(port: int) -> Path:
+    """Where the stack on ``port`` re-synthesizes on a save: a folder of its own, so two stacks
+    of one checkout never run ``python app.py`` into one folder nor load each other's assets
+    (``make synth``'s ``cdk.out/``, which each starts from, is left alone). Removed when the
+    stack stops (``running(reload_dir=...)``)."""
+    return preflight.state_dir(port) / synth.OUTDIR
+
+
+def reloader(functions: workers.Workers, port: int, **options: Any) -> watch.Watcher:
+    """The watcher (not started) that reloads the stack on ``port`` when a file is saved."""
+    return watch.Watcher(functions, outdir=synth_dir(port), **options)
 
 
 class PortsBusy(RuntimeError):
@@ -215,6 +229,7 @@ def running(
     auth_file: Path | None = None,
     assembly_dir: Path | None = None,
     outputs_file: Path | None = None,
+    reload_dir: Path | None = None,
     worker_mode: str = workers.SHARED,
     pool_size: int = workers.POOL_SIZE,
 ) -> Iterator[LocalStack]:
@@ -222,6 +237,8 @@ def running(
     ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
     folder). Each function runs from its asset and the layer, its role's policy enforced.
     ``outputs_file``: where to write this stack's outputs as a deployed stack's (infra.outputs).
+    ``reload_dir``: where this stack's watcher re-synthesizes (:func:`synth_dir`), removed once
+    its workers have stopped.
     ``worker_mode``: ``shared`` (a process per function) or ``pool`` (a process per concurrent
     request, up to ``pool_size`` per function, as Lambda scales): ``local.workers``."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
@@ -286,6 +303,10 @@ def running(
         stop.set()
         if functions is not None:
             functions.stop()
+        if reload_dir is not None:  # no worker runs from its assets any more
+            shutil.rmtree(reload_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # its folder too, unless something else is there
+                reload_dir.parent.rmdir()
         if front is not None:
             front.stop()
         identity.stop()
@@ -396,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         identity_port=args.identity_port,
         auth_file=state,
         outputs_file=outputs_file(args.port),
+        reload_dir=synth_dir(args.port),
         worker_mode=args.workers,
         pool_size=args.pool_size,
     ) as stack:
@@ -431,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     "Edits           not picked up in pool mode: restart make local to load them"
                 )
             elif not args.no_watch:
-                watching.enter_context(watch.watching(stack.functions))
+                watching.callback(reloader(stack.functions, args.port).start().stop)
                 synth_seconds = synth.last_seconds()
                 log.info(
                     "Edits           saved under functions/ are picked up (WATCH=0: not): the "

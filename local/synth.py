@@ -81,22 +81,28 @@ def fingerprint(root: Path = ROOT, inputs: Iterable[str] = INPUTS) -> str:
     return digest.hexdigest()
 
 
-def stamp_path(root: Path = ROOT) -> Path:
-    return root / OUTDIR / STAMP
+def output_dir(root: Path = ROOT, outdir: Path | None = None) -> Path:
+    """Where the synth of ``root`` writes: ``outdir``, or ``root/cdk.out`` (``make synth``'s)."""
+    return root / OUTDIR if outdir is None else outdir
 
 
-def current(root: Path = ROOT, digest: str | None = None) -> bool:
-    """Whether ``cdk.out/`` under ``root`` was synthesized from the inputs as they are now."""
-    stamp = stamp_path(root)
-    if not stamp.is_file() or not (root / OUTDIR / TEMPLATE).is_file():
+def stamp_path(root: Path = ROOT, outdir: Path | None = None) -> Path:
+    return output_dir(root, outdir) / STAMP
+
+
+def current(root: Path = ROOT, digest: str | None = None, outdir: Path | None = None) -> bool:
+    """Whether the output folder (``cdk.out/`` under ``root`` unless ``outdir``) was
+    synthesized from the inputs as they are now."""
+    stamp = stamp_path(root, outdir)
+    if not stamp.is_file() or not (output_dir(root, outdir) / TEMPLATE).is_file():
         return False
     recorded = stamp.read_text().split()
     return bool(recorded) and recorded[0] == (digest or fingerprint(root))
 
 
-def last_seconds(root: Path = ROOT) -> float | None:
-    """How long the synth that wrote ``root``'s stamp took (None: no stamp)."""
-    stamp = stamp_path(root)
+def last_seconds(root: Path = ROOT, outdir: Path | None = None) -> float | None:
+    """How long the synth that wrote ``root``'s stamp (``outdir``'s) took (None: no stamp)."""
+    stamp = stamp_path(root, outdir)
     recorded = stamp.read_text().split() if stamp.is_file() else []
     try:
         return float(recorded[1])
@@ -104,25 +110,35 @@ def last_seconds(root: Path = ROOT) -> float | None:
         return None
 
 
-def run_app(root: Path = ROOT) -> None:
-    """``python app.py`` in ``root``, writing ``root/cdk.out`` (CalledProcessError if it fails)."""
+def run_app(root: Path = ROOT, outdir: Path | None = None) -> None:
+    """``python app.py`` in ``root``, writing ``outdir`` (default ``root/cdk.out``: app.py's
+    own, which it uses when ``CDK_OUTDIR`` is not set); CalledProcessError if it fails."""
     environment = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     environment.pop("CDK_OUTDIR", None)  # app.py would write there instead of root/cdk.out
+    if outdir is not None:
+        environment["CDK_OUTDIR"] = str(outdir)
     subprocess.run([sys.executable, str(root / "app.py")], cwd=root, check=True, env=environment)
 
 
 def synthesize(
-    root: Path = ROOT, *, force: bool = False, run: Callable[[Path], None] = run_app
+    root: Path = ROOT,
+    *,
+    force: bool = False,
+    run: Callable[[Path, Path], None] = run_app,
+    outdir: Path | None = None,
 ) -> bool:
-    """Synthesize ``root``'s stack into ``root/cdk.out`` with ``run`` (``python app.py``) unless
-    its stamp matches the inputs (``force``: even then); True if it ran."""
+    """Synthesize ``root``'s stack into ``outdir`` (default ``root/cdk.out``) with ``run``
+    (``python app.py``: ``run(root, outdir)``) unless its stamp there matches the inputs
+    (``force``: even then); True if it ran."""
+    target = output_dir(root, outdir)
     digest = fingerprint(root)  # before the synth: a file saved meanwhile makes the next one run
-    if not force and current(root, digest):
+    if not force and current(root, digest, target):
         return False
-    stamp_path(root).unlink(missing_ok=True)
+    target.mkdir(parents=True, exist_ok=True)
+    stamp_path(root, target).unlink(missing_ok=True)
     started = time.monotonic()
-    run(root)
-    stamp_path(root).write_text(f"{digest}\n{time.monotonic() - started:.1f}\n")
+    run(root, target)
+    stamp_path(root, target).write_text(f"{digest}\n{time.monotonic() - started:.1f}\n")
     return True
 
 

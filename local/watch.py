@@ -11,10 +11,11 @@ serves from the moment it is ready, calls under way finish on the old one, so no
 restart. Functions whose definition did not change keep their process. DynamoDB Local, its
 tables and data, the identity provider and its users are not touched.
 
-A synth that fails (a syntax error) or a function that fails to start is logged and the old code
-keeps serving until the next save. What is not reloaded: the tables, the routes and the user pool
-(the parent process read them at start, from ``infra/`` and the service's catalog): changing
-those needs a restart of ``make local``.
+A synth that fails (a syntax error), an input it cannot read (an editor's temp file deleted
+while it was hashed, a file of another user) or a function that fails to start is logged and the
+old code keeps serving until the next save: the watcher itself goes on. What is not reloaded:
+the tables, the routes and the user pool (the parent process read them at start, from ``infra/``
+and the service's catalog): changing those needs a restart of ``make local``.
 
 watchdog (a maintained cross-platform file-watching library: inotify here) is used rather than
 polling modification times.
@@ -30,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -94,12 +95,16 @@ class Watcher:
         *,
         root: Path = synth.ROOT,
         settle: float = SETTLE,
-        synthesize: Callable[[Path], bool] = synth.synthesize,
+        synthesize: Callable[[Path, Path], bool] | None = None,
+        outdir: Path | None = None,
     ) -> None:
         self.functions = functions
         self.root = root
         self.settle = settle
-        self.synthesize = synthesize
+        # where each rebuild is synthesized (default root/cdk.out): a stack of its own, its own
+        # folder, or two stacks of one checkout would write into one another's (local.run)
+        self.outdir = synth.output_dir(root, outdir)
+        self.synthesize = synthesize or _synthesize
         # the last MAX_RELOADS rebuilds, oldest first (one a save: make local lives for hours)
         self.reloads: deque[Reload] = deque(maxlen=MAX_RELOADS)
         self._pending = threading.Condition()
@@ -147,7 +152,11 @@ class Watcher:
                 saved_at, self._saved_at = self._saved_at, None
             if self._stop.is_set() or saved_at is None:
                 return
-            reload = self.rebuild()
+            try:
+                reload = self.rebuild()
+            except Exception:  # a failure rebuild() did not foresee: never the watcher's end
+                log.exception("reload failed; the running code is unchanged until the next save")
+                continue
             if reload.synthesized and not reload.error:
                 log.info(
                     "reload: %s in %.1f s from the save (synth %.1f s, restart %.1f s)%s",
@@ -167,9 +176,16 @@ class Watcher:
         started = time.monotonic()
         log.info("reload: %s/ changed, synthesizing (python app.py) ...", WATCHED)
         try:
-            ran = self.synthesize(self.root)
-        except subprocess.CalledProcessError as failed:
-            reload = Reload(True, error=f"the synth failed (exit {failed.returncode})")
+            ran = self.synthesize(self.root, self.outdir)
+        except (subprocess.CalledProcessError, OSError) as failed:
+            # OSError: an input that cannot be read (an editor's temp file deleted mid-read, a
+            # file of another user); the next save tries again
+            why = (
+                f"exit {failed.returncode}"
+                if isinstance(failed, subprocess.CalledProcessError)
+                else str(failed)
+            )
+            reload = Reload(True, error=f"the synth failed ({why})")
             log.error("reload: %s; the running code is unchanged until the next save", reload.error)
             self.reloads.append(reload)
             return reload
@@ -183,14 +199,14 @@ class Watcher:
 
     def _swap(self, reload: Reload) -> None:
         started = time.monotonic()
-        assembly = self.root / synth.OUTDIR
+        assembly = self.outdir
         loaded = cfn.load(assembly / synth.TEMPLATE)
         definitions = {each.handler: each for each in workers.functions(loaded, assembly)}
         policies = iam.policies(loaded)
         changed = {
             handler: definitions[handler]
             for handler, worker in self.functions.items()
-            if handler in definitions and definitions[handler] != worker.function
+            if handler in definitions and not _same(definitions[handler], worker.function)
         }
 
         # Spawned here, in the watcher's own thread: a worker dies with the thread that spawned
@@ -214,12 +230,26 @@ class Watcher:
         reload.restart_seconds = time.monotonic() - started
 
 
+def _synthesize(root: Path, outdir: Path) -> bool:
+    return synth.synthesize(root, outdir=outdir)
+
+
+def _same(new: workers.FunctionDef, running: workers.FunctionDef) -> bool:
+    """The same definition, wherever its asset folder is: an asset's name is the hash of its
+    content, so one synthesized into another folder is the same code."""
+    return new.asset.name == running.asset.name and replace(new, asset=running.asset) == running
+
+
 @contextmanager
 def watching(
-    functions: workers.Workers, *, root: Path = synth.ROOT, settle: float = SETTLE
+    functions: workers.Workers,
+    *,
+    root: Path = synth.ROOT,
+    settle: float = SETTLE,
+    outdir: Path | None = None,
 ) -> Iterator[Watcher]:
     """A started :class:`Watcher` over ``functions``, stopped on exit."""
-    watcher = Watcher(functions, root=root, settle=settle).start()
+    watcher = Watcher(functions, root=root, settle=settle, outdir=outdir).start()
     try:
         yield watcher
     finally:

@@ -99,6 +99,21 @@ def test_make_token_with_no_stack_running_says_to_start_make_local():
     assert f"start it with `make local` PORT={port}" in done.stderr
 
 
+def test_make_test_deployed_local_with_no_stack_running_says_to_start_make_local():
+    # Given a port where no make local runs (so no .local/<PORT>/outputs.json)
+    port = free_port()
+    # When the post-deploy tier is asked to run against it
+    done = make("-s", "test-deployed", "LOCAL=1", f"PORT={port}")
+    # Then it fails with one line saying what to start (then make's own), no test nor traceback
+    assert done.returncode != 0
+    assert done.stdout == ""
+    said = [line for line in done.stderr.splitlines() if not line.startswith("make: *** ")]
+    assert said == [
+        f"no make local is running on port {port} (.local/{port}/outputs.json not found): "
+        f"start it with `make local` PORT={port}"
+    ], done.stderr
+
+
 def test_make_local_on_a_busy_port_fails_before_any_set_up_and_leaves_that_stack_alone():
     with socket.socket() as held, socket.socket() as other:
         # Given a port held by a running stack (this process), whose state folder holds its files

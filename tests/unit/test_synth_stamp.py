@@ -34,12 +34,12 @@ class FakeApp:
         self.runs = 0
         self.fail = fail
 
-    def __call__(self, root: Path) -> None:
+    def __call__(self, root: Path, outdir: Path) -> None:
         self.runs += 1
         if self.fail:
             raise RuntimeError("synth failed")
-        (root / synth.OUTDIR).mkdir(exist_ok=True)
-        (root / synth.OUTDIR / synth.TEMPLATE).write_text("{}")
+        outdir.mkdir(exist_ok=True)
+        (outdir / synth.TEMPLATE).write_text("{}")
 
 
 def test_the_synth_runs_once_then_is_skipped_while_nothing_changed(project):
