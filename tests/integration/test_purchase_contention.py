@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 
-from service import config
 from service.domain.errors import DomainError
 from service.domain.products import Products
 from tests.helpers import metric_totals
-from turnstile_ddb import retry
 
 ATTEMPTS = 1000
 WORKERS = 100
@@ -52,16 +50,9 @@ def contend(
 
 @pytest.mark.parametrize("strategy", ["atomic", "versioned"])
 def test_no_unit_is_sold_twice_under_contention(ddb, tables, unique, strategy):
-    # Given a product with 100 units
-    # The deployed retry policy also gives up after 10 s (the function's timeout), which on a
-    # loaded machine turns lost races into CONFLICT answers: a timing property, not the invariant
-    # proven here. So the attempt bound only, as configured.
-    attempts_only = retry.Backoff(
-        attempts=config.PURCHASE_CONFLICT_ATTEMPTS,
-        base=config.PURCHASE_CONFLICT_BASE_SECONDS,
-        cap=config.PURCHASE_CONFLICT_CAP_SECONDS,
-    )
-    products = Products(client=ddb, table=tables["products"], conflicts=attempts_only)
+    # Given a product with 100 units, sold with the deployed conflict policy (lost races bound a
+    # purchase, not seconds, so a loaded machine cannot turn them into CONFLICT answers)
+    products = Products(client=ddb, table=tables["products"])
     products.create(unique, "Limited edition", STOCK)
 
     # When 100 threads make 1000 purchase attempts of one unit each
