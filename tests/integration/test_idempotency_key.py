@@ -45,6 +45,23 @@ def test_the_same_key_for_a_different_request_is_422(wired, ddb, tables, unique)
     assert stock_of(ddb, tables, unique) == (4, 2)
 
 
+def test_a_retry_that_writes_the_same_body_differently_is_the_same_request(
+    wired, ddb, tables, unique
+):
+    # Given a keyed purchase of one unit
+    Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
+    first = invoke(products.handler, purchase(unique, {"quantity": 1}, key=f"q-{unique}"))
+    assert first[0] == 201
+    # When retries send the same request written otherwise: 1.0 is the integer 1 by the
+    # contract, and "atomic" is the strategy a body without one gets
+    for body in ({"quantity": 1.0}, {"strategy": "atomic", "quantity": 1}):
+        again = invoke(products.handler, purchase(unique, body, key=f"q-{unique}"))
+        # Then each gets the first answer, replayed, and one unit was sold
+        assert (again[0], again[1].get("Idempotent-Replayed")) == (201, "true"), (body, again)
+        assert again[2] == first[2]
+    assert stock_of(ddb, tables, unique) == (4, 2)
+
+
 def test_a_malformed_key_is_400(wired, ddb, tables, unique):
     Products(client=ddb, table=tables["products"]).create(unique, "P", 5)
     status, _, body = invoke(products.handler, purchase(unique, {"quantity": 1}, key="a b"))

@@ -102,7 +102,7 @@ def middleware(
             partition_of(route.path),
             policy.idempotency_scope(caller(), f"{event.http_method} {event.path}#{key}"),
         )
-        fingerprint = idempotency.fingerprint(event.http_method, event.path, event.json_body)
+        fingerprint = idempotency.fingerprint(event.http_method, event.path, _request(route, event))
         try:
             records = store()
             try:
@@ -131,6 +131,19 @@ def middleware(
             return outage
 
     return keyed
+
+
+def _request(route: Route, event: Any) -> Any:
+    """What the request asks, as its fingerprint reads it: the validated body (the middleware
+    runs after validation), so two bodies the contract reads alike are the same request
+    (``1.0`` is the integer 1; a field sent with its default value is the field left out). A body
+    written the plain way (integers as integers, no defaults spelt out) reads as it did when the
+    raw JSON was hashed, so the records of such requests still match their retries."""
+    body = event.json_body
+    model = route.body
+    if model is None or body is None:
+        return body
+    return model.model_validate(body).model_dump(mode="json", exclude_defaults=True)
 
 
 def claim_of(

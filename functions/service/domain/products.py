@@ -92,7 +92,6 @@ class Products:
             attempts=config.PURCHASE_CONFLICT_ATTEMPTS,
             base=config.PURCHASE_CONFLICT_BASE_SECONDS,
             cap=config.PURCHASE_CONFLICT_CAP_SECONDS,
-            budget=config.PURCHASE_CONFLICT_BUDGET_SECONDS,
         )
     )
 
