@@ -146,6 +146,8 @@ CATALOG: dict[str, tuple[str, ...]] = {
         "LeasePassedOver",  # this waiter was passed over (its claim lost)
         "LeaseTakeover",  # a holder that never released was taken over
         "LeaseQueueCleared",  # a plain acquisition cleared a queue whose waiters were gone
+        "LeaseLeaveFailed",  # a waiter's leave was not written (its ticket passed over after I)
+        "LeaseHeartbeatFailed",  # a heartbeat's renewal failed (throttled, unanswered)
         *RETRY_METRICS,
     ),
     "idempotency": (
