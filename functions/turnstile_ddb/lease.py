@@ -145,6 +145,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "METRICS",
     "SAFETY_MARGIN_MS",
     "Held",
     "Lease",
@@ -156,6 +157,18 @@ __all__ = [
     "StaleFence",
     "fenced_update",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "LeaseAttempt",
+    "LeaseBusy",
+    "LeaseWait",
+    "LeaseWaitGaveUp",
+    "LeaseLost",
+    "LeaseReleaseRepeated",
+    "FencedWriteRefused",
+    "LeaseQueueCleared",
+)
 
 PATTERN = _item.PATTERN
 # The assumed bound on clock skew between clients (see "Clocks" above); the one default.

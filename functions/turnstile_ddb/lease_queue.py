@@ -182,6 +182,7 @@ from turnstile_ddb import _contract, codec, errors, lease, metrics, retry, trans
 from turnstile_ddb import _lease_item as _item
 
 __all__ = [
+    "METRICS",
     "Heartbeat",
     "LeaseQueue",
     "PassedOver",
@@ -189,6 +190,21 @@ __all__ = [
     "WaitTimedOut",
     "waiter_key",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "LeaseAttempt",
+    "LeaseBusy",
+    "LeaseWait",
+    "LeaseWaitGaveUp",
+    "LeaseQueued",
+    "LeaseWaiterSkipped",
+    "LeaseSkipRefused",
+    "LeasePassedOver",
+    "LeaseTakeover",
+    "LeaseLeaveFailed",
+    "LeaseHeartbeatFailed",
+)
 
 PATTERN = _item.PATTERN
 SEPARATOR = "#q#"

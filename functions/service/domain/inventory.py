@@ -75,6 +75,15 @@ from service.domain.errors import (
 from service.lru import LRU
 from turnstile_ddb import claims, codec, creation, errors, metrics, retry, transact, versioned
 
+# The metrics this domain counts (pattern ``inventory``); a refusal the library counts (claims'
+# ``ConfirmLost``...) is not counted again here.
+METRICS: tuple[str, ...] = (
+    "CreationReplayed",
+    "ChunkAlreadyRecorded",
+    "UnitAlreadyCreated",
+    "ReserveWhileCreating",  # too few units offered yet: OUT_OF_STOCK with the progress
+)
+
 HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
 UNIT = "unit#"
@@ -738,8 +747,7 @@ class Inventory:
                 now_ms=self._now_ms(),
                 backoff=self.backoff,
             )
-        except claims.HoldLost as exc:
-            metrics.count("ConfirmLost", pattern="claims")
+        except claims.HoldLost as exc:  # counted by claims.confirm (ConfirmLost)
             raise Expired(
                 f"reservation {reservation!r} expired: its hold lapsed or its units were "
                 "released or taken by another reservation",
