@@ -112,7 +112,8 @@ the lease ends ``safety_margin_ms`` before the invocation does, unless it is ren
 lease's own lifetime, unrelated to the table's TTL attribute.
 
 **Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
-that found a live holder or a queue, ``LeaseQueueCleared`` per stale queue cleared,
+that found a live holder or a queue, ``LeaseQueueCleared`` per queue cleared (stale, or
+every waiter left),
 ``LeaseWait`` (ms) per waiting acquisition, acquired or not, ``LeaseWaitGaveUp`` when the wait
 ran out, ``LeaseLost`` for a renew or release refused, ``LeaseReleaseRepeated`` for a release
 of a lease already released or run out (no write), ``FencedWriteRefused`` for a protected
