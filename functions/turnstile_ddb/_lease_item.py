@@ -181,6 +181,58 @@ STALE_QUEUE = (
 )
 
 
+# A plain acquisition reads at most this many tickets as left (the condition names each one).
+MAX_LEFT = 50
+
+
+def waiting(item: Mapping[str, Any]) -> list[int]:
+    """The tickets from the head on whose waiters have not left (``left``): who is queued."""
+    left = {int(ticket) for ticket in item.get("left", ())}
+    head, tickets = int(item.get("head", 1)), int(item.get("tickets", 0))
+    return [ticket for ticket in range(head, tickets + 1) if ticket not in left]
+
+
+def left_queue(item: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The condition (and its values) under which a free lease's queue, every ticket of which
+    left, is cleared at once: the head and the last ticket as read, each ticket between them in
+    ``left``; None if someone is queued (or more than :data:`MAX_LEFT` tickets are, to check)::
+
+        #expiresAt < :now AND #head = :head AND #tickets = :tickets
+          AND contains(#left, :left0) AND contains(#left, :left1) ...
+
+    A ticket in ``left`` never comes back (its waiter raised :class:`WaitTimedOut` after its
+    last claim), and ``#tickets = :tickets`` refuses the write if anyone queued since."""
+    head, tickets = int(item.get("head", 1)), int(item.get("tickets", 0))
+    if head > tickets or tickets - head + 1 > MAX_LEFT or waiting(item):
+        return None
+    span = range(head, tickets + 1)
+    condition = "#expiresAt < :now AND #head = :head AND #tickets = :tickets" + "".join(
+        f" AND contains(#left, :left{index})" for index in range(len(span))
+    )
+    left = {f"left{index}": ticket for index, ticket in enumerate(span)}
+    return condition, codec.values(head=head, tickets=tickets, **left)
+
+
+def queue_wait_ms(item: Mapping[str, Any], now: int) -> int:
+    """How long a free lease's queue should still keep a plain acquisition out, as the item
+    shows: one turn (``turnMs``, else ``holdMs``, else the queue's L) per waiter still queued,
+    and never longer than until :data:`STALE_QUEUE` would let it clear the queue if they are
+    all gone (at least 1 ms)."""
+    expiry, idle = queue_times(item)
+    turn = int(item.get("turnMs", 0)) or int(item.get("holdMs", 0)) or expiry
+
+    def latest(*names: str) -> int:
+        return max(int(item.get(name, 0)) for name in names)
+
+    quiet = latest("expiresAt", "releasedAt", "skippedAt") + idle + expiry
+    if int(item.get("beatTicket", 0)) == int(item.get("head", 1)):
+        silent = latest("beatAt") + idle + expiry
+    else:
+        silent = latest("acquiredAt", "skippedAt") + 2 * idle
+    clears = max(quiet, silent, latest("queuedAt") + 2 * idle) + 1 - now
+    return max(1, min(len(waiting(item)) * turn, clears))
+
+
 def queue_times(item: Mapping[str, Any]) -> tuple[int, int]:
     """L and I as the queue's waiters wrote them on the lease item with their ticket
     (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were)."""

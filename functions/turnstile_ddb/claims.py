@@ -152,6 +152,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FREE",
     "HELD",
+    "METRICS",
     "PAGES_PER_POOL",
     "SOLD",
     "ClaimHoldLapsed",
@@ -171,6 +172,27 @@ __all__ = [
     "release",
     "reserve",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "ClaimLost",
+    "ClaimRetry",
+    "ClaimBackoff",
+    "ClaimHoldLapsed",
+    "ClaimRefused",
+    "ClaimReplayed",
+    "ClaimRoundsExhausted",
+    "ConfirmLost",
+    "ReleaseLost",
+    "PoolFailover",
+    "ClaimCacheHit",
+    "ClaimCacheMiss",
+    "ClaimCacheStale",
+    "ClaimGuess",
+    "ClaimGuessMiss",
+    "ClaimReadsBounded",
+    "Throttle",
+)
 
 PATTERN = "claims"
 

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPLETED",
     "IN_PROGRESS",
+    "METRICS",
     "IdempotencyStore",
     "InProgress",
     "KeyReused",
@@ -88,6 +89,14 @@ __all__ = [
     "fingerprint",
     "record_id",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "IdempotentReplay",
+    "IdempotencyInProgress",
+    "IdempotencyKeyReused",
+    "ClaimReleased",
+)
 
 PATTERN = "idempotency"  # metrics: IdempotentReplay, IdempotencyInProgress, IdempotencyKeyReused
 IN_PROGRESS = "IN_PROGRESS"

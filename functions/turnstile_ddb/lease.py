@@ -44,7 +44,12 @@ passed its head over (the lease free for L, the head silent: see :mod:`turnstile
 *Liveness*) already I ago, and nobody queued for 2 I, every live waiter would have come for the
 lease or passed the head over since (each looks at least every I - H), so a second write under
 that condition (``STALE_QUEUE``) clears the queue (``SET #head = #tickets + :one``) and takes
-the lease. L and I are the waiters' own: each waiter writes them on the item with its ticket
+the lease. A queue whose every waiter left (each ticket from the head on is in ``left``) is
+cleared at once, in the same kind of write, under
+``#expiresAt < :now AND #head = :head AND #tickets = :tickets AND contains(#left, :left0) ...``
+(each such ticket named). A refusal for a free lease with waiters still queued is
+:class:`Queued` (how many, and the queue's own pace), not :class:`Held`.
+L and I are the waiters' own: each waiter writes them on the item with its ticket
 (``queueExpiryMs``, ``queueIdleMs``; :meth:`turnstile_ddb.lease_queue.QueueSettings.of`), so a
 plain caller never judges a queue by settings of its own.
 Both kinds of acquisition make the same write (private to the two modules), so fences strictly
@@ -107,7 +112,8 @@ the lease ends ``safety_margin_ms`` before the invocation does, unless it is ren
 lease's own lifetime, unrelated to the table's TTL attribute.
 
 **Metrics** (pattern ``lease``): ``LeaseAttempt`` per acquire call, ``LeaseBusy`` per attempt
-that found a live holder or a queue, ``LeaseQueueCleared`` per stale queue cleared,
+that found a live holder or a queue, ``LeaseQueueCleared`` per queue cleared (stale, or
+every waiter left),
 ``LeaseWait`` (ms) per waiting acquisition, acquired or not, ``LeaseWaitGaveUp`` when the wait
 ran out, ``LeaseLost`` for a renew or release refused, ``LeaseReleaseRepeated`` for a release
 of a lease already released or run out (no write), ``FencedWriteRefused`` for a protected
@@ -140,6 +146,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "METRICS",
     "SAFETY_MARGIN_MS",
     "Held",
     "Lease",
@@ -147,9 +154,22 @@ __all__ = [
     "LeaseLost",
     "Leases",
     "NoTimeLeft",
+    "Queued",
     "StaleFence",
     "fenced_update",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "LeaseAttempt",
+    "LeaseBusy",
+    "LeaseWait",
+    "LeaseWaitGaveUp",
+    "LeaseLost",
+    "LeaseReleaseRepeated",
+    "FencedWriteRefused",
+    "LeaseQueueCleared",
+)
 
 PATTERN = _item.PATTERN
 # The assumed bound on clock skew between clients (see "Clocks" above); the one default.
@@ -292,6 +312,43 @@ class Held(errors.Retryable):
         return held
 
 
+class Queued(Held):
+    """The lease is free, but waiters of :mod:`turnstile_ddb.lease_queue` are queued for it: a
+    plain acquisition does not jump them. ``waiting``: how many are still queued (those that
+    left are not counted); ``retry_after_ms``: how long the queue should take to serve them, by
+    the turn the item records, never longer than until a plain acquisition may clear it as
+    stale if they are gone. ``owner``, ``expires_at_ms`` and ``fence`` are the last holder's."""
+
+    def __init__(
+        self,
+        resource: str,
+        owner: str,
+        expires_at_ms: int,
+        fence: int,
+        attempts: int = 1,
+        *,
+        waiting: int,
+        retry_after_ms: int,
+    ) -> None:
+        super().__init__(resource, owner, expires_at_ms, fence, attempts)
+        self.args = (f"{resource!r} is free, but {waiting} waiter(s) are queued for it",)
+        self.waiting = waiting
+        self.retry_after_ms = retry_after_ms
+
+
+def _refused(resource: str, item: Mapping[str, Any] | None, now: int, attempts: int = 1) -> Held:
+    """Why a plain acquisition was refused, as the refusal's item shows: a live holder
+    (:class:`Held`), or a free lease with waiters queued (:class:`Queued`)."""
+    held = Held.from_item(resource, item, attempts)
+    queued = _item.waiting(item or {})
+    if held.expires_at_ms >= now or not queued:
+        return held
+    return Queued(
+        resource, held.owner, held.expires_at_ms, held.fence, attempts,
+        waiting=len(queued), retry_after_ms=_item.queue_wait_ms(item or {}, now),
+    )  # fmt: skip
+
+
 class LeaseLost(errors.Refused):
     """The lease named (owner, fence) is no longer the current one: it was taken over (or never
     existed). ``current`` is the lease item as the database saw it (None: no item)."""
@@ -398,21 +455,27 @@ class Leases:
         the queue cleared in the same write; :class:`Held` (from the refusal) otherwise."""
         now = write.now_ms
         stale, idle = _item.stale_queue_times(now, *_item.queue_times(item))
-        if not self._stale_queue(item, now, stale, idle):
-            raise Held.from_item(resource, item)
+        left = _item.left_queue(item) if int(item.get("expiresAt", 0)) < now else None
+        if left is not None:
+            condition, values = left  # every waiter left: nobody is queued
+        elif self._stale_queue(item, now, stale, idle):
+            condition = _item.STALE_QUEUE
+            values = codec.values(head=int(item.get("head", 1)), stale=stale, idle=idle)
+        else:
+            raise _refused(resource, item, now)
         clear = replace(
             write,
-            condition=_item.STALE_QUEUE,
+            condition=condition,
             also_set=", #head = #tickets + :one",
             also_remove=", #left",
-            values=codec.values(head=int(item.get("head", 1)), stale=stale, idle=idle),
+            values=values,
         )
         try:
             previous = _item.take(self, resource, clear)
         except ClientError as again:
             if not retry.condition_failed(again):
                 raise
-            raise Held.from_item(resource, self._old(again), attempts=2) from again
+            raise _refused(resource, self._old(again), now, attempts=2) from again
         metrics.count("LeaseQueueCleared", pattern=PATTERN)
         return previous
 

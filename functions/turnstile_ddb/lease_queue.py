@@ -162,12 +162,14 @@ local monotonic clock and never depend on other clients.
 or left), ``LeaseSkipRefused`` per pass-over write (from further back than right behind the head)
 that the condition refused, ``LeasePassedOver`` when this waiter was passed over itself or its
 ticket taken back, ``LeaseTakeover`` per acquisition from a holder that had not released,
-``LeaseAttempt`` and ``LeaseBusy`` per claim or grab (the fast path) and per refused one.
+``LeaseAttempt`` and ``LeaseBusy`` per claim or grab (the fast path) and per refused one,
+``LeaseLeaveFailed`` per leave that could not be written (throttled, unanswered: the ticket is
+then passed over after I), ``LeaseHeartbeatFailed`` per :class:`Heartbeat` renewal that failed
+(the next beat tries again; a renewal refused is ``LeaseLost``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -180,6 +182,7 @@ from turnstile_ddb import _contract, codec, errors, lease, metrics, retry, trans
 from turnstile_ddb import _lease_item as _item
 
 __all__ = [
+    "METRICS",
     "Heartbeat",
     "LeaseQueue",
     "PassedOver",
@@ -187,6 +190,21 @@ __all__ = [
     "WaitTimedOut",
     "waiter_key",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "LeaseAttempt",
+    "LeaseBusy",
+    "LeaseWait",
+    "LeaseWaitGaveUp",
+    "LeaseQueued",
+    "LeaseWaiterSkipped",
+    "LeaseSkipRefused",
+    "LeasePassedOver",
+    "LeaseTakeover",
+    "LeaseLeaveFailed",
+    "LeaseHeartbeatFailed",
+)
 
 PATTERN = _item.PATTERN
 SEPARATOR = "#q#"
@@ -950,11 +968,17 @@ class LeaseQueue:
                 }
             },
         ]
-        # Refused: the head is past this ticket already (it was passed over): nothing to leave.
-        with contextlib.suppress(ClientError, BotoCoreError, errors.TurnstileError):
+        try:
             transact.transact_write(
                 self._client, items, backoff=self.leases.backoff, pattern=PATTERN
             )
+        except transact.Cancelled as exc:
+            if not exc.failed_at(1):
+                metrics.count("LeaseLeaveFailed", pattern=PATTERN)
+            # Refused: the head is past this ticket already (it was passed over): nothing to leave.
+        except (ClientError, BotoCoreError, errors.TurnstileError):
+            # Not written: the ticket is passed over after I, like a silent waiter's.
+            metrics.count("LeaseLeaveFailed", pattern=PATTERN)
 
     def _timed_out(self, wait: _Wait, attempts: int) -> WaitTimedOut:
         item = wait.item
@@ -1073,4 +1097,5 @@ class Heartbeat:
                 self.lost.set()
                 return
             except (errors.TurnstileError, ClientError, BotoCoreError):
+                metrics.count("LeaseHeartbeatFailed", pattern=PATTERN)
                 continue  # throttled or unanswered: the next beat tries again

@@ -41,6 +41,7 @@ from turnstile_ddb.errors import RetriesExhausted as RetriesExhausted  # (define
 
 __all__ = [
     "MAYBE_APPLIED_ERRORS",
+    "METRICS",
     "NOT_SENT_ERRORS",
     "THROTTLING_CODES",
     "Backoff",
@@ -53,6 +54,15 @@ __all__ = [
     "is_throttle",
     "retried_as",
 ]
+
+# The metrics this module counts, under the pattern of the call it retries (``pattern=``).
+METRICS: tuple[str, ...] = (
+    "Throttle",
+    "TransactionConflict",
+    "CallRetry",
+    "RetriesExhausted",
+    "OutcomeUnknown",
+)
 
 T = TypeVar("T")
 

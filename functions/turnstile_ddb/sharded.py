@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "METRICS",
     "Exhausted",
     "Full",
     "Hints",
@@ -119,6 +120,17 @@ __all__ = [
     "split",
     "take",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "ShardFailover",
+    "ShardConflict",
+    "ShardRaceRefusal",
+    "SoldOutRead",
+    "SoldOutHint",
+    "ShortHint",
+    "Throttle",
+)
 
 PATTERN = "sharded"
 _ROUNDS = 4

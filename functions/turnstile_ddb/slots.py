@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOLDER",
+    "METRICS",
     "VERSION",
     "NoSuchSlot",
     "NotHolder",
@@ -59,6 +60,9 @@ __all__ = [
     "create",
     "release",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = ("SlotTaken",)
 
 PATTERN = "slots"  # metrics: SlotTaken, a booking lost to another holder
 

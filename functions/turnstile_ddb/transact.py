@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-__all__ = ["Cancelled", "Reason", "new_token", "reasons_of", "transact_write"]
+__all__ = ["METRICS", "Cancelled", "Reason", "new_token", "reasons_of", "transact_write"]
+
+# The metrics this module counts itself (pattern ``transact``; its calls' retries: retry.METRICS).
+METRICS: tuple[str, ...] = ("TransactionRetry",)
 
 
 @dataclass(frozen=True)

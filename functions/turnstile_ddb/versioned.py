@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "METRICS",
     "Also",
     "Condition",
     "ConditionFailed",
@@ -97,6 +98,14 @@ __all__ = [
     "update_if_version",
     "update_versioned",
 ]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = (
+    "VersionConflict",
+    "ConflictGiveUp",
+    "VersionedWrite",
+    "VersionMismatch",
+)
 
 PATTERN = "versioned"
 

@@ -717,3 +717,61 @@ def test_a_process_that_saw_the_lease_quiet_takes_it_in_one_call_but_never_past_
     assert item is not None and int(item["fence"]) == second.fence and item["owner"] == "b"
     assert resource not in queue.quiet
     assert counted.get("lease", "LeaseQueued") == 2
+
+
+def test_a_queue_whose_waiters_all_left_lets_a_plain_acquisition_take_the_free_lease_at_once(
+    ddb, tables, unique, counted
+):
+    # Given a holder and a queued waiter that gave up (its deadline passed: it left, and the lease
+    # item records so in ``left``), and then the holder released
+    virtual = VirtualTime()
+    queue = make(ddb, tables, virtual=virtual)
+    resource = f"all-left-{unique}"
+    holder = queue.leases.acquire(resource, "holder", 60_000)
+    with pytest.raises(WaitTimedOut):
+        queue.acquire(resource, "impatient", wait_ms=250)
+    queue.leases.release(holder)
+    # When a plain acquisition comes at once (no clock moves: nobody waits for I or L)
+    taken = queue.leases.acquire(resource, "plain", 5_000)
+    # Then it takes the free lease with the next fence, and the queue nobody waits in is cleared
+    assert taken.fence == holder.fence + 1 and taken.owner == "plain"
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and item["head"] == item["tickets"] + 1 and "left" not in item
+    assert counted.get("lease", "LeaseQueueCleared") == 1
+    # And a waiter queueing afterwards is served in order with the fence after it
+    queue.leases.release(taken)
+    later = queue.acquire(resource, "later", wait_ms=1_000)
+    assert later.fence == taken.fence + 1 and later.ticket == item["tickets"] + 1
+
+
+def test_a_queue_with_one_live_waiter_behind_one_that_left_still_refuses_and_says_so(
+    ddb, tables, unique
+):
+    # Given a free lease, ticket 1 left and ticket 2 still waiting (queued just now)
+    queue = make(ddb, tables)
+    now = queue.leases.now_ms()
+    resource = f"left-and-live-{unique}"
+    put_lease_item(
+        ddb,
+        tables["leases"],
+        resource,
+        owner="holder",
+        fence=4,
+        expiresAt=0,
+        releasedAt=now,
+        acquiredAt=now - 100,
+        queuedAt=now,
+        tickets=2,
+        head=1,
+        left={1},
+        turnMs=200,
+    )
+    # When a plain acquisition comes
+    with pytest.raises(lease.Queued) as refused:
+        queue.leases.acquire(resource, "jumper", 5_000)
+    # Then it is refused for the live queue (one waiter, not a holder), with the time the queue
+    # should take to serve it, and nothing was written
+    assert refused.value.waiting == 1
+    assert refused.value.retry_after_ms == 200  # one turn (turnMs) per waiter still queued
+    item = get(ddb, tables["leases"], resource)
+    assert item is not None and (item["fence"], item["owner"], item["head"]) == (4, "holder", 1)

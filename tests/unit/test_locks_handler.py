@@ -14,6 +14,7 @@ from service.domain.payments import FakeProvider
 from service.domain.wallets import Wallets
 from service.handlers import locks, wallets
 from tests.helpers import proxy_event, scan_all
+from turnstile_ddb import codec, lease
 
 LOCK = "/locks/{resource}"
 
@@ -61,6 +62,53 @@ def test_acquire_of_a_held_lock_is_409_locked_with_retry_after(moto_ddb, moto_ta
     assert (body["owner"], body["expiresAt"]) == ("a", held["expiresAt"])
     assert 1 <= int(response["headers"]["Retry-After"]) <= 30
     assert scan_all(moto_ddb, moto_tables["leases"]) == before
+
+
+def test_acquire_of_a_free_lock_with_a_live_queue_is_409_naming_the_queue_and_its_wait(
+    moto_ddb, moto_tables
+):
+    # Given a free lock (its holder released 1 s ago) with two waiters queued just now, one of
+    # which already left, and the queue's recorded turn: 2.5 s between acquisitions
+    now = int(time.time() * 1000)
+    moto_ddb.put_item(
+        TableName=moto_tables["leases"],
+        Item=codec.encode_item(
+            {
+                "resource": "r-queued",
+                "owner": "gone",
+                "fence": 3,
+                "expiresAt": 0,
+                "releasedAt": now - 1_000,
+                "acquiredAt": now - 2_000,
+                "queuedAt": now,
+                "tickets": 2,
+                "head": 1,
+                "left": {1},
+                "turnMs": 2_500,
+            }
+        ),
+    )
+    before = scan_all(moto_ddb, moto_tables["leases"])
+    # When a plain acquisition comes
+    response = call_lock("POST", "r-queued", {"owner": "b", "ttlSeconds": 5})
+    # Then 409 LOCKED says the lock is free but queued for (one waiter still there), names no
+    # holder, and its Retry-After is the queue's turn for that waiter: 3 s, not 1
+    assert response["statusCode"] == 409
+    body = body_of(response)
+    assert body["error"] == "LOCKED" and body["reason"] == "QUEUED" and body["waiting"] == 1
+    assert "owner" not in body and "expiresAt" not in body
+    assert response["headers"]["Retry-After"] == "3"
+    assert scan_all(moto_ddb, moto_tables["leases"]) == before
+
+
+def test_a_held_lock_is_refused_with_reason_held():
+    # Given a refusal for a live holder
+    refusal = lease.Held("r", "a", expires_at_ms=10_500, fence=2)
+    # When the service maps it
+    locked = domain.locked(refusal, now_ms=10_000)
+    # Then it names the holder, the reason and the holder's remaining time
+    assert locked.details["reason"] == "HELD" and locked.details["owner"] == "a"
+    assert locked.details["retryAfterSeconds"] == 1
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "ALREADY_CONFIRMED": {"message": "the reservation is confirmed"},
     "LOCKED": {
         "message": "held by someone else",
+        "reason": "HELD",
         "owner": "w-1",
         "expiresAt": 1767225600000,
         "queuePosition": 2,

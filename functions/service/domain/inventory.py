@@ -32,6 +32,10 @@ Table ``inventory_summary`` (same keys), written by the stream consumer
 holds the last ``seq`` applied for that unit. A separate table, so the consumer's own writes do not
 come back to it through the stream it reads.
 
+The unit attributes' names above are :class:`turnstile_ddb.claims.UnitTable`'s defaults; an
+``Inventory`` given a ``unit_table`` of other names reads and writes those everywhere (the
+header's own attributes are this module's).
+
 A unit is free when created; a reservation claims units (held, until ``holdUntil``); confirm sells
 them, but only while the hold is valid and still this reservation's; DELETE frees them. A lapsed
 hold is claimable by anyone, so units of abandoned reservations come back without a sweeper.
@@ -74,6 +78,15 @@ from service.domain.errors import (
 )
 from service.lru import LRU
 from turnstile_ddb import claims, codec, creation, errors, metrics, retry, transact, versioned
+
+# The metrics this domain counts (pattern ``inventory``); a refusal the library counts (claims'
+# ``ConfirmLost``...) is not counted again here.
+METRICS: tuple[str, ...] = (
+    "CreationReplayed",
+    "ChunkAlreadyRecorded",
+    "UnitAlreadyCreated",
+    "ReserveWhileCreating",  # too few units offered yet: OUT_OF_STOCK with the progress
+)
 
 HEADER = config.INVENTORY_HEADER_SK
 SUMMARY = "summary"
@@ -226,6 +239,9 @@ class Inventory:
     inline_units: int = config.INVENTORY_INLINE_UNITS
     # READY headers never change: kept per process, for the most recently used skus only
     header_cache_skus: int = config.INVENTORY_HEADER_CACHE_SKUS
+    # The unit items' layout, for a table that stores their attributes under other names (its
+    # ``table`` must be this one's); None: the default names on ``table``.
+    unit_table: claims.UnitTable | None = None
     _headers: LRU[str, dict[str, Any]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -233,6 +249,8 @@ class Inventory:
 
     @property
     def units(self) -> claims.UnitTable:
+        if self.unit_table is not None:
+            return self.unit_table
         return claims.UnitTable(
             table=self.table, index=config.INVENTORY_CLAIMABLE_INDEX, key_attrs=("sku", "sk")
         )
@@ -508,10 +526,11 @@ class Inventory:
         header = self.header(sku)
         now_ms = self._now_ms()
         counts = {"available": 0, "reserved": 0, "sold": 0}
-        for unit in self.units_of(sku, header, projection="#status, holdUntil"):
-            if unit["status"] == claims.SOLD:
+        status, until = self.units.status_attr, self.units.until_attr
+        for unit in self.units_of(sku, header, projection="#status, #until"):
+            if unit[status] == claims.SOLD:
                 counts["sold"] += 1
-            elif unit["status"] == claims.HELD and unit["holdUntil"] > now_ms:
+            elif unit[status] == claims.HELD and unit[until] > now_ms:
                 counts["reserved"] += 1
             else:
                 counts["available"] += 1
@@ -520,7 +539,9 @@ class Inventory:
     def units_of(
         self, sku: str, header: Mapping[str, Any] | None = None, projection: str | None = None
     ) -> Iterator[dict[str, Any]]:
-        """Every unit of the sku, strongly consistent: one Query per pool partition."""
+        """Every unit of the sku, strongly consistent: one Query per pool partition.
+        ``projection`` names the unit's attributes by the placeholders of
+        :meth:`turnstile_ddb.claims.UnitTable.names` (``#status``, ``#until``...)."""
         header = header or self.header(sku)
         for pool in pool_names(sku, int(header["pools"])):
             start: dict[str, Any] | None = None
@@ -533,7 +554,11 @@ class Inventory:
                 }
                 if projection:
                     request["ProjectionExpression"] = projection
-                    request["ExpressionAttributeNames"] = {"#status": "status"}
+                    request["ExpressionAttributeNames"] = {
+                        placeholder: name
+                        for placeholder, name in self.units.names().items()
+                        if placeholder in projection
+                    }
                 if start:
                     request["ExclusiveStartKey"] = start
                 response = retry.call(
@@ -690,7 +715,7 @@ class Inventory:
         unit = claims.holders_units(
             self.client, self.units, unit_key(sku, int(lead), pools), backoff=self.backoff
         )
-        if unit is None or unit.get("holder") != reservation:
+        if unit is None or unit.get(self.units.holder_attr) != reservation:
             lapsed = unit is not None and unit.get(self.units.previous_attr) == reservation
             return None, lapsed
         return unit, False
@@ -698,7 +723,7 @@ class Inventory:
     def _unit_keys(self, sku: str, lead: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [
             {"sku": str(member["sku"]), "sk": str(member["sk"])}
-            for member in lead.get("members", [])
+            for member in lead.get(self.units.members_attr, [])
             if sku_of(str(member["sku"])) == sku
         ]
 
@@ -727,7 +752,7 @@ class Inventory:
             "units": [unit_id(key["sk"]) for key in keys],
             "status": CONFIRMED,
         }
-        if lead.get("status") == claims.SOLD:
+        if lead.get(self.units.status_attr) == claims.SOLD:
             return answer
         try:
             claims.confirm(
@@ -738,8 +763,7 @@ class Inventory:
                 now_ms=self._now_ms(),
                 backoff=self.backoff,
             )
-        except claims.HoldLost as exc:
-            metrics.count("ConfirmLost", pattern="claims")
+        except claims.HoldLost as exc:  # counted by claims.confirm (ConfirmLost)
             raise Expired(
                 f"reservation {reservation!r} expired: its hold lapsed or its units were "
                 "released or taken by another reservation",
@@ -755,7 +779,7 @@ class Inventory:
             raise NotFound(f"no reservation {reservation!r} for sku {sku!r}")
         if authorize is not None:
             authorize(lead.get(self.units.owner_attr))
-        if lead.get("status") == claims.SOLD:
+        if lead.get(self.units.status_attr) == claims.SOLD:
             raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")
         kept = claims.release(
             self.client,
@@ -765,8 +789,9 @@ class Inventory:
             backoff=self.backoff,
             rand=self.rand,
         )
+        status, holder = self.units.status_attr, self.units.holder_attr
         if any(
-            unit.get("status") == claims.SOLD and unit.get("holder") == reservation for unit in kept
+            unit.get(status) == claims.SOLD and unit.get(holder) == reservation for unit in kept
         ):
             # A confirm won the race: the units are sold.
             raise AlreadyConfirmed(f"reservation {reservation!r} is confirmed (sold)")

@@ -10,7 +10,8 @@ ticket order, waiting at most ``waitMs`` and never past the invocation's remaini
 ``LOCK_WAIT_MARGIN_MS``. The invocation bounds only the wait: the lease granted lasts the
 ``ttlSeconds`` asked, as a plain acquisition's does. Then 201 with the fence and the ticket it
 was served on, or 409 LOCKED with the holder and ``queuePosition`` (tickets still ahead; 0: next
-in line).
+in line). A plain acquisition of a free lock with waiters queued is 409 LOCKED with ``reason``
+``QUEUED`` (``waiting``, and a Retry-After of the queue's own pace); a held one, ``HELD``.
 """
 
 from __future__ import annotations
@@ -62,12 +63,23 @@ def public(held: lease.Lease) -> dict[str, Any]:
 
 
 def locked(exc: lease.Held, now_ms: int) -> Locked:
+    """409 LOCKED with its ``reason``: ``HELD`` (the holder, its expiry, and Retry-After its
+    remaining time) or ``QUEUED`` (a free lock that queued waiters are served first: how many,
+    and Retry-After the time the queue should take to serve them)."""
+    if isinstance(exc, lease.Queued):
+        return Locked(
+            f"{exc.resource!r} is free, but {exc.waiting} waiter(s) are queued for it",
+            reason="QUEUED",
+            waiting=exc.waiting,
+            retryAfterSeconds=max(1, math.ceil(exc.retry_after_ms / 1000)),
+        )
     wait_seconds = max(0, exc.expires_at_ms - now_ms) / 1000
     details: dict[str, Any] = {}
     if isinstance(exc, lease_queue.WaitTimedOut):
         details["queuePosition"] = exc.position
     return Locked(
         f"{exc.resource!r} is held by {exc.owner!r}",
+        reason="HELD",
         owner=exc.owner,
         expiresAt=exc.expires_at_ms,
         retryAfterSeconds=max(1, math.ceil(wait_seconds)),
