@@ -18,7 +18,8 @@ a step that could carry the clock past it. It is a pause placed just before the 
 pause fault places one before a call); when another client's step has already carried virtual
 time past the millisecond, the reading is later, and the properties judge it the same way.
 :attr:`BoundaryClock.readings` are the milliseconds read since the last :meth:`BoundaryClock.reset`
-(the first of an operation's is the ``:now`` it sent).
+(the first of an operation's is the ``:now`` it sent), :attr:`BoundaryClock.landed` each armed
+millisecond with the reading it gave (equal unless another client's step carried time past it).
 """
 
 from __future__ import annotations
@@ -45,16 +46,19 @@ class BoundaryClock:
     seek_written: bool = False
     boundaries: set[int] = field(default_factory=set)
     readings: list[int] = field(default_factory=list)
+    landed: list[tuple[int, int]] = field(default_factory=list)  # (armed ms, the reading)
 
     def __call__(self) -> float:
-        if self.at_ms is not None:
+        armed, self.at_ms = self.at_ms, None
+        if armed is not None:
             # half a millisecond in, so float rounding cannot move the reading
-            ahead = (self.at_ms + 0.5) / 1000 - self.task.clock()
-            self.at_ms = None
+            ahead = (armed + 0.5) / 1000 - self.task.clock()
             if ahead > 0:
                 self.task.scheduler.sleep(self.task, ahead, exact=True)
         now = self.task.clock()
         self.readings.append(int(now * 1000))
+        if armed is not None:
+            self.landed.append((armed, self.readings[-1]))
         return now
 
     def arm(self, at_ms: int) -> None:
@@ -87,6 +91,7 @@ class BoundaryClock:
         self.at_ms = None
         self.seek_written = False
         self.readings.clear()
+        self.landed.clear()
 
 
 class Noting:

@@ -262,6 +262,8 @@ class _Actor:
         finally:
             if self.clock.readings:
                 op.args["now"] = self.clock.readings[0]
+            if seek_end and self.clock.landed:
+                op.args["end"], op.args["read"] = self.clock.landed[0]
             self.clock.reset()
             self.stalling.seconds = None
         op.args["answered"] = int(self.task.clock() * 1000)
