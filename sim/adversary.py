@@ -6,12 +6,14 @@ status but not the token) is never put to the test. Each client of this workload
 ``adversary``) runs *episodes*, alternately of two kinds, each on a resource or key of its own:
 
 * **lease**: the client takes a lease (``Leases.acquire``, one try), works a little and releases
-  it (or lets it run out); meanwhile an intruder (a simulated client of its own, with its own
-  skewed clock, started with ``Scheduler.start``) reads the lease item and, under an owner name of
-  its own, presents the holder's fence: ``renew``, ``release`` and a fenced transaction
-  (``Leases.transact``), one to three of them, each either at a random moment or with its clock
-  reading exactly the holder's ``expiresAt`` (:meth:`sim.boundary.BoundaryClock.seek`). The
-  protocol gives such a caller nothing: every one must be refused.
+  it (or lets it run out; half the releases come with its clock reading exactly the lease's
+  ``expiresAt``, the last millisecond a release is accepted); meanwhile an intruder (a simulated
+  client of its own, with its own skewed clock, started with ``Scheduler.start``) reads the lease
+  item and, under an owner name of its own, presents the holder's fence: ``renew``, ``release``
+  and a fenced transaction (``Leases.transact``), one to three of them, each either at a random
+  moment or with its clock reading exactly the holder's ``expiresAt``
+  (:meth:`sim.boundary.BoundaryClock.seek`). The protocol gives such a caller nothing: every one
+  must be refused.
 * **late finisher**: the client begins an idempotency key (``IdempotencyStore.begin``, a short
   lock) and then stalls past its ``lockedUntil``; a successor (started like the intruder) reads the
   record, begins the same request with its clock reading exactly ``lockedUntil`` (the lock is still
@@ -21,6 +23,8 @@ status but not the token) is never put to the test. Each client of this workload
   it must be refused.
 
 Judged by :func:`sim.checks.intruders_refused` (no intruder's call acknowledged),
+:func:`sim.checks.live_releases` (a holder's release sent while its lease was live, up to its
+``expiresAt`` included, is not refused),
 :func:`sim.checks.takeovers_after_lock` (a takeover acknowledged only with a ``:now`` strictly past
 the lock it replaced) and :func:`sim.checks.late_completions` (no completion acknowledged for a
 claim whose key another caller had taken over, its takeover acknowledged before the completion
@@ -134,10 +138,19 @@ class _Actor:
         if held.type != OK:
             return
         intruder = self.start("intruder", lambda other: other.intrude(resource))
-        self.task.sleep(self.task.rng.uniform(0.0, 1.2 * TTL_MS / 1000))
-        if self.task.rng.random() < 0.7:
-            granted = lease.Lease(resource, owner, held.value["fence"], held.value["expiresAt"])
-            self.do("release", lambda: self.leases.release(granted), holder=True, resource=resource)
+        end = held.value["expiresAt"]
+        at_end = self.task.rng.random() < 0.5  # release with the clock reading exactly ``end``
+        self.task.sleep(self.task.rng.uniform(0.0, (0.9 if at_end else 1.2) * TTL_MS / 1000))
+        if at_end or self.task.rng.random() < 0.7:
+            granted = lease.Lease(resource, owner, held.value["fence"], end)
+            self.do(
+                "release",
+                lambda: self.leases.release(granted),
+                seek=at_end,
+                holder=True,
+                resource=resource,
+                expiresAt=end,
+            )
         self.recorder.scheduler.join(intruder)
 
     def intrude(self, resource: str) -> None:
@@ -235,6 +248,7 @@ class Adversary:
     def check(self, recorder: Recorder, stats: Any, real: Any) -> Report:
         ops = [op for op in recorder.ops if op.pattern == PATTERN]
         report = checks.intruders_refused(ops)
+        report.merge(checks.live_releases(ops))
         report.merge(checks.takeovers_after_lock(ops))
         report.merge(checks.late_completions(ops))
         return report

@@ -703,6 +703,27 @@ def intruders_refused(ops: list[Op]) -> Report:
     return report
 
 
+def live_releases(ops: list[Op]) -> Report:
+    """A holder's release sent while its lease was live on its own clock (``now`` up to its
+    ``expiresAt`` included: the release accepts ``expiresAt >= :now``) is not refused as lost,
+    when nobody else could take the lease (:mod:`sim.adversary`: a resource of the holder's
+    own, which its intruders cannot acquire)."""
+    report = Report()
+    for op in ops:
+        if op.f != "release" or not op.args.get("holder") or "now" not in op.args:
+            continue
+        lost = op.type == FAIL and (op.value or {}).get("error") == "LeaseLost"
+        report.expect(
+            not lost or int(op.args["now"]) > int(op.args["expiresAt"]),
+            "adversary",
+            "a holder's release of its live lease is accepted",
+            f"{op.process}'s release of {op.args['resource']} at {op.args['now']} (its clock, ms)"
+            f" was refused although its lease ran until {op.args['expiresAt']}",
+            [op],
+        )
+    return report
+
+
 def takeovers_after_lock(ops: list[Op]) -> Report:
     """An idempotency claim is taken over only once its lock has passed: a begin acknowledged
     with a claim of a key another caller had claimed (``:now`` its first clock reading) came

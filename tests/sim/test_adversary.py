@@ -31,9 +31,10 @@ def _rows(config: Config, seeds: range) -> list[list]:
 
 
 def test_the_adversaries_run_clean_and_reach_their_moments():
-    """Not vacuous: intruders present fences, some at exactly the holder's expiry, and are all
-    refused; successors begin at exactly a lock's end (refused), then take the claim over; first
-    owners complete after a takeover and are refused."""
+    """Not vacuous: holders release at exactly their lease's expiry (accepted); intruders
+    present fences, some at exactly the holder's expiry, and are all refused; successors begin
+    at exactly a lock's end (refused), then take the claim over; first owners complete after a
+    takeover and are refused."""
     seen: Counter[str] = Counter()
     for _, process, f, args, _, _, outcome, value, *_ in _rows(
         Config(**_NONE, sizes_by_kind={"adversary": (2, 4)}), range(6)
@@ -41,7 +42,9 @@ def test_the_adversaries_run_clean_and_reach_their_moments():
         role = process.partition(":")[2]
         exact = args.get("seek") is not None and args.get("now") == args["seek"]
         error = value.get("error") if isinstance(value, dict) else None
-        if role == "intruder":
+        if role == "" and f == "release":
+            seen["release at the expiry, accepted"] += exact and outcome == "ok"
+        elif role == "intruder":
             assert outcome != "ok", (process, f, args)
             seen["intrusion"] += 1
             seen["intrusion at the expiry"] += exact
@@ -51,6 +54,7 @@ def test_the_adversaries_run_clean_and_reach_their_moments():
         elif f == "complete" and args.get("first"):
             seen["late completion refused"] += outcome == "fail"
     assert seen["intrusion"] >= 20 and seen["intrusion at the expiry"] >= 5, seen
+    assert seen["release at the expiry, accepted"] >= 5, seen
     assert seen["begin at the lock's end, refused"] >= 5, seen
     assert seen["takeover"] >= 5 and seen["late completion refused"] >= 5, seen
 
@@ -107,3 +111,13 @@ def test_a_first_owner_completing_after_an_acknowledged_takeover_is_a_violation(
     assert not checks.late_completions([first, takeover, late(1.005)]).violations
     refused = _op("a0", "complete", {"key": "k", "first": True}, FAIL, False, at=1.2)
     assert not checks.late_completions([first, takeover, refused]).violations
+
+
+def test_a_holders_release_refused_while_its_lease_was_live_is_a_violation():
+    def release(now: int, error: str = "LeaseLost") -> Op:
+        args = {"resource": "r", "holder": True, "expiresAt": 1000, "now": now}
+        return _op("a0", "release", args, FAIL, {"error": error})
+
+    assert checks.live_releases([release(1000)]).violations
+    assert not checks.live_releases([release(1001)]).violations
+    assert not checks.live_releases([release(1000, "RetriesExhausted")]).violations
