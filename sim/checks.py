@@ -682,3 +682,91 @@ def live_on_arrival(ops: list[Op]) -> Report:
             [op],
         )
     return report
+
+
+def intruders_refused(ops: list[Op]) -> Report:
+    """No call of an intruder (``<client>:intruder``, :mod:`sim.adversary`) is acknowledged: a
+    caller that presents another holder's fence under an owner name of its own may neither renew,
+    nor release, nor write fenced."""
+    report = Report()
+    for op in ops:
+        if not op.process.endswith(":intruder"):
+            continue
+        report.expect(
+            op.type != OK,
+            "adversary",
+            "a caller that does not hold a lease is refused",
+            f"{op.process}'s {op.f} of {op.args['resource']} under {op.args['owner']}'s fence"
+            f" {op.args['fence']} was acknowledged (its clock read {op.args.get('now')})",
+            [op],
+        )
+    return report
+
+
+def live_releases(ops: list[Op]) -> Report:
+    """A holder's release sent while its lease was live on its own clock (``now`` up to its
+    ``expiresAt`` included: the release accepts ``expiresAt >= :now``) is not refused as lost,
+    when nobody else could take the lease (:mod:`sim.adversary`: a resource of the holder's
+    own, which its intruders cannot acquire)."""
+    report = Report()
+    for op in ops:
+        if op.f != "release" or not op.args.get("holder") or "now" not in op.args:
+            continue
+        lost = op.type == FAIL and (op.value or {}).get("error") == "LeaseLost"
+        report.expect(
+            not lost or int(op.args["now"]) > int(op.args["expiresAt"]),
+            "adversary",
+            "a holder's release of its live lease is accepted",
+            f"{op.process}'s release of {op.args['resource']} at {op.args['now']} (its clock, ms)"
+            f" was refused although its lease ran until {op.args['expiresAt']}",
+            [op],
+        )
+    return report
+
+
+def takeovers_after_lock(ops: list[Op]) -> Report:
+    """An idempotency claim is taken over only once its lock has passed: a begin acknowledged
+    with a claim of a key another caller had claimed (``:now`` its first clock reading) came
+    strictly after that claim's ``lockedUntil`` (the lock is live at its very millisecond)."""
+    report = Report()
+    first: dict[str, Op] = {}
+    for op in ops:
+        if op.f != "begin" or op.type != OK or "token" not in (op.value or {}):
+            continue
+        earlier = first.setdefault(op.args["key"], op)
+        if earlier is op:
+            continue
+        locked = int(earlier.value["lockedUntil"])
+        report.expect(
+            int(op.args["now"]) > locked,
+            "adversary",
+            "an idempotency claim is taken over only after its lock",
+            f"{op.process} took {op.args['key']} over at {op.args['now']} (its clock, ms) from"
+            f" {earlier.process}'s claim locked until {locked}",
+            [earlier, op],
+        )
+    return report
+
+
+def late_completions(ops: list[Op]) -> Report:
+    """A first owner whose idempotency claim was taken over cannot complete it: no completion
+    of the first claim (``first``) is acknowledged after a takeover of its key was acknowledged
+    before the completion was sent."""
+    report = Report()
+    takeovers: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f == "begin" and op.type == OK and ":" in op.process and "token" in op.value:
+            takeovers[op.args["key"]].append(op)
+    for op in ops:
+        if op.f != "complete" or not op.args.get("first") or op.type != OK:
+            continue
+        before = [t for t in takeovers[op.args["key"]] if t.completed < op.invoked]
+        report.expect(
+            not before,
+            "adversary",
+            "a claim taken over cannot be completed by its first owner",
+            f"{op.process} completed {op.args['key']} at {op.invoked_ms} (ms) although"
+            f" {before[0].process if before else ''} had taken it over first",
+            [*before, op],
+        )
+    return report

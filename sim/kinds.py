@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.checkers import Report
-from sim import fenced, signup
+from sim import adversary, fenced, signup
 from sim.reservation_edges import ReservationEdges
 from sim.streams import Streams
 
@@ -61,4 +61,5 @@ KINDS: list[Kind] = [
     Kind("signup", lambda each: signup.Signup(operations=each), clients=4, each=8),
     Kind("edges", lambda each: ReservationEdges(episodes=each), clients=2, each=4),
     Kind("streams", Streams, clients=2, each=4),
+    Kind("adversary", lambda each: adversary.Adversary(episodes=each), clients=2, each=4),
 ]

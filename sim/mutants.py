@@ -76,6 +76,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         _INTEGRATION + "test_lease_queue_beat.py",
     ),
     "functions/turnstile_ddb/lease.py": (
+        _UNIT + "test_policy.py",  # renewing or releasing someone else's lease (mutant 27)
         _INTEGRATION + "test_lease_races.py",
         _INTEGRATION + "test_lease_guard.py",
         _INTEGRATION + "test_lease_owners.py",

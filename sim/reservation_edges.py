@@ -21,11 +21,15 @@ what the sku holds:
 * **claim after the end**: reserve 1 to 3 units with a short hold, the client stalling just before
   its claim's write until after the hold's end (as a paused process would, between its read and
   its write): the claim lands on free units, and its answer must not be a hold that has already
-  ended (dead on arrival); the library gives the units back and answers ``ClaimHoldLapsed``.
+  ended (dead on arrival); the library gives the units back and answers ``ClaimHoldLapsed``;
+* **answered at the end**: reserve 1 to 3 units, the library's first clock reading after its
+  claim's write showing exactly the ``holdUntil`` that write recorded: a hold ending at that very
+  millisecond has ended (``claims`` decides ``clock >= until``), so it is given back as well.
 
-Exact milliseconds come from an :class:`EdgeClock`: the clock each client's ``Inventory`` reads
-(the library sends the reading as ``:now``), which can be armed so that its next reading first
-waits, on virtual time, until this client's clock shows a given millisecond. It is a pause placed
+Exact milliseconds come from a :class:`sim.boundary.BoundaryClock`: the clock each client's
+``Inventory`` reads (the library sends the reading as ``:now``), which can be armed so that its
+next reading first waits, on virtual time, until this client's clock shows a given millisecond
+(or the end the client's next write records: :class:`sim.boundary.Noting`). It is a pause placed
 just before the clock is read (the pause fault places one before a call); another client's call
 may still carry virtual time past that millisecond, and then the reading is later, which the
 properties judge the same way. Each confirm and view records the reading the library sent
@@ -54,6 +58,7 @@ from service import config
 from service.domain.errors import AlreadyConfirmed, Expired, NotFound, OutOfStock
 from service.domain.inventory import Inventory, unit_id
 from sim import checks
+from sim.boundary import BoundaryClock, Noting
 from sim.scheduler import Crashed, Task
 from turnstile_ddb import claims, retry
 
@@ -63,36 +68,13 @@ UNITS = 3  # per episode's sku, in one pool
 SHORT_HOLD = 0.3  # seconds: the holds that are left to end
 RIVAL_HOLD = 1.5  # seconds: the late-cancel rival's hold, which it confirms well inside
 RIVAL_SKEW_SECONDS = 0.2  # a rival's clock is off the global one by at most this (sim.kinds)
-EPISODES = ("late-cancel", "confirm-at-end", "view-at-end", "claim-after-end")
-
-
-@dataclass
-class EdgeClock:
-    """A client's clock as its ``Inventory`` reads it. :meth:`arm` makes the next reading wait
-    until this client's clock shows exactly ``at_ms`` (half a millisecond in, so float rounding
-    cannot move it), unless that has passed; :attr:`readings` are the milliseconds read since the
-    last :meth:`reset` (the first of a confirm's or a view's is the ``:now`` it sent)."""
-
-    task: Task
-    at_ms: int | None = None
-    readings: list[int] = field(default_factory=list)
-
-    def __call__(self) -> float:
-        if self.at_ms is not None:
-            ahead = (self.at_ms + 0.5) / 1000 - self.task.clock()
-            self.at_ms = None
-            if ahead > 0:
-                self.task.scheduler.sleep(self.task, ahead, exact=True)
-        now = self.task.clock()
-        self.readings.append(int(now * 1000))
-        return now
-
-    def arm(self, at_ms: int) -> None:
-        self.at_ms = at_ms
-
-    def reset(self) -> None:
-        self.at_ms = None
-        self.readings.clear()
+EPISODES = (
+    "late-cancel",
+    "confirm-at-end",
+    "view-at-end",
+    "claim-after-end",
+    "answered-at-end",
+)
 
 
 class _Stalling:
@@ -232,14 +214,15 @@ def _never_sleeps(seconds: float) -> None:
 
 class _Actor:
     """One simulated client's side of an episode: its ``Inventory`` on its own
-    :class:`EdgeClock`, and each call recorded in the history (``pattern`` ``inventory``)."""
+    :class:`sim.boundary.BoundaryClock`, and each call recorded in the history (``pattern``
+    ``inventory``)."""
 
     def __init__(self, recorder: Any, task: Task, client: Any) -> None:
         self.recorder = recorder
         self.task = task
         self.client = client
-        self.clock = EdgeClock(task)
-        self.stalling = _Stalling(client, task)
+        self.clock = BoundaryClock(task)
+        self.stalling = _Stalling(Noting(client, self.clock), task)
         self.store = Inventory(
             self.stalling,
             TABLE,
@@ -253,16 +236,24 @@ class _Actor:
         )
 
     def _do(
-        self, f: str, call: Callable[[], tuple[str, Any]], at_ms: int | None, **args: Any
+        self,
+        f: str,
+        call: Callable[[], tuple[str, Any]],
+        at_ms: int | None,
+        *,
+        seek_end: bool = False,
+        **args: Any,
     ) -> Op:
         """Record ``f``: the client's clock when it began (``clock``), the call's outcome, and the
-        first clock reading the library took (``now``), the armed one when ``at_ms`` is given."""
+        first clock reading the library took (``now``), the armed one when ``at_ms`` is given;
+        ``seek_end``: the first reading after a write waits for the end that write recorded."""
         op = self.recorder.invoke(
             "inventory", self.task.name, f, clock=int(self.task.clock() * 1000), **args
         )
         self.clock.reset()
         if at_ms is not None:
             self.clock.arm(at_ms)
+        self.clock.seek_written = seek_end
         try:
             outcome, value = call()
         except Crashed:
@@ -271,13 +262,17 @@ class _Actor:
         finally:
             if self.clock.readings:
                 op.args["now"] = self.clock.readings[0]
+            if seek_end and self.clock.landed:
+                op.args["end"], op.args["read"] = self.clock.landed[0]
             self.clock.reset()
             self.stalling.seconds = None
         op.args["answered"] = int(self.task.clock() * 1000)
         self.recorder.complete(op, outcome, value)
         return op
 
-    def reserve(self, sku: str, quantity: int, hold: float, at_ms: int | None = None) -> Op:
+    def reserve(
+        self, sku: str, quantity: int, hold: float, at_ms: int | None = None, seek_end: bool = False
+    ) -> Op:
         def call() -> tuple[str, Any]:
             try:
                 return OK, self.store.reserve(sku, quantity, hold_seconds=hold)
@@ -291,7 +286,9 @@ class _Actor:
             except retry.OutcomeUnknown:
                 return UNKNOWN, None
 
-        return self._do("reserve", call, at_ms, sku=sku, quantity=quantity, hold=hold)
+        return self._do(
+            "reserve", call, at_ms, seek_end=seek_end, sku=sku, quantity=quantity, hold=hold
+        )
 
     def settle(self, f: str, sku: str, reservation: str, at_ms: int | None = None) -> Op:
         def call() -> tuple[str, Any]:
@@ -376,6 +373,12 @@ class _Actor:
         end: the answer must not be a hold already ended."""
         self.stalling.seconds = SHORT_HOLD + self.task.rng.uniform(0.05, 0.3)
         self.reserve(sku, self.task.rng.randint(1, UNITS), SHORT_HOLD)
+
+    def answered_at_end(self, sku: str) -> None:
+        """Reserve 1 to 3 units with the library's first clock reading after its claim's write
+        showing exactly the end that write recorded (``holdUntil``): a hold that ends at that very
+        millisecond has ended, so the answer must not be it (given back, ``ClaimHoldLapsed``)."""
+        self.reserve(sku, self.task.rng.randint(1, UNITS), SHORT_HOLD, seek_end=True)
 
     def view_at_end(self, sku: str) -> None:
         """Sell a unit, hold 1 or 2 more, then read the view at exactly the hold's end (sometimes
