@@ -92,17 +92,20 @@ def reserve(client: Any, units: claims.UnitTable, quantity: int, now: list[int])
 
 
 @pytest.mark.parametrize("quantity", [1, 3])
+# (late_ms 0: the reply lands on the hold's exact last millisecond, which has ended: a hold is
+# live strictly before its end, as the claim's condition ``#until <= :now`` reads it)
+@pytest.mark.parametrize("late_ms", [3_000, 0])
 def test_a_claim_answered_after_its_hold_ended_is_given_back_and_answered_lapsed(
-    moto_ddb, moto_tables, quantity
+    moto_ddb, moto_tables, quantity, late_ms
 ):
-    # Given free units, and a clock that passes the hold's end between the read of the
-    # candidates and the claim's reply (one UpdateItem for one unit, a transaction for three)
+    # Given free units, and a clock that reaches the hold's end (or passes it) between the read
+    # of the candidates and the claim's reply (one UpdateItem for one unit, a transaction for three)
     units = units_table(moto_tables)
     keys = put_units(moto_ddb, units, 4)
     now = [T0_MS]
 
     def pause() -> None:
-        now[0] = T0_MS + HOLD_MS + 3_000
+        now[0] = T0_MS + HOLD_MS + late_ms
 
     client = LateReplies(moto_ddb, pause)
     lapsed_before = metrics.tally.get("claims", "ClaimHoldLapsed")
