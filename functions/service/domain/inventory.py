@@ -441,6 +441,7 @@ class Inventory:
         """Put the units of ``items`` that do not exist yet, in one transaction per attempt; the
         ones that exist (a repeated chunk) are named by the cancellation and left out."""
         pending = items
+        last: transact.Cancelled | None = None
         for _ in range(self.backoff.attempts):
             try:
                 transact.transact_write(
@@ -459,12 +460,14 @@ class Inventory:
                 )
                 return
             except transact.Cancelled as exc:
+                last = exc
                 exists = {i for i, reason in enumerate(exc.reasons) if reason.failed}
                 metrics.count("UnitAlreadyCreated", pattern="inventory", value=len(exists))
                 pending = [item for i, item in enumerate(pending) if i not in exists]
                 if not pending:
                     return
-        raise retry.RetriesExhausted(self.backoff.attempts, RuntimeError("units kept changing"))
+        what = f"creating {len(pending)} unit(s) of {self.table}"
+        raise errors.LostEveryRace(self.backoff.attempts, what, last)
 
     # -- reading -------------------------------------------------------------------------------
 
