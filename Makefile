@@ -87,13 +87,17 @@ $(VENV)/.installed: $(LOCK)
 
 # Relock after editing requirements.txt (what Lambda runs) or requirements-dev.txt; uv is pinned
 # in the lock itself. Then `make layers` and the tests (tests/infra/test_versions.py).
+# Each compile starts from a copy of the current lock: uv keeps the versions pinned in its output
+# file, so a relock changes only what the edited requirements need (no unrelated upgrades).
 lock: $(VENV)/.installed
+	cp $(LOCK) $(LOCK).new
 	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
 		--custom-compile-command "make lock" requirements-dev.txt -o $(LOCK).new
 	@# Replaced only when it changed: an unchanged lock must not recreate the venv.
 	@if cmp -s $(LOCK).new $(LOCK); then rm $(LOCK).new; echo "$(LOCK): unchanged"; \
 	else mv $(LOCK).new $(LOCK); echo "$(LOCK): updated (make install layers to use it)"; fi
+	cp $(CHECKOV_LOCK) $(CHECKOV_LOCK).new
 	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
 		--custom-compile-command "make lock" requirements-checkov.in -o $(CHECKOV_LOCK).new
