@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough api-diff
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -56,6 +56,7 @@ help:
 	@echo "  make wheel   build the library's wheel into dist/"
 	@echo "  make clients generate the API's Python client and TypeScript types into build/clients/ (docs/clients.md), then tsc and mypy on the programs using them"
 	@echo "  make walkthrough ADMIN_TOKEN=... USER_TOKEN=...   every route once through the generated Python client, against make local on PORT"
+	@echo "  make api-diff  the served OpenAPI document against the last released one (api/): a breaking change not in docs/api-changelog.md fails"
 	@echo "  make install / install-local   set-up only: everything (make test) / what make local needs"
 	@echo "  make ports   whether make local's ports are free, and who holds a busy one (make local runs it first)"
 	@echo "  make clean   remove the venv, node_modules and every build output"
@@ -195,6 +196,11 @@ USER_TOKEN ?=
 walkthrough: clients
 	PYTHONPATH=build/clients/python $(BIN)/python -m clients.walkthrough \
 		http://127.0.0.1:$(PORT) "$(ADMIN_TOKEN)" "$(USER_TOKEN)"
+
+# The served document against the newest released one (api/openapi-<version>.json): each breaking
+# change must be recorded in docs/api-changelog.md (clients/api_diff.py; make test runs it too).
+api-diff: $(VENV)/.installed
+	$(BIN)/python -m clients.api_diff
 
 # The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
 docs: install-local
