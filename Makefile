@@ -190,10 +190,12 @@ wheel: install-local
 clients: install-local
 	$(BIN)/python -m clients.generate
 
-# Every route once through the generated Python client, against make local on PORT.
+# Every route once through the generated Python client (make clients first), against make local on
+# PORT, as ADMIN_TOKEN's administrator and USER_TOKEN's user.
 ADMIN_TOKEN ?=
 USER_TOKEN ?=
-walkthrough: clients
+walkthrough: $(VENV)/.installed
+	@test -d build/clients/python/turnstile_client || { echo "run make clients first"; exit 1; }
 	PYTHONPATH=build/clients/python $(BIN)/python -m clients.walkthrough \
 		http://127.0.0.1:$(PORT) "$(ADMIN_TOKEN)" "$(USER_TOKEN)"
 

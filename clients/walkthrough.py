@@ -106,6 +106,7 @@ def last_segment(response: Response[T]) -> str:
 
 def walk(url: str, admin_token: str, user_token: str) -> Walk:
     """Call every route once, as an administrator and a user would, in a sensible order."""
+    # --8<-- [start:walk]
     admin = AuthenticatedClient(base_url=url, token=admin_token, raise_on_unexpected_status=True)
     user = AuthenticatedClient(base_url=url, token=user_token, raise_on_unexpected_status=True)
     suffix = uuid.uuid4().hex[:12]
@@ -129,6 +130,7 @@ def walk(url: str, admin_token: str, user_token: str) -> Walk:
     )
     w.ok("purchase", bought, created)
 
+    # --8<-- [end:walk]
     # Events: a registration, its listing, its removal; a request decided in the background.
     talk = f"talk-{suffix}"
     new_event = NewEvent(event_id=talk, name="Concurrency talk", capacity=100)

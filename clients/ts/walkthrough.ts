@@ -41,6 +41,7 @@ async function call<P extends keyof paths, M extends Method, S extends keyof Res
   return { answer: (text ? JSON.parse(text) : undefined) as Answer<P, M, S>, headers: response.headers };
 }
 
+// --8<-- [start:walk]
 export async function walk(base: string, admin: string, user: string): Promise<void> {
   await call(base, admin, "post", "/products", undefined, 201, {
     productId: "lamp",
@@ -54,6 +55,7 @@ export async function walk(base: string, admin: string, user: string): Promise<v
   await call(base, user, "post", "/inventory/{sku}/reservations", { sku: "chair" }, 201, { quantity: 1 });
   await call(base, user, "post", "/wallets/{walletId}/top-ups", { walletId: "w" }, 201, { amount: 500 });
   console.log(read.headers.get("ETag"));
+  // --8<-- [end:walk]
 
   // What the document forbids, tsc refuses:
   // @ts-expect-error stock is an integer, not a string
