@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from clients import api_diff
+from tests.helpers import make
 
 
 def released() -> dict[str, Any]:
@@ -242,3 +243,11 @@ def test_the_served_document_keeps_what_the_released_one_promised():
         api_diff.breaking_changes(promised, current), api_diff.CHANGELOG.read_text()
     )
     assert left == [], api_diff.report(version, left)
+
+
+def test_make_api_diff_runs_the_check():
+    # When a user runs the target
+    done = make("api-diff")
+    # Then it compared the served document with the released one, and found nothing unrecorded
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "keeps the released 1.0.0" in done.stdout
