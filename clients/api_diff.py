@@ -15,11 +15,15 @@ Atlassian's openapi-diff (npm) refuses OpenAPI 3.1 ("Swagger Parser only support
 not a change. What follows is the list of rules below, about 200 lines.
 
 **What is breaking** (each change has a key, ``kind: where[: detail]``, which is what the
-changelog records). Schemas are compared after resolving ``$ref``, so renaming a component schema
-(what a generated client calls it) is not a change. A request must still be accepted, an answer
-must still be understood:
+changelog records). Schemas are compared after resolving ``$ref`` (a renamed schema is compared
+with itself under its new name). A request must still be accepted, an answer must still be
+understood, and a client generated again must keep its names:
 
 * ``route-removed``: a method on a path; ``status-removed``: a 2xx status of an operation;
+* ``operation-renamed``: an ``operationId`` changed, and ``schema-removed``: a component schema
+  gone (renamed, most often): they name the generated clients' functions (``create_product.sync``)
+  and models (``models.NewProduct``), so code using them breaks when the client is generated again,
+  though the wire is unchanged;
 * ``parameter-removed``, ``parameter-made-required``: a path, query or header parameter;
 * ``field-removed``: a property of a request or answer body (the server refuses unknown fields,
   so a request field removed breaks a client sending it; an answer field removed, one reading it);
@@ -102,6 +106,12 @@ class _Comparison:
     def pair(self, old: Any, new: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         return self.resolve(self.old, old), self.resolve(self.new, new)
 
+    def schema_names(self) -> None:
+        new_names = self.new.get("components", {}).get("schemas", {})
+        for name in self.old.get("components", {}).get("schemas", {}):
+            if name not in new_names:
+                self.note("schema-removed", name)
+
     def operations(self) -> None:
         for path, old_item in self.old.get("paths", {}).items():
             new_item = self.new.get("paths", {}).get(path, {})
@@ -113,6 +123,9 @@ class _Comparison:
                     self.note("route-removed", where)
                     continue
                 old_op, new_op = self.pair(old_item[method], new_item[method])
+                old_id, new_id = old_op.get("operationId"), new_op.get("operationId")
+                if old_id and old_id != new_id:
+                    self.note("operation-renamed", where, f"{old_id} to {new_id}")
                 self.parameters(where, old_item, old_op, new_item, new_op)
                 self.request_body(where, old_op, new_op)
                 self.responses(where, old_op, new_op)
@@ -273,6 +286,7 @@ def breaking_changes(released: dict[str, Any], current: dict[str, Any]) -> list[
     """Every breaking change from ``released`` to ``current``, in document order, once each."""
     comparison = _Comparison(released, current)
     comparison.operations()
+    comparison.schema_names()
     return list(dict.fromkeys(comparison.changes))
 
 

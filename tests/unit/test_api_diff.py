@@ -170,6 +170,19 @@ BREAKING = {
         lambda d: created(d)["headers"].pop("ETag"),
         "header-removed: POST /products 201: ETag",
     ),
+    "an operation renamed": (
+        lambda d: d["paths"]["/products"]["post"].update(operationId="add_product"),
+        "operation-renamed: POST /products: create_product to add_product",
+    ),
+    "a schema renamed": (
+        lambda d: (
+            schemas(d).update(ProductRequest=schemas(d).pop("NewProduct"))
+            or d["paths"]["/products"]["post"]["requestBody"]["content"]["application/json"].update(
+                schema={"$ref": "#/components/schemas/ProductRequest"}
+            )
+        ),
+        "schema-removed: NewProduct",
+    ),
     "a success status removed": (
         lambda d: d["paths"]["/products"]["post"]["responses"].pop("201"),
         "status-removed: POST /products 201",
@@ -200,10 +213,7 @@ def additions(document: dict[str, Any]) -> None:
     created(document)["headers"]["Idempotent-Replayed"] = {"schema": {"type": "string"}}
     operation = document["paths"]["/products"]["post"]
     operation["responses"]["409"] = {"description": "conflict"}
-    # A schema renamed (what a client generator names it), the same shape
-    schemas(document)["ProductRequest"] = schemas(document).pop("NewProduct")
-    body = operation["requestBody"]["content"]["application/json"]
-    body["schema"] = {"$ref": "#/components/schemas/ProductRequest"}
+    schemas(document)["Receipt"] = {"type": "object"}  # a schema more
 
 
 def test_a_document_that_only_adds_passes():
