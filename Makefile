@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz
+.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough api-diff
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -54,6 +54,9 @@ help:
 	@echo "  make docs    build the documentation site into .site/ (mkdocs --strict)"
 	@echo "  make examples  run examples/ from the installed wheel against DynamoDB Local"
 	@echo "  make wheel   build the library's wheel into dist/"
+	@echo "  make clients generate the API's Python client and TypeScript types into build/clients/ (docs/clients.md), then tsc and mypy on the programs using them"
+	@echo "  make walkthrough ADMIN_TOKEN=... USER_TOKEN=...   every route once through the generated Python client, against make local on PORT"
+	@echo "  make api-diff  the served OpenAPI document against the last released one (api/): a breaking change not in docs/api-changelog.md fails"
 	@echo "  make install / install-local   set-up only: everything (make test) / what make local needs"
 	@echo "  make ports   whether make local's ports are free, and who holds a busy one (make local runs it first)"
 	@echo "  make clean   remove the venv, node_modules and every build output"
@@ -87,13 +90,17 @@ $(VENV)/.installed: $(LOCK)
 
 # Relock after editing requirements.txt (what Lambda runs) or requirements-dev.txt; uv is pinned
 # in the lock itself. Then `make layers` and the tests (tests/infra/test_versions.py).
+# Each compile starts from a copy of the current lock: uv keeps the versions pinned in its output
+# file, so a relock changes only what the edited requirements need (no unrelated upgrades).
 lock: $(VENV)/.installed
+	cp $(LOCK) $(LOCK).new
 	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
 		--custom-compile-command "make lock" requirements-dev.txt -o $(LOCK).new
 	@# Replaced only when it changed: an unchanged lock must not recreate the venv.
 	@if cmp -s $(LOCK).new $(LOCK); then rm $(LOCK).new; echo "$(LOCK): unchanged"; \
 	else mv $(LOCK).new $(LOCK); echo "$(LOCK): updated (make install layers to use it)"; fi
+	cp $(CHECKOV_LOCK) $(CHECKOV_LOCK).new
 	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
 		--custom-compile-command "make lock" requirements-checkov.in -o $(CHECKOV_LOCK).new
@@ -176,6 +183,26 @@ test: install layers lint typecheck
 # The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
 wheel: install-local
 	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+
+# The API's clients, generated from its OpenAPI document by the pinned generators (clients/generate.py,
+# docs/clients.md) into build/clients/: a warning fails the run; then tsc --noEmit on
+# clients/ts/walkthrough.ts and mypy --strict on clients/walkthrough.py against what was generated.
+clients: install-local
+	$(BIN)/python -m clients.generate
+
+# Every route once through the generated Python client (make clients first), against make local on
+# PORT, as ADMIN_TOKEN's administrator and USER_TOKEN's user.
+ADMIN_TOKEN ?=
+USER_TOKEN ?=
+walkthrough: $(VENV)/.installed
+	@test -d build/clients/python/turnstile_client || { echo "run make clients first"; exit 1; }
+	PYTHONPATH=build/clients/python $(BIN)/python -m clients.walkthrough \
+		http://127.0.0.1:$(PORT) "$(ADMIN_TOKEN)" "$(USER_TOKEN)"
+
+# The served document against the newest released one (api/openapi-<version>.json): each breaking
+# change must be recorded in docs/api-changelog.md (clients/api_diff.py; make test runs it too).
+api-diff: $(VENV)/.installed
+	$(BIN)/python -m clients.api_diff
 
 # The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
 docs: install-local

@@ -64,7 +64,13 @@ import requests
 from markdown_it import MarkdownIt
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ("README.md", "docs/getting-started.md", "docs/identity.md", "docs/http-api.md")
+PAGES = (
+    "README.md",
+    "docs/getting-started.md",
+    "docs/identity.md",
+    "docs/http-api.md",
+    "docs/clients.md",
+)
 RUNNABLE = {"sh", "bash", "shell", "console", "http"}
 SHOWN_HEADERS = ("ETag", "Location", "Retry-After", "Allow", "Idempotent-Replayed")
 MARK = re.compile(r"^<!--\s*docs:\s*(run|skip|output|response)\b\s*(.*?)\s*-->\s*$", re.S)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("functions", "local", "chaos", "bench", "infra", "examples")
+SCANNED = ("functions", "local", "chaos", "bench", "infra", "examples", "clients")
 
 # pattern -> why it is refused (what to write instead)
 JARGON = {
