@@ -307,8 +307,8 @@ def test_request_bodies_are_named_as_requests_and_no_schema_is_both(document):
     for route in routes.ROUTES:
         op = operation(document, route)
         if "requestBody" in op:
-            name, _ = component(document, op["requestBody"]["content"]["application/json"]["schema"])
-            requests_.add(name)
+            body = op["requestBody"]["content"]["application/json"]["schema"]
+            requests_.add(component(document, body)[0])
         content = success_of(document, route).get("content") or {}
         if content:
             answers.add(component(document, content["application/json"]["schema"])[0])

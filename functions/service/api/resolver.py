@@ -174,17 +174,18 @@ def no_content() -> Response:
 
 def _codes(route: routes.Route) -> list[str]:
     """Every error code ``route`` can answer. Every route needs an ID token (docs/identity.md):
-    without a valid one it is 401, and a caller the policy or the gateway refuses gets 403."""
-    codes = ["VALIDATION_ERROR", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", *route.errors]
+    without a valid one it is 401, and a caller the policy or the gateway refuses gets 403.
+    ``BAD_REQUEST`` on every route: an Idempotency-Key where none is taken (or a malformed one),
+    a body where none is taken, a malformed If-Match. ``NOT_FOUND`` where the route's domain
+    answers it (``route.errors``): a path no route matches is nobody's operation."""
+    codes = ["VALIDATION_ERROR", "BAD_REQUEST", "UNAUTHORIZED", "FORBIDDEN", *route.errors]
     codes += ["INTERNAL", "THROTTLED"]
     if route.body is not None:
         codes += ["BAD_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"]
-    else:
-        codes += ["BAD_REQUEST"]  # a body sent to a route that takes none
     if route.method != "GET":
         codes += ["OUTCOME_UNKNOWN", "CONFLICT"]
     if route.idempotent:
-        codes += ["BAD_REQUEST", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_IN_PROGRESS"]
+        codes += ["IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_IN_PROGRESS"]
     return list(dict.fromkeys(codes))
 
 
@@ -211,7 +212,9 @@ def error_model(route: routes.Route) -> type[BaseModel]:
             said = fields.get(field, (None, Field(description="")))[1].description
             fields[field] = (
                 kind | SkipJsonSchema[None],
-                models.absent(f"{said}; {code}: {description}" if said else f"{code}: {description}"),
+                models.absent(
+                    f"{said}; {code}: {description}" if said else f"{code}: {description}"
+                ),
             )
     return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
 

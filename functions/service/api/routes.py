@@ -144,7 +144,7 @@ ROUTES: tuple[Route, ...] = (
         body_name="LockAcquireRequest",
         status=201,
         errors=("LOCKED",),
-        answer_name="Lease",
+        answer_name="AcquiredLease",
         sends=("Location",),
     ),
     Route(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -32,7 +32,7 @@ class Event(Answer):
     capacity: int = Field(ge=1)
     registered: int = Field(ge=0)
     version: int = Field(ge=1)
-    shards: int = Field(ge=1)
+    shards: int | SkipJsonSchema[None] = absent("a sharded event's shards (more than 1)", ge=2)
 
 
 class EventRegistration(Answer):
@@ -45,7 +45,7 @@ class UserRegistrations(Answer):
     items: list[EventRegistration]
 
 
-class RequestStatus(str, Enum):
+class RequestStatus(StrEnum):
     PENDING = "PENDING"
     ACCEPTED = "ACCEPTED"
     REJECTED = "REJECTED"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -24,7 +24,7 @@ class ReservationRequest(Body):
     ] = config.INVENTORY_HOLD_SECONDS
 
 
-class SkuStatus(str, Enum):
+class SkuStatus(StrEnum):
     """A sku's creation: its units are created in chunks (CREATING), then all exist (READY)."""
 
     CREATING = config.INVENTORY_CREATING

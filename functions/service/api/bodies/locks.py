@@ -36,4 +36,9 @@ class Lease(Answer):
     owner: str
     fence: int = Field(ge=1, description="grows with every acquisition: fences protected writes")
     expiresAt: int = Field(description="when the lease ends, epoch milliseconds")
+
+
+class AcquiredLease(Lease):
+    """A lease just acquired (a renewal answers a :class:`Lease`: it was served on no ticket)."""
+
     ticket: int | SkipJsonSchema[None] = absent("the queue ticket it was served on (waitMs)", ge=1)
