@@ -211,7 +211,7 @@ def error_model(route: routes.Route) -> type[BaseModel]:
                 raise TypeError(f"{route.operation}: {field} has two types")
             said = fields.get(field, (None, Field(description="")))[1].description
             fields[field] = (
-                kind | SkipJsonSchema[None],
+                kind | SkipJsonSchema[None],  # type: ignore[misc]  # a type built at runtime
                 models.absent(
                     f"{said}; {code}: {description}" if said else f"{code}: {description}"
                 ),
