@@ -340,3 +340,22 @@ def test_info_version_is_the_api_version_the_changelog_names_last(document):
     named = re.findall(r"^### .*\(HTTP API (\d+\.\d+\.\d+)\)", changelog, flags=re.MULTILINE)
     assert named, "CHANGELOG.md names no HTTP API version"
     assert document["info"]["version"] == routes.API_VERSION == named[0]
+
+
+def test_every_example_is_valid_against_the_schema_it_illustrates(document):
+    # a generated client (or a reader) sees examples as answers: none may break its schema
+    import jsonschema  # type: ignore[import-untyped]  # (no stubs installed)
+
+    invalid = []
+    for route in routes.ROUTES:
+        for status, response in operation(document, route)["responses"].items():
+            content = (response.get("content") or {}).get("application/json")
+            if not content:
+                continue
+            schema = {**content["schema"], "components": document["components"]}
+            for name, example in content.get("examples", {}).items():
+                validator = jsonschema.Draft202012Validator(schema)
+                errors = [error.message for error in validator.iter_errors(example["value"])]
+                if errors:
+                    invalid.append(f"{route.operation} {status} {name}: {errors}")
+    assert invalid == []

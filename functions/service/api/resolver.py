@@ -254,6 +254,13 @@ def _retrying(route: routes.Route, codes: list[str]) -> set[int]:
     return found
 
 
+def _example(route: routes.Route, code: str) -> dict[str, Any]:
+    """The sample answer of ``code`` on ``route``: only the details it carries there."""
+    carried = details_of(route.function, code)
+    sample = {k: v for k, v in EXAMPLES[code].items() if k == "message" or k in carried}
+    return {"error": code, **sample}
+
+
 def responses(route: routes.Route) -> dict[int, Any]:
     """The OpenAPI responses of ``route``: its success and every status it can answer."""
     codes = _codes(route)
@@ -280,9 +287,7 @@ def responses(route: routes.Route) -> dict[int, Any]:
             "content": {
                 content_types.APPLICATION_JSON: {
                     "model": errors,
-                    "examples": {
-                        code: {"value": {"error": code, **EXAMPLES[code]}} for code in at_status
-                    },
+                    "examples": {code: {"value": _example(route, code)} for code in at_status},
                 }
             },
         }
