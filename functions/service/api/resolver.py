@@ -246,10 +246,11 @@ HEADERS: dict[str, dict[str, Any]] = {
 def _retrying(route: routes.Route, codes: list[str]) -> set[int]:
     """The error statuses of ``route`` that may send ``Retry-After``: a code whose details say
     when to retry, and on a keyed route every refusal its route raised after claiming the key
-    (``keyed._settle`` says when the claim lapses if it cannot give it back)."""
+    (its domain's, the handler's ownership rules, a cancelled transaction, a released outage:
+    ``keyed._settle`` says when the claim lapses if it cannot give it back)."""
     found = {STATUS[c] for c in codes if "retryAfterSeconds" in details_of(route.function, c)}
     if route.idempotent:
-        settled = (*route.errors, *keyed.RELEASED_OUTAGES)
+        settled = (*route.errors, "FORBIDDEN", "CONFLICT", *keyed.RELEASED_OUTAGES)
         found |= {STATUS[code] for code in codes if code in settled}
     return found
 
