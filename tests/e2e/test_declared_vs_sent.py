@@ -125,6 +125,14 @@ def valid_body(operation: str) -> dict[str, Any]:
     return bodies.get(operation, {})
 
 
+def with_body(route: routes.Route) -> dict[str, Any]:
+    """The keyword arguments of a request the route's model accepts (body and If-Match)."""
+    if route.body is None:
+        return {}
+    headers = {"If-Match": "*"} if "If-Match" in route.headers else {}
+    return {"json": valid_body(route.operation), "headers": headers}
+
+
 def walk_envelopes(walk: Walk, admin: Person) -> None:
     """The refusals every route shares: no token, a malformed id or body, a body where none is
     taken, an Idempotency-Key it does not take, a malformed one, a reused one."""
@@ -133,6 +141,8 @@ def walk_envelopes(walk: Walk, admin: Person) -> None:
         ids = ["x"] * len(route.params)
         walk.expect(401, anonymous, route.operation, *ids)
         headers = {"If-Match": '"1"'} if "If-Match" in route.headers else {}
+        if route.params:  # an id the function's route pattern does not match
+            walk.expect(404, admin, route.operation, "\u00d7", *ids[1:], **with_body(route))
         if route.body is None:
             walk.expect(400, admin, route.operation, "bad id", *ids[1:])
             walk.expect(400, admin, route.operation, *ids, json={"x": 1})

@@ -177,8 +177,11 @@ def _codes(route: routes.Route) -> list[str]:
     without a valid one it is 401, and a caller the policy or the gateway refuses gets 403.
     ``BAD_REQUEST`` on every route: an Idempotency-Key where none is taken (or a malformed one),
     a body where none is taken, a malformed If-Match. ``NOT_FOUND`` where the route's domain
-    answers it (``route.errors``): a path no route matches is nobody's operation."""
-    codes = ["VALIDATION_ERROR", "BAD_REQUEST", "UNAUTHORIZED", "FORBIDDEN", *route.errors]
+    answers it (``route.errors``) and on every route with a path id (an id Powertools' route
+    pattern does not match, such as ``%C3%97``, is answered 404 by the function); never on a
+    route without one."""
+    codes = ["VALIDATION_ERROR", "BAD_REQUEST", "UNAUTHORIZED", "FORBIDDEN"]
+    codes += [*(["NOT_FOUND"] if route.params else []), *route.errors]
     codes += ["INTERNAL", "THROTTLED"]
     if route.body is not None:
         codes += ["BAD_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"]
