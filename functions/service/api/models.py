@@ -96,12 +96,11 @@ def _no_default(schema: JsonDict) -> None:
     schema.pop("default", None)
 
 
-def absent(description: str, **constraints: Any) -> Any:
+def absent(description: str) -> Any:
     """An answer's field sent only sometimes (``description`` says when): optional in the
-    schema, never ``null`` (annotate it ``X | SkipJsonSchema[None]``)."""
-    return Field(
-        default=None, description=description, json_schema_extra=_no_default, **constraints
-    )
+    schema, never ``null`` (annotate it ``X | SkipJsonSchema[None]``, constraints inside ``X``:
+    on the union pydantic would write them as unknown keywords)."""
+    return Field(default=None, description=description, json_schema_extra=_no_default)
 
 
 class ErrorBody(BaseModel):

@@ -208,17 +208,16 @@ def error_model(route: routes.Route) -> type[BaseModel]:
         "message": (str, Field(description="a sentence for people")),
     }
     kinds: dict[str, Any] = {}
+    said: dict[str, dict[str, list[str]]] = {}  # field -> description -> the codes saying it
     for code in codes:
         for field, (kind, description) in details_of(route.function, code).items():
             if kinds.setdefault(field, kind) != kind:
                 raise TypeError(f"{route.operation}: {field} has two types")
-            said = fields.get(field, (None, Field(description="")))[1].description
-            fields[field] = (
-                kind | SkipJsonSchema[None],  # type: ignore[misc]  # a type built at runtime
-                models.absent(
-                    f"{said}; {code}: {description}" if said else f"{code}: {description}"
-                ),
-            )
+            said.setdefault(field, {}).setdefault(description, []).append(code)
+    for field, kind in kinds.items():
+        description = "; ".join(f"{text} ({', '.join(by)})" for text, by in said[field].items())
+        optional = kind | SkipJsonSchema[None]  # type: ignore[misc]  # a type built at runtime
+        fields[field] = (optional, models.absent(description))
     return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
 
 

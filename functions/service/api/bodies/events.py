@@ -32,7 +32,9 @@ class Event(Answer):
     capacity: int = Field(ge=1)
     registered: int = Field(ge=0)
     version: int = Field(ge=1)
-    shards: int | SkipJsonSchema[None] = absent("a sharded event's shards (more than 1)", ge=2)
+    shards: Annotated[int, Field(ge=2)] | SkipJsonSchema[None] = absent(
+        "a sharded event's shards (more than 1)"
+    )
 
 
 class EventRegistration(Answer):

@@ -41,4 +41,6 @@ class Lease(Answer):
 class AcquiredLease(Lease):
     """A lease just acquired (a renewal answers a :class:`Lease`: it was served on no ticket)."""
 
-    ticket: int | SkipJsonSchema[None] = absent("the queue ticket it was served on (waitMs)", ge=1)
+    ticket: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = absent(
+        "the queue ticket it was served on (waitMs)"
+    )

@@ -47,6 +47,7 @@ class PurchaseRequest(Body):
 
 
 Version = Annotated[int, Field(ge=1, description="the product's version, also its ETag")]
+Shards2 = Annotated[int, Field(ge=2)]  # shards, when there are several
 
 
 class Product(Answer):
@@ -56,7 +57,7 @@ class Product(Answer):
     name: str
     stock: int = Field(ge=0)
     version: Version
-    shards: int | SkipJsonSchema[None] = absent("a sharded product's shards (more than 1)", ge=2)
+    shards: Shards2 | SkipJsonSchema[None] = absent("a sharded product's shards (more than 1)")
 
 
 class PurchaseReceipt(Answer):
@@ -65,4 +66,6 @@ class PurchaseReceipt(Answer):
     quantity: int = Field(ge=1)
     remainingStock: int = Field(ge=0)
     version: Version
-    shard: int | SkipJsonSchema[None] = absent("the shard sold from (a sharded product)", ge=0)
+    shard: Annotated[int, Field(ge=0)] | SkipJsonSchema[None] = absent(
+        "the shard sold from (a sharded product)"
+    )
