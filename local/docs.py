@@ -33,9 +33,10 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from aws_lambda_powertools.event_handler.openapi.swagger_ui import generate_swagger_html
 
 from service import catalog
+from service.api.routes import API_VERSION
 
 TITLE = "turnstile"
-VERSION = "1.0.0"
+VERSION = API_VERSION  # the HTTP API's version (CHANGELOG.md follows it)
 # HTTP bearer with a JWT format rather than an apiKey named Authorization: the token is a JWT in
 # the standard Authorization header, and "Bearer <token>" (what bearer-aware clients and Swagger
 # UI send) is accepted by API Gateway's Cognito authorizer and the local bridge alike. The raw

@@ -90,8 +90,8 @@ def test_every_inventory_route_is_an_api_method(template):
         ("GET", "get_inventory"),
         ("GET", "count_inventory"),
         ("POST", "reserve"),
-        ("POST", "confirm"),
-        ("DELETE", "release"),
+        ("POST", "confirm_reservation"),
+        ("DELETE", "release_reservation"),
     } <= methods
 
 

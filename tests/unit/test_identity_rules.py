@@ -99,12 +99,12 @@ def test_every_route_refuses_a_request_without_claims_and_writes_nothing(api, ro
     # A route added later without the authorizer must not become anonymous: the handler refuses
     # too. The body is valid for the route where it matters, so the refusal is about identity.
     bodies = {
-        "NewProduct": {"productId": "p", "name": "n", "stock": 1},
-        "NewEvent": {"eventId": "e", "name": "n", "capacity": 1},
-        "NewInventory": {"sku": "s", "units": 1},
-        "Purchase": {"quantity": 1},
-        "TopUp": {"amount": 5},
-        "Acquire": {"ttlSeconds": 5},
+        "CreateProductRequest": {"productId": "p", "name": "n", "stock": 1},
+        "CreateEventRequest": {"eventId": "e", "name": "n", "capacity": 1},
+        "CreateInventoryRequest": {"sku": "s", "units": 1},
+        "PurchaseRequest": {"quantity": 1},
+        "TopUpRequest": {"amount": 5},
+        "LockAcquireRequest": {"ttlSeconds": 5},
     }
     body = bodies.get(route.body.__name__, {}) if route.body is not None else None
     api.refused(401, route.method, concrete(route.path), body, caller=None)

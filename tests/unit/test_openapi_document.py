@@ -52,7 +52,7 @@ def test_create_operations_link_to_the_operations_using_their_ids(document):
         "operationId": "purchase",
         "parameters": {"productId": "$request.body#/productId"},
     }
-    assert links["reserve"]["confirm"]["parameters"] == {
+    assert links["reserve"]["confirm_reservation"]["parameters"] == {
         "sku": "$request.path.sku",
         "reservationId": "$response.body#/reservationId",
     }
@@ -196,3 +196,179 @@ def test_the_bridge_serves_one_document_built_once_whatever_the_host(monkeypatch
     served = json.loads(first.data)
     assert served["servers"] == [{"url": docs.SERVER_URL}]
     assert b"evil.example" not in first.data and b"other.example" not in page.data
+
+
+# -- every answer typed, names a client reads well, a version (issue 40 items 2, 3, 6) ---------
+
+SCHEMAS = "#/components/schemas/"
+
+# What each route's success sends besides its body, as the handlers answer it
+# (``resolver.created``/``ok``/``accepted``; ``Idempotent-Replayed`` on a keyed route's replay).
+SUCCESS_HEADERS = {
+    "create_product": {"ETag", "Location", "Idempotent-Replayed"},
+    "get_product": {"ETag"},
+    "update_product": {"ETag"},
+    "restock": {"ETag"},
+    "purchase": {"ETag", "Idempotent-Replayed"},
+    "acquire_lock": {"Location"},
+    "top_up_wallet": {"Location", "Idempotent-Replayed"},
+    "create_inventory": {"Location"},
+    "reserve": {"Location"},
+    "create_event": {"ETag", "Location", "Idempotent-Replayed"},
+    "get_event": {"ETag"},
+    "register": {"Location", "Idempotent-Replayed"},
+    "request_registration": {"Location", "Idempotent-Replayed"},
+}
+
+
+def component(document: dict[str, Any], schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The component a ``$ref`` schema names, and the component."""
+    ref = schema.get("$ref", "")
+    assert ref.startswith(SCHEMAS), schema
+    name = ref.removeprefix(SCHEMAS)
+    found: dict[str, Any] = document["components"]["schemas"][name]
+    return name, found
+
+
+def success_of(document: dict[str, Any], route: routes.Route) -> dict[str, Any]:
+    found: dict[str, Any] = operation(document, route)["responses"][str(route.status)]
+    return found
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in routes.ROUTES if r.status != 204], ids=lambda r: r.operation
+)
+def test_every_success_with_a_body_declares_a_named_object_schema(document, route):
+    # a generated client types the answer: not {"title": "Return"} (Any)
+    schema = success_of(document, route)["content"]["application/json"]["schema"]
+    name, found = component(document, schema)
+    assert found["type"] == "object" and found["properties"] and found["required"], name
+    assert found.get("additionalProperties") is False, name
+
+
+@pytest.mark.parametrize("route", routes.ROUTES, ids=lambda r: r.operation)
+def test_every_success_declares_exactly_the_headers_it_sends(document, route):
+    declared = set(success_of(document, route).get("headers", {}))
+    assert declared == SUCCESS_HEADERS.get(route.operation, set())
+
+
+def error_schema(document: dict[str, Any], route: routes.Route) -> tuple[str, dict[str, Any]]:
+    schemas = {
+        json.dumps(response["content"]["application/json"]["schema"])
+        for status, response in operation(document, route)["responses"].items()
+        if int(status) >= 400
+    }
+    (one,) = schemas  # one error schema per route, on every error status
+    return component(document, json.loads(one))
+
+
+@pytest.mark.parametrize("route", routes.ROUTES, ids=lambda r: r.operation)
+def test_every_route_types_its_error_codes_as_an_enum_of_exactly_the_codes_it_answers(
+    document, route
+):
+    name, schema = error_schema(document, route)
+    assert set(schema["required"]) == {"error", "message"}
+    _, codes = component(document, schema["properties"]["error"])
+    examples = {
+        code
+        for status, response in operation(document, route)["responses"].items()
+        if int(status) >= 400
+        for code in response["content"]["application/json"]["examples"]
+    }
+    assert codes["type"] == "string" and set(codes["enum"]) == examples, name
+    # the details are declared properties, never free-form additional ones
+    assert schema.get("additionalProperties") is False, name
+
+
+@pytest.mark.parametrize(
+    ("operation_id", "details"),
+    [
+        ("update_product", {"currentVersion"}),
+        ("purchase", {"available"}),
+        ("reserve", {"requested", "status", "unitsCreated", "units", "retryAfterSeconds"}),
+        ("acquire_lock", {"owner", "expiresAt", "retryAfterSeconds", "queuePosition"}),
+        ("renew_lock", {"currentFence"}),
+        ("register", {"capacity", "registered"}),
+    ],
+)
+def test_the_details_a_code_carries_are_typed_properties_of_the_routes_error(
+    document, operation_id, details
+):
+    (route,) = [r for r in routes.ROUTES if r.operation == operation_id]
+    _, schema = error_schema(document, route)
+    properties = schema["properties"]
+    assert details <= set(properties), sorted(properties)
+    assert all("type" in properties[name] or "$ref" in properties[name] for name in details)
+
+
+def test_request_bodies_are_named_as_requests_and_no_schema_is_both(document):
+    requests_: set[str] = set()
+    answers: set[str] = set()
+    for route in routes.ROUTES:
+        op = operation(document, route)
+        if "requestBody" in op:
+            body = op["requestBody"]["content"]["application/json"]["schema"]
+            requests_.add(component(document, body)[0])
+        content = success_of(document, route).get("content") or {}
+        if content:
+            answers.add(component(document, content["application/json"]["schema"])[0])
+    assert requests_ and all(name.endswith("Request") for name in requests_), sorted(requests_)
+    assert not any(name.endswith("Request") for name in answers), sorted(answers)
+    assert requests_.isdisjoint(answers)
+
+
+VERBS = {
+    "acquire", "confirm", "count", "create", "get", "list", "purchase", "register",
+    "release", "renew", "request", "reserve", "restock", "top", "unregister", "update",
+}  # fmt: skip
+
+
+def test_operation_ids_read_as_verbs_and_name_what_they_act_on(document):
+    ids = [op["operationId"] for item in document["paths"].values() for op in item.values()]
+    assert len(ids) == len(set(ids)) == len(routes.ROUTES)
+    assert [i for i in ids if i.split("_")[0] not in VERBS] == []
+    # a bare "release" or "confirm" would read as the lock's in a client: say whose
+    assert {"release", "confirm"}.isdisjoint(ids)
+
+
+def test_info_version_is_the_api_version_the_changelog_names_last(document):
+    # The newest "(HTTP API x.y.z)" heading of CHANGELOG.md names the API version the document
+    # carries: an API change recorded there bumps the version in the same commit.
+    from pathlib import Path
+
+    changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()
+    named = re.findall(r"^### .*\(HTTP API (\d+\.\d+\.\d+)\)", changelog, flags=re.MULTILINE)
+    assert named, "CHANGELOG.md names no HTTP API version"
+    assert document["info"]["version"] == routes.API_VERSION == named[0]
+
+
+def test_every_example_is_valid_against_the_schema_it_illustrates(document):
+    # a generated client (or a reader) sees examples as answers: none may break its schema
+    import jsonschema  # type: ignore[import-untyped]  # (no stubs installed)
+
+    invalid = []
+    for route in routes.ROUTES:
+        for status, response in operation(document, route)["responses"].items():
+            content = (response.get("content") or {}).get("application/json")
+            if not content:
+                continue
+            schema = {**content["schema"], "components": document["components"]}
+            for name, example in content.get("examples", {}).items():
+                validator = jsonschema.Draft202012Validator(schema)
+                errors = [error.message for error in validator.iter_errors(example["value"])]
+                if errors:
+                    invalid.append(f"{route.operation} {status} {name}: {errors}")
+    assert invalid == []
+
+
+def test_no_schema_carries_pydantic_constraint_names_instead_of_json_schema_keywords(document):
+    # pydantic writes a constraint on an optional union as its own name ("ge": 2), which every
+    # validator and generator ignores: the bound must be JSON Schema's ("minimum": 2)
+    def keys(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            return set(node) | {key for value in node.values() for key in keys(value)}
+        if isinstance(node, list):
+            return {key for value in node for key in keys(value)}
+        return set()
+
+    assert keys(document["components"]["schemas"]) & {"ge", "gt", "le", "lt"} == set()

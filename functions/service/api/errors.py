@@ -8,7 +8,7 @@ Domain errors carry a stable code (``service.domain.errors``); the HTTP layer ra
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 STATUS: dict[str, int] = {
     "BAD_REQUEST": 400,
@@ -86,6 +86,58 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "message": "the database did not confirm the write; it may or may not have been applied"
     },
 }
+
+
+# The details a code carries besides ``error`` and ``message``, each field's type and what it says
+# (the OpenAPI document declares them as optional properties of each route's error body). A
+# code whose details differ between functions has them in ``FUNCTION_DETAILS`` instead.
+Detail = tuple[Any, str]
+RETRY_AFTER: dict[str, Detail] = {
+    "retryAfterSeconds": (int, "seconds to wait before retrying (the Retry-After header too)")
+}
+LEASE_HOLDER: dict[str, Detail] = {
+    "owner": (str, "who holds the lease"),
+    "expiresAt": (int, "when the holder's lease ends unless renewed, epoch milliseconds"),
+    **RETRY_AFTER,
+}
+CURRENT_FENCE: dict[str, Detail] = {
+    "currentFence": (int, "the fence of the lease held now, when one is"),
+}
+DETAILS: dict[str, dict[str, Detail]] = {
+    "VERSION_MISMATCH": {"currentVersion": (int, 'the version now: send it as If-Match: "<v>"')},
+    "EVENT_FULL": {
+        "capacity": (int, "the event's capacity"),
+        "registered": (int, "how many are registered"),
+    },
+    "LOCKED": LEASE_HOLDER,
+    "LOCK_LOST": CURRENT_FENCE,
+    "EXPIRED": {"units": (list[str], "the units the reservation held, when its hold was lost")},
+    "HOLD_LAPSED": RETRY_AFTER,
+    "THROTTLED": RETRY_AFTER,
+}
+FUNCTION_DETAILS: dict[tuple[str, str], dict[str, Detail]] = {
+    ("products", "OUT_OF_STOCK"): {"available": (int, "how many units are left")},
+    ("inventory", "OUT_OF_STOCK"): {
+        "requested": (int, "the quantity asked for"),
+        "status": (Literal["CREATING"], "while the sku is still being created (only then)"),
+        "unitsCreated": (int, "while creating: how many units exist so far"),
+        "units": (int, "while creating: how many units the sku will have"),
+        **RETRY_AFTER,
+    },
+    ("locks", "LOCKED"): {
+        **LEASE_HOLDER,
+        "queuePosition": (int, "with waitMs: how many were ahead when the wait ended"),
+    },
+    ("wallets", "LOCK_LOST"): {
+        **CURRENT_FENCE,
+        "chargeId": (str, "an earlier attempt's charge, refunded: send a new Idempotency-Key"),
+    },
+}
+
+
+def details_of(function: str, code: str) -> dict[str, Detail]:
+    """The details ``code`` carries on ``function``'s routes."""
+    return FUNCTION_DETAILS.get((function, code), DETAILS.get(code, {}))
 
 
 class HttpError(Exception):

@@ -1,4 +1,4 @@
-"""Request bodies as strict pydantic v2 models, and the contract's error body.
+"""Request bodies as strict pydantic v2 models, the answers' models, and the contract's error body.
 
 Powertools' resolver validates each body against its model before the route runs; the same models
 become the OpenAPI components and, through their JSON Schema, the API Gateway request models
@@ -17,8 +17,14 @@ strict ``int`` (which refuses every float).
 
 Each function's bodies live in ``service.api.bodies.<function>``: a function's cold start builds
 its own models only (building a pydantic model costs a few milliseconds of CPU each, the 16 of
-them about 80 ms). Here: the shared types, the base class and the error body; ``models.NewProduct``
-and the like still work (imported on first use, :func:`__getattr__`).
+them about 80 ms). Here: the shared types, the base classes and the error body;
+``models.PurchaseRequest`` and the like still work (imported on first use, :func:`__getattr__`).
+
+Request bodies are named as requests (``PurchaseRequest``); what a route answers is an
+:class:`Answer`, named after the resource or receipt it is (``Product``, ``PurchaseReceipt``),
+in the same module as its function's requests. Answers are documentation, never validation: the
+server answers its domain's dicts, and ``tests/e2e/test_declared_vs_sent.py`` checks, against
+the local stack, that those are what the answers declare (no field more, none never sent).
 """
 
 from __future__ import annotations
@@ -27,15 +33,21 @@ import importlib
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from service import config
 
 if TYPE_CHECKING:
-    from service.api.bodies.events import NewEvent, Registration
-    from service.api.bodies.inventory import NewInventory, Reservation
-    from service.api.bodies.locks import Acquire, Release, Renew
-    from service.api.bodies.products import NewProduct, ProductChanges, Purchase, Restock
-    from service.api.bodies.wallets import TopUp
+    from service.api.bodies.events import CreateEventRequest, RegistrationRequest
+    from service.api.bodies.inventory import CreateInventoryRequest, ReservationRequest
+    from service.api.bodies.locks import LockAcquireRequest, LockReleaseRequest, LockRenewRequest
+    from service.api.bodies.products import (
+        CreateProductRequest,
+        PurchaseRequest,
+        RestockRequest,
+        UpdateProductRequest,
+    )
+    from service.api.bodies.wallets import TopUpRequest
 
 # An id in a path or a body. pydantic checks patterns with Rust's regex engine, where ``$`` ends
 # the input (Python's ``re`` would also accept a final newline, and "abc\n" would reach a header).
@@ -74,6 +86,23 @@ OnBehalfOf = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTER
 LeaseOwner = Field(default=None, min_length=1, max_length=256)
 
 
+class Answer(BaseModel):
+    """What a route answers: every field it sends, required where always sent; no other."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _no_default(schema: JsonDict) -> None:
+    schema.pop("default", None)
+
+
+def absent(description: str) -> Any:
+    """An answer's field sent only sometimes (``description`` says when): optional in the
+    schema, never ``null`` (annotate it ``X | SkipJsonSchema[None]``, constraints inside ``X``:
+    on the union pydantic would write them as unknown keywords)."""
+    return Field(default=None, description=description, json_schema_extra=_no_default)
+
+
 class ErrorBody(BaseModel):
     """Every refusal: a stable code, a sentence for people, sometimes details (``available``...)."""
 
@@ -85,43 +114,50 @@ class ErrorBody(BaseModel):
 
 # Which function's module defines each body (``service.api.bodies.<function>``).
 HOMES = {
-    "NewProduct": "products",
-    "ProductChanges": "products",
-    "Restock": "products",
-    "Purchase": "products",
-    "NewEvent": "events",
-    "Registration": "events",
-    "NewInventory": "inventory",
-    "Reservation": "inventory",
-    "Acquire": "locks",
-    "Renew": "locks",
-    "Release": "locks",
-    "TopUp": "wallets",
+    "CreateProductRequest": "products",
+    "UpdateProductRequest": "products",
+    "RestockRequest": "products",
+    "PurchaseRequest": "products",
+    "CreateEventRequest": "events",
+    "RegistrationRequest": "events",
+    "CreateInventoryRequest": "inventory",
+    "ReservationRequest": "inventory",
+    "LockAcquireRequest": "locks",
+    "LockRenewRequest": "locks",
+    "LockReleaseRequest": "locks",
+    "TopUpRequest": "wallets",
 }
 
 __all__ = [
     "HOMES",
     "ID_PATTERN",
-    "Acquire",
+    "Answer",
     "Body",
+    "CreateEventRequest",
+    "CreateInventoryRequest",
+    "CreateProductRequest",
     "ErrorBody",
-    "NewEvent",
-    "NewInventory",
-    "NewProduct",
-    "ProductChanges",
-    "Purchase",
-    "Registration",
-    "Release",
-    "Renew",
-    "Reservation",
-    "Restock",
-    "TopUp",
+    "LockAcquireRequest",
+    "LockReleaseRequest",
+    "LockRenewRequest",
+    "PurchaseRequest",
+    "RegistrationRequest",
+    "ReservationRequest",
+    "RestockRequest",
+    "TopUpRequest",
+    "UpdateProductRequest",
 ]
 
 
 def body(name: str) -> type[Body]:
     """The body model ``name``, imported from its function's module on first use."""
     found: type[Body] = getattr(importlib.import_module(f"service.api.bodies.{HOMES[name]}"), name)
+    return found
+
+
+def answer(function: str, name: str) -> type[Answer]:
+    """The answer model ``name`` of ``function``'s module (``service.api.bodies.<function>``)."""
+    found: type[Answer] = getattr(importlib.import_module(f"service.api.bodies.{function}"), name)
     return found
 
 

@@ -25,6 +25,7 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Mapping
+from enum import Enum
 from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools import Logger
@@ -35,11 +36,20 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 from service import policy, runtime
 from service.api import envelope, keyed, models, routes
 from service.api import powertools_adapter as adapter
-from service.api.errors import EXAMPLES, STATUS, UNMAPPED_STATUS, HttpError, error_body
+from service.api.errors import (
+    EXAMPLES,
+    STATUS,
+    UNMAPPED_STATUS,
+    HttpError,
+    details_of,
+    error_body,
+)
 from service.domain.errors import DomainError
 from turnstile_ddb import claims, errors, retry, transact
 
@@ -164,52 +174,128 @@ def no_content() -> Response:
 
 def _codes(route: routes.Route) -> list[str]:
     """Every error code ``route`` can answer. Every route needs an ID token (docs/identity.md):
-    without a valid one it is 401, and a caller the policy or the gateway refuses gets 403."""
-    codes = ["VALIDATION_ERROR", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", *route.errors]
+    without a valid one it is 401, and a caller the policy or the gateway refuses gets 403.
+    ``BAD_REQUEST`` on every route: an Idempotency-Key where none is taken (or a malformed one),
+    a body where none is taken, a malformed If-Match. ``NOT_FOUND`` where the route's domain
+    answers it (``route.errors``) and on every route with a path id (an id Powertools' route
+    pattern does not match, such as ``%C3%97``, is answered 404 by the function); never on a
+    route without one."""
+    codes = ["VALIDATION_ERROR", "BAD_REQUEST", "UNAUTHORIZED", "FORBIDDEN"]
+    codes += [*(["NOT_FOUND"] if route.params else []), *route.errors]
     codes += ["INTERNAL", "THROTTLED"]
     if route.body is not None:
         codes += ["BAD_JSON", "PAYLOAD_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE"]
-    else:
-        codes += ["BAD_REQUEST"]  # a body sent to a route that takes none
     if route.method != "GET":
         codes += ["OUTCOME_UNKNOWN", "CONFLICT"]
     if route.idempotent:
-        codes += ["BAD_REQUEST", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_IN_PROGRESS"]
+        codes += ["IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_IN_PROGRESS"]
     return list(dict.fromkeys(codes))
+
+
+def _camel(operation: str) -> str:
+    return "".join(part.title() for part in operation.split("_"))
+
+
+def error_model(route: routes.Route) -> type[BaseModel]:
+    """The error body of ``route``: ``error`` one of the codes it answers (an enum of its own,
+    ``<Operation>ErrorCode``), ``message``, and the details those codes carry as optional, typed
+    properties (``service.api.errors.details_of``); nothing else."""
+    codes = _codes(route)
+    name = f"{_camel(route.operation)}Error"
+    code_enum = Enum(f"{name}Code", {code: code for code in codes}, type=str)  # type: ignore[misc]
+    fields: dict[str, Any] = {
+        "error": (code_enum, Field(description="what went wrong: a stable code")),
+        "message": (str, Field(description="a sentence for people")),
+    }
+    kinds: dict[str, Any] = {}
+    said: dict[str, dict[str, list[str]]] = {}  # field -> description -> the codes saying it
+    for code in codes:
+        for field, (kind, description) in details_of(route.function, code).items():
+            if kinds.setdefault(field, kind) != kind:
+                raise TypeError(f"{route.operation}: {field} has two types")
+            said.setdefault(field, {}).setdefault(description, []).append(code)
+    for field, kind in kinds.items():
+        description = "; ".join(f"{text} ({', '.join(by)})" for text, by in said[field].items())
+        optional = kind | SkipJsonSchema[None]  # type: ignore[misc]  # a type built at runtime
+        fields[field] = (optional, models.absent(description))
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+# What each response header the server sends says (the OpenAPI document declares each on the
+# responses that send it).
+HEADERS: dict[str, dict[str, Any]] = {
+    "ETag": {
+        "description": 'the version as an entity tag, "<version>": send it back as If-Match',
+        "schema": {"type": "string", "pattern": '^"[0-9]+"$'},
+    },
+    "Location": {
+        "description": "the path of what the request created (or of where its outcome will be)",
+        "schema": {"type": "string", "format": "uri-reference"},
+    },
+    "Retry-After": {
+        "description": "seconds to wait before retrying; on a refusal of a route taking an "
+        "Idempotency-Key also when its claim could not be given back (a retry waits for it)",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    },
+    keyed.REPLAYED_HEADER: {
+        "description": "`true` on the replay of a first success for the same "
+        "Idempotency-Key (this answer is that success's, not a new run); absent otherwise",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+}
+
+
+def _retrying(route: routes.Route, codes: list[str]) -> set[int]:
+    """The error statuses of ``route`` that may send ``Retry-After``: a code whose details say
+    when to retry, and on a keyed route every refusal its route raised after claiming the key
+    (its domain's, the handler's ownership rules, a cancelled transaction, a released outage:
+    ``keyed._settle`` says when the claim lapses if it cannot give it back)."""
+    found = {STATUS[c] for c in codes if "retryAfterSeconds" in details_of(route.function, c)}
+    if route.idempotent:
+        settled = (*route.errors, "FORBIDDEN", "CONFLICT", *keyed.RELEASED_OUTAGES)
+        found |= {STATUS[code] for code in codes if code in settled}
+    return found
+
+
+def _example(route: routes.Route, code: str) -> dict[str, Any]:
+    """The sample answer of ``code`` on ``route``: only the details it carries there."""
+    carried = details_of(route.function, code)
+    sample = {k: v for k, v in EXAMPLES[code].items() if k == "message" or k in carried}
+    return {"error": code, **sample}
 
 
 def responses(route: routes.Route) -> dict[int, Any]:
     """The OpenAPI responses of ``route``: its success and every status it can answer."""
+    codes = _codes(route)
     by_status: dict[int, list[str]] = {}
-    for code in _codes(route):
+    for code in codes:
         by_status.setdefault(STATUS[code], []).append(code)
     success: dict[str, Any] = {"description": "success"}
     if route.status == 204:
         success = {"description": "done: no body", "content": {}}
+    else:
+        success["content"] = {content_types.APPLICATION_JSON: {"model": route.answer}}
     links = routes.links(route)
     if links:
         success["links"] = links
-    if route.idempotent:
-        success["headers"] = {
-            keyed.REPLAYED_HEADER: {
-                "description": "`true` on the replay of a first success for the same "
-                "Idempotency-Key (this answer is that success's, not a new run); absent otherwise",
-                "schema": {"type": "string", "enum": ["true"]},
-            }
-        }
+    sent = [*route.sends, *([keyed.REPLAYED_HEADER] if route.idempotent else [])]
+    if sent:
+        success["headers"] = {name: HEADERS[name] for name in sent}
     documented: dict[int, Any] = {route.status: success}
-    for status, codes in sorted(by_status.items()):
+    errors = error_model(route)
+    retrying = _retrying(route, codes)
+    for status, at_status in sorted(by_status.items()):
         documented[status] = {
-            "description": " or ".join(codes),
+            "description": " or ".join(at_status),
             "content": {
                 content_types.APPLICATION_JSON: {
-                    "model": models.ErrorBody,
-                    "examples": {
-                        code: {"value": {"error": code, **EXAMPLES[code]}} for code in codes
-                    },
+                    "model": errors,
+                    "examples": {code: {"value": _example(route, code)} for code in at_status},
                 }
             },
         }
+        if status in retrying:
+            documented[status]["headers"] = {"Retry-After": HEADERS["Retry-After"]}
     return documented
 
 

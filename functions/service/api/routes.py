@@ -1,8 +1,9 @@
 """Every HTTP route, declared once.
 
 A declaration names the function that serves the route, its method and path template, the model of
-its body, its success status, the error codes its domain can answer, whether it honours
-``Idempotency-Key`` and the headers it reads. Who may call it is ``service.policy.ACCESS``.
+its body, its success status, the model of its success body and the headers that success sends,
+the error codes its domain can answer, whether it honours ``Idempotency-Key`` and the headers it
+reads. Who may call it is ``service.policy.ACCESS``.
 From these:
 
 * each function's Powertools resolver registers its routes (``service.api.resolver.declared``)
@@ -23,6 +24,13 @@ from pydantic import BaseModel
 
 from service.api import models
 
+# The HTTP API's version: the OpenAPI document's ``info.version``. It follows semantic versioning
+# for clients generated from the document (MAJOR: an operationId, schema name, field or enum value
+# removed or renamed, a field made required...), and CHANGELOG.md records each change under a
+# heading naming the version that brings it, "### Changed (HTTP API 2.0.0)": the newest such
+# heading names this version (tests/unit/test_openapi_document.py).
+API_VERSION = "2.0.0"
+
 
 @dataclass(frozen=True)
 class Route:
@@ -37,11 +45,18 @@ class Route:
     idempotent: bool = False
     headers: tuple[str, ...] = ()
     returns: tuple[str, ...] = ()  # ids its success body carries that other routes take
+    answer_name: str | None = None  # the model of its success body (its function's module)
+    sends: tuple[str, ...] = ()  # headers its success sends (ETag, Location)
 
     @property
     def body(self) -> type[BaseModel] | None:
         """The model of the route's body, imported from its function's module on first use."""
         return models.body(self.body_name) if self.body_name is not None else None
+
+    @property
+    def answer(self) -> type[BaseModel] | None:
+        """The model of the route's success body (None for a 204), imported on first use."""
+        return models.answer(self.function, self.answer_name) if self.answer_name else None
 
     @property
     def creates(self) -> bool:
@@ -66,10 +81,12 @@ ROUTES: tuple[Route, ...] = (
         "/products",
         "create_product",
         "Create a product at version 1",
-        body_name="NewProduct",
+        body_name="CreateProductRequest",
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
+        answer_name="Product",
+        sends=("ETag", "Location"),
     ),
     Route(
         "products",
@@ -78,6 +95,8 @@ ROUTES: tuple[Route, ...] = (
         "get_product",
         "Read a product (strongly consistent); ETag carries its version",
         errors=("NOT_FOUND",),
+        answer_name="Product",
+        sends=("ETag",),
     ),
     Route(
         "products",
@@ -85,9 +104,11 @@ ROUTES: tuple[Route, ...] = (
         "/products/{productId}",
         "update_product",
         "Change name and/or stock if the product is still at the If-Match version",
-        body_name="ProductChanges",
+        body_name="UpdateProductRequest",
         errors=("NOT_FOUND", "VERSION_MISMATCH", "PRECONDITION_REQUIRED"),
         headers=("If-Match",),
+        answer_name="Product",
+        sends=("ETag",),
     ),
     Route(
         "products",
@@ -95,8 +116,10 @@ ROUTES: tuple[Route, ...] = (
         "/products/{productId}/restocks",
         "restock",
         "Add units to the stock, exactly, whatever sells meanwhile (sharded or not)",
-        body_name="Restock",
+        body_name="RestockRequest",
         errors=("NOT_FOUND", "CONFLICT"),
+        answer_name="Product",
+        sends=("ETag",),
     ),
     Route(
         "products",
@@ -104,10 +127,12 @@ ROUTES: tuple[Route, ...] = (
         "/products/{productId}/purchases",
         "purchase",
         "Buy quantity units; strategy atomic (one conditional write) or versioned (version check)",
-        body_name="Purchase",
+        body_name="PurchaseRequest",
         status=201,
         errors=("NOT_FOUND", "OUT_OF_STOCK", "CONFLICT"),
         idempotent=True,
+        answer_name="PurchaseReceipt",
+        sends=("ETag",),
     ),
     # Locks: leases with fencing tokens
     Route(
@@ -116,9 +141,11 @@ ROUTES: tuple[Route, ...] = (
         "/locks/{resource}",
         "acquire_lock",
         "Acquire a lease; the fence grows with every acquisition and fences protected writes",
-        body_name="Acquire",
+        body_name="LockAcquireRequest",
         status=201,
         errors=("LOCKED",),
+        answer_name="AcquiredLease",
+        sends=("Location",),
     ),
     Route(
         "locks",
@@ -126,8 +153,9 @@ ROUTES: tuple[Route, ...] = (
         "/locks/{resource}",
         "renew_lock",
         "Renew the lease held by owner with fence",
-        body_name="Renew",
+        body_name="LockRenewRequest",
         errors=("LOCK_LOST",),
+        answer_name="Lease",
     ),
     Route(
         "locks",
@@ -135,7 +163,7 @@ ROUTES: tuple[Route, ...] = (
         "/locks/{resource}",
         "release_lock",
         "Release the lease held by owner with fence (the fence keeps counting)",
-        body_name="Release",
+        body_name="LockReleaseRequest",
         status=204,
         errors=("LOCK_LOST",),
     ),
@@ -146,10 +174,12 @@ ROUTES: tuple[Route, ...] = (
         "/wallets/{walletId}/top-ups",
         "top_up_wallet",
         "Charge the payment provider and credit the wallet, under the wallet's lease",
-        body_name="TopUp",
+        body_name="TopUpRequest",
         status=201,
         errors=("LOCKED", "LOCK_LOST", "PAYMENT_FAILED"),
         idempotent=True,
+        answer_name="TopUpReceipt",
+        sends=("Location",),
     ),
     Route(
         "wallets",
@@ -158,6 +188,7 @@ ROUTES: tuple[Route, ...] = (
         "get_wallet",
         "Read a wallet's balance (strongly consistent)",
         errors=("NOT_FOUND",),
+        answer_name="Wallet",
     ),
     # Inventory: item-level reservation, SKIP LOCKED style
     Route(
@@ -167,9 +198,11 @@ ROUTES: tuple[Route, ...] = (
         "create_inventory",
         "Create a sku: 201 at once with status CREATING (READY for up to 1000 units) and "
         "Location; the units are created in resumable chunks, progress on GET /inventory/{sku}",
-        body_name="NewInventory",
+        body_name="CreateInventoryRequest",
         status=201,
         errors=("ALREADY_EXISTS",),
+        answer_name="SkuProgress",
+        sends=("Location",),
     ),
     Route(
         "inventory",
@@ -179,6 +212,7 @@ ROUTES: tuple[Route, ...] = (
         "Counts kept from the table's stream (consistency: eventual; holds that lapsed unclaimed "
         "still count as reserved)",
         errors=("NOT_FOUND",),
+        answer_name="InventorySummary",
     ),
     Route(
         "inventory",
@@ -188,6 +222,7 @@ ROUTES: tuple[Route, ...] = (
         "Exact counts from the units themselves, for administrators: a consistent Query of "
         "every unit of the sku (never a scan), about its units x item size in read units",
         errors=("NOT_FOUND",),
+        answer_name="InventoryCount",
     ),
     Route(
         "inventory",
@@ -195,24 +230,27 @@ ROUTES: tuple[Route, ...] = (
         "/inventory/{sku}/reservations",
         "reserve",
         "Hold quantity units, all or none, skipping units others hold (SKIP LOCKED)",
-        body_name="Reservation",
+        body_name="ReservationRequest",
         status=201,
         errors=("NOT_FOUND", "OUT_OF_STOCK", "HOLD_LAPSED"),
         returns=("reservationId",),
+        answer_name="HeldReservation",
+        sends=("Location",),
     ),
     Route(
         "inventory",
         "POST",
         "/inventory/{sku}/reservations/{reservationId}/confirm",
-        "confirm",
+        "confirm_reservation",
         "Turn the hold into a sale, only while it is valid and still this reservation's",
         errors=("NOT_FOUND", "EXPIRED"),
+        answer_name="ConfirmedReservation",
     ),
     Route(
         "inventory",
         "DELETE",
         "/inventory/{sku}/reservations/{reservationId}",
-        "release",
+        "release_reservation",
         "Release the reservation's units (free again)",
         status=204,
         errors=("NOT_FOUND", "ALREADY_CONFIRMED"),
@@ -224,10 +262,12 @@ ROUTES: tuple[Route, ...] = (
         "/events",
         "create_event",
         "Create an event with a capacity; nobody registered yet",
-        body_name="NewEvent",
+        body_name="CreateEventRequest",
         status=201,
         errors=("ALREADY_EXISTS",),
         idempotent=True,
+        answer_name="Event",
+        sends=("ETag", "Location"),
     ),
     Route(
         "events",
@@ -236,6 +276,8 @@ ROUTES: tuple[Route, ...] = (
         "get_event",
         "Read an event (strongly consistent): capacity, registered, version",
         errors=("NOT_FOUND",),
+        answer_name="Event",
+        sends=("ETag",),
     ),
     Route(
         "events",
@@ -243,11 +285,13 @@ ROUTES: tuple[Route, ...] = (
         "/events/{eventId}/registrations",
         "register",
         "Register a user: one transaction on the event counter and the registration",
-        body_name="Registration",
+        body_name="RegistrationRequest",
         status=201,
         errors=("NOT_FOUND", "EVENT_FULL", "ALREADY_REGISTERED", "CONFLICT"),
         idempotent=True,
         returns=("userId",),
+        answer_name="EventRegistration",
+        sends=("Location",),
     ),
     Route(
         "events",
@@ -262,8 +306,9 @@ ROUTES: tuple[Route, ...] = (
         "events",
         "GET",
         "/users/{userId}/registrations",
-        "user_registrations",
+        "list_user_registrations",
         "A user's registrations (from a GSI: eventually consistent)",
+        answer_name="UserRegistrations",
     ),
     Route(
         "events",
@@ -271,11 +316,13 @@ ROUTES: tuple[Route, ...] = (
         "/events/{eventId}/registration-requests",
         "request_registration",
         "Ask for a seat; decided asynchronously, in order, by the stream consumer",
-        body_name="Registration",
+        body_name="RegistrationRequest",
         status=202,
         errors=("NOT_FOUND",),
         idempotent=True,
         returns=("requestId",),
+        answer_name="RegistrationRequestReceipt",
+        sends=("Location",),
     ),
     Route(
         "events",
@@ -284,6 +331,7 @@ ROUTES: tuple[Route, ...] = (
         "get_registration_request",
         "Read a registration request: PENDING, ACCEPTED or REJECTED (with reason)",
         errors=("NOT_FOUND",),
+        answer_name="RegistrationRequestState",
     ),
 )
 

@@ -32,7 +32,7 @@ requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
 
 
 @app.declared
-def create_event(body: models.NewEvent) -> Response[Any]:
+def create_event(body: models.CreateEventRequest) -> Response[Any]:
     event = events.get().create(body.eventId, body.name, body.capacity, body.shards)
     return created(event, f"/events/{event['eventId']}", etag=event["version"])
 
@@ -44,7 +44,7 @@ def get_event(eventId: Id) -> Response[Any]:
 
 
 @app.declared
-def register(eventId: Id, body: models.Registration) -> Response[Any]:
+def register(eventId: Id, body: models.RegistrationRequest) -> Response[Any]:
     user = policy.acting_for(app.caller(), body.userId)
     registration = events.get().register(eventId, user)
     return created(registration, f"/events/{eventId}/registrations/{registration['userId']}")
@@ -58,13 +58,13 @@ def unregister(eventId: Id, userId: Id) -> Response[Any]:
 
 
 @app.declared
-def user_registrations(userId: Id) -> Response[Any]:
+def list_user_registrations(userId: Id) -> Response[Any]:
     policy.require_self_or_admin(app.caller(), userId)
     return ok({"items": events.get().registrations_of(userId)})
 
 
 @app.declared
-def request_registration(eventId: Id, body: models.Registration) -> Response[Any]:
+def request_registration(eventId: Id, body: models.RegistrationRequest) -> Response[Any]:
     user = policy.acting_for(app.caller(), body.userId)
     pending = requests.get().submit(eventId, user)
     return accepted(pending, f"/events/{eventId}/registration-requests/{pending['requestId']}")

@@ -41,7 +41,7 @@ def _owned_by_caller() -> Callable[[str | None], None]:
 
 
 @app.declared
-def create_inventory(body: models.NewInventory) -> Response[Any]:
+def create_inventory(body: models.CreateInventoryRequest) -> Response[Any]:
     answer = inventory.get().create(body.sku, body.units)
     return created(answer, f"/inventory/{answer['sku']}")
 
@@ -57,19 +57,19 @@ def count_inventory(sku: Id) -> Response[Any]:
 
 
 @app.declared
-def reserve(sku: Id, body: models.Reservation) -> Response[Any]:
+def reserve(sku: Id, body: models.ReservationRequest) -> Response[Any]:
     owner = app.caller().sub
     answer = inventory.get().reserve(sku, body.quantity, body.holdSeconds, owner=owner)
     return created(answer, f"/inventory/{sku}/reservations/{answer['reservationId']}")
 
 
 @app.declared
-def confirm(sku: Id, reservationId: Id) -> Response[Any]:
+def confirm_reservation(sku: Id, reservationId: Id) -> Response[Any]:
     return ok(inventory.get().confirm(sku, reservationId, _owned_by_caller()))
 
 
 @app.declared
-def release(sku: Id, reservationId: Id) -> Response[Any]:
+def release_reservation(sku: Id, reservationId: Id) -> Response[Any]:
     inventory.get().release(sku, reservationId, _owned_by_caller())
     return no_content()
 

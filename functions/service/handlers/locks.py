@@ -20,7 +20,7 @@ locks: runtime.Lazy[domain.Locks] = runtime.Lazy(
 
 
 @app.declared
-def acquire_lock(resource: Id, body: models.Acquire) -> Response[Any]:
+def acquire_lock(resource: Id, body: models.LockAcquireRequest) -> Response[Any]:
     owner = policy.lease_owner(app.caller(), body.owner)
     context = app.lambda_context
     remaining = getattr(context, "get_remaining_time_in_millis", None)
@@ -31,13 +31,13 @@ def acquire_lock(resource: Id, body: models.Acquire) -> Response[Any]:
 
 
 @app.declared
-def renew_lock(resource: Id, body: models.Renew) -> Response[Any]:
+def renew_lock(resource: Id, body: models.LockRenewRequest) -> Response[Any]:
     owner = policy.lease_owner(app.caller(), body.owner)
     return ok(locks.get().renew(resource, owner, body.fence, body.ttlSeconds))
 
 
 @app.declared
-def release_lock(resource: Id, body: models.Release) -> Response[Any]:
+def release_lock(resource: Id, body: models.LockReleaseRequest) -> Response[Any]:
     locks.get().release(resource, policy.lease_owner(app.caller(), body.owner), body.fence)
     return no_content()
 

@@ -45,7 +45,7 @@ def expected_version(if_match: str) -> int | None:
 
 
 @app.declared
-def create_product(body: models.NewProduct) -> Response[Any]:
+def create_product(body: models.CreateProductRequest) -> Response[Any]:
     product = products.get().create(body.productId, body.name, body.stock, body.shards)
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
@@ -59,7 +59,7 @@ def get_product(productId: Id) -> Response[Any]:
 @app.declared
 def update_product(
     productId: Id,
-    body: models.ProductChanges,
+    body: models.UpdateProductRequest,
     if_match: Annotated[
         str,
         Header(
@@ -77,13 +77,13 @@ def update_product(
 
 
 @app.declared
-def restock(productId: Id, body: models.Restock) -> Response[Any]:
+def restock(productId: Id, body: models.RestockRequest) -> Response[Any]:
     product = products.get().restock(productId, body.units)
     return ok(product, etag=product["version"])
 
 
 @app.declared
-def purchase(productId: Id, body: models.Purchase) -> Response[Any]:
+def purchase(productId: Id, body: models.PurchaseRequest) -> Response[Any]:
     def answer(receipt: dict[str, Any]) -> Response[Any]:
         return created(receipt, etag=receipt["version"])
 

@@ -35,7 +35,7 @@ wallets: runtime.Lazy[Wallets] = runtime.Lazy(_wallets)
 
 
 @app.declared
-def top_up_wallet(walletId: Id, body: models.TopUp) -> Response[Any]:
+def top_up_wallet(walletId: Id, body: models.TopUpRequest) -> Response[Any]:
     def answer(receipt: dict[str, Any]) -> Response[Any]:
         return created(receipt, f"/wallets/{walletId}")
 
