@@ -10,33 +10,35 @@ line per call (the status, the operation) and fails on the first answer that is 
 success, showing the error body.
 
 Only the generated package and the standard library are imported: this is what a service calling
-turnstile writes. Ids the server chooses are read from the headers it declares (``Location``,
-``ETag``), which the client types ``str``.
+turnstile writes. Every answer is a typed model (``Product``, ``AcquiredLease``, ...) or the
+route's error model; :meth:`Walk.ok` names the model a success must be, and the header a client
+needs, ``ETag`` for ``If-Match``, is a ``str``.
 """
 
 from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import MutableMapping
 from http import HTTPStatus
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from turnstile_client import AuthenticatedClient
 from turnstile_client.api.events import (
     create_event,
     get_event,
     get_registration_request,
+    list_user_registrations,
     register,
     request_registration,
     unregister,
-    user_registrations,
 )
 from turnstile_client.api.inventory import (
-    confirm,
+    confirm_reservation,
     count_inventory,
     create_inventory,
     get_inventory,
-    release,
+    release_reservation,
     reserve,
 )
 from turnstile_client.api.locks import acquire_lock, release_lock, renew_lock
@@ -49,23 +51,50 @@ from turnstile_client.api.products import (
 )
 from turnstile_client.api.wallets import get_wallet, top_up_wallet
 from turnstile_client.models import (
-    Acquire,
-    ErrorBody,
-    NewEvent,
-    NewInventory,
-    NewProduct,
-    ProductChanges,
-    Purchase,
-    Registration,
-    Release,
-    Renew,
-    Reservation,
-    Restock,
-    TopUp,
+    AcquiredLease,
+    ConfirmedReservation,
+    CreateEventRequest,
+    CreateInventoryRequest,
+    CreateProductRequest,
+    Event,
+    EventRegistration,
+    HeldReservation,
+    InventoryCount,
+    InventorySummary,
+    Lease,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockRenewRequest,
+    Product,
+    PurchaseReceipt,
+    PurchaseRequest,
+    RegistrationRequest,
+    RegistrationRequestReceipt,
+    RegistrationRequestState,
+    ReservationRequest,
+    RestockRequest,
+    SkuProgress,
+    TopUpReceipt,
+    TopUpRequest,
+    UpdateProductRequest,
+    UserRegistrations,
+    Wallet,
 )
-from turnstile_client.types import Response
 
 T = TypeVar("T")
+
+
+class Answer(Protocol):
+    """What the walkthrough reads of any operation's ``Response[...]``."""
+
+    @property
+    def status_code(self) -> HTTPStatus: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def headers(self) -> MutableMapping[str, str]: ...
+    @property
+    def parsed(self) -> object: ...
 
 
 class WalkError(AssertionError):
@@ -78,19 +107,16 @@ class Walk:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
 
-    def ok(self, operation: str, response: Response[T | ErrorBody], status: HTTPStatus) -> T:
-        """The success body of ``response``, which must have ``status``."""
-        self._record(operation, response, status)
+    def ok(self, operation: str, response: Answer, status: HTTPStatus, body: type[T]) -> T:
+        """The success body of ``response``, which must have ``status`` and be a ``body``."""
+        self.done(operation, response, status)
         parsed = response.parsed
-        if isinstance(parsed, ErrorBody) or parsed is None:
-            raise WalkError(f"{operation}: no success body: {response.content!r}")
+        if not isinstance(parsed, body):
+            raise WalkError(f"{operation}: not a {body.__name__}: {response.content!r}")
         return parsed
 
-    def done(self, operation: str, response: Response[T], status: HTTPStatus) -> None:
-        """``response`` must have ``status`` (a 204: no body to read)."""
-        self._record(operation, response, status)
-
-    def _record(self, operation: str, response: Response[T], status: HTTPStatus) -> None:
+    def done(self, operation: str, response: Answer, status: HTTPStatus) -> None:
+        """``response`` must have ``status`` (alone: a 204, no body to read)."""
         if response.status_code != status:
             raise WalkError(
                 f"{operation}: {response.status_code}, not {status}: {response.content!r}"
@@ -99,7 +125,12 @@ class Walk:
         print(f"{int(status)} {operation}", flush=True)
 
 
-def last_segment(response: Response[T]) -> str:
+def check(operation: str, holds: bool, what: str) -> None:
+    if not holds:
+        raise WalkError(f"{operation}: {what}")
+
+
+def last_segment(response: Answer) -> str:
     """The last path segment of the ``Location`` the server answered (the id it chose)."""
     return response.headers["location"].rsplit("/", 1)[1]
 
@@ -111,74 +142,86 @@ def walk(url: str, admin_token: str, user_token: str) -> Walk:
     user = AuthenticatedClient(base_url=url, token=user_token, raise_on_unexpected_status=True)
     suffix = uuid.uuid4().hex[:12]
     w = Walk()
-    created, gone = HTTPStatus.CREATED, HTTPStatus.NO_CONTENT
+    ok, created, gone = HTTPStatus.OK, HTTPStatus.CREATED, HTTPStatus.NO_CONTENT
 
     # Products: the ETag read names the version a change applies to (If-Match).
     lamp = f"lamp-{suffix}"
-    new_product = NewProduct(product_id=lamp, name="Desk lamp", stock=10)
-    w.ok("create_product", create_product.sync_detailed(client=admin, body=new_product), created)
+    new_product = CreateProductRequest(product_id=lamp, name="Desk lamp", stock=10)
+    made = create_product.sync_detailed(client=admin, body=new_product)
+    check("create_product", w.ok("create_product", made, created, Product).version == 1, "v1")
     read = get_product.sync_detailed(lamp, client=user)
-    w.ok("get_product", read, HTTPStatus.OK)
-    changes = ProductChanges(name="Brass desk lamp")
+    w.ok("get_product", read, ok, Product)
+    changes = UpdateProductRequest(name="Brass desk lamp")
     changed = update_product.sync_detailed(
         lamp, client=admin, body=changes, if_match=read.headers["etag"]
     )
-    w.ok("update_product", changed, HTTPStatus.OK)
-    w.ok("restock", restock.sync_detailed(lamp, client=admin, body=Restock(units=5)), HTTPStatus.OK)
-    bought = purchase.sync_detailed(
-        lamp, client=user, body=Purchase(quantity=2), idempotency_key=f"order-{suffix}"
-    )
-    w.ok("purchase", bought, created)
+    renamed = w.ok("update_product", changed, ok, Product)
+    check("update_product", renamed.name == "Brass desk lamp", "the name did not change")
+    restocked = restock.sync_detailed(lamp, client=admin, body=RestockRequest(units=5))
+    check("restock", w.ok("restock", restocked, ok, Product).stock == 15, "stock is not 15")
+    order = PurchaseRequest(quantity=2)
+    bought = purchase.sync_detailed(lamp, client=user, body=order, idempotency_key=suffix)
+    receipt = w.ok("purchase", bought, created, PurchaseReceipt)
+    check("purchase", receipt.remaining_stock == 13, "13 should be left")
 
-    # --8<-- [end:walk]
     # Events: a registration, its listing, its removal; a request decided in the background.
     talk = f"talk-{suffix}"
-    new_event = NewEvent(event_id=talk, name="Concurrency talk", capacity=100)
-    w.ok("create_event", create_event.sync_detailed(client=admin, body=new_event), created)
-    w.ok("get_event", get_event.sync_detailed(talk, client=user), HTTPStatus.OK)
-    registered = register.sync_detailed(talk, client=user, body=Registration())
-    w.ok("register", registered, created)
-    me = last_segment(registered)
-    w.ok("user_registrations", user_registrations.sync_detailed(me, client=user), HTTPStatus.OK)
+    new_event = CreateEventRequest(event_id=talk, name="Concurrency talk", capacity=100)
+    w.ok("create_event", create_event.sync_detailed(client=admin, body=new_event), created, Event)
+    w.ok("get_event", get_event.sync_detailed(talk, client=user), ok, Event)
+    registered = register.sync_detailed(talk, client=user, body=RegistrationRequest())
+    me = w.ok("register", registered, created, EventRegistration).user_id
+    mine = list_user_registrations.sync_detailed(me, client=user)
+    listed = w.ok("list_user_registrations", mine, ok, UserRegistrations)
+    check("list_user_registrations", [r.event_id for r in listed.items] == [talk], "not listed")
     w.done("unregister", unregister.sync_detailed(talk, me, client=user), gone)  # 204
-    asked = request_registration.sync_detailed(talk, client=user, body=Registration())
-    w.ok("request_registration", asked, HTTPStatus.ACCEPTED)
-    request = get_registration_request.sync_detailed(talk, last_segment(asked), client=user)
-    w.ok("get_registration_request", request, HTTPStatus.OK)
+    asked = request_registration.sync_detailed(talk, client=user, body=RegistrationRequest())
+    ticket = w.ok("request_registration", asked, HTTPStatus.ACCEPTED, RegistrationRequestReceipt)
+    state = get_registration_request.sync_detailed(talk, ticket.request_id, client=user)
+    w.ok("get_registration_request", state, ok, RegistrationRequestState)
 
     # Locks: the fence the lease was granted with renews and releases it.
     lock = f"report-{suffix}"
-    acquired = acquire_lock.sync_detailed(lock, client=user, body=Acquire(ttl_seconds=30))
-    fence: int = w.ok("acquire_lock", acquired, created)["fence"]
-    renewal = Renew(fence=fence, ttl_seconds=30)
-    w.ok("renew_lock", renew_lock.sync_detailed(lock, client=user, body=renewal), HTTPStatus.OK)
-    out = Release(fence=fence)
+    asking = LockAcquireRequest(ttl_seconds=30)
+    acquired = acquire_lock.sync_detailed(lock, client=user, body=asking)
+    fence = w.ok("acquire_lock", acquired, created, AcquiredLease).fence
+    renewal = LockRenewRequest(fence=fence, ttl_seconds=30)
+    renewed = renew_lock.sync_detailed(lock, client=user, body=renewal)
+    check("renew_lock", w.ok("renew_lock", renewed, ok, Lease).fence == fence, "another fence")
+    out = LockReleaseRequest(fence=fence)
     w.done("release_lock", release_lock.sync_detailed(lock, client=user, body=out), gone)  # 204
 
     # Wallets: a top-up sent twice with one Idempotency-Key runs once.
     wallet = f"wallet-{suffix}"
     for _ in range(2):
         topped = top_up_wallet.sync_detailed(
-            wallet, client=user, body=TopUp(amount=500), idempotency_key=f"top-up-{suffix}"
+            wallet, client=user, body=TopUpRequest(amount=500), idempotency_key=f"top-up-{suffix}"
         )
-        w.ok("top_up_wallet", topped, created)
-    if topped.headers.get("idempotent-replayed") != "true":
-        raise WalkError("top_up_wallet: the second top-up with the same key was not a replay")
-    w.ok("get_wallet", get_wallet.sync_detailed(wallet, client=user), HTTPStatus.OK)
+        w.ok("top_up_wallet", topped, created, TopUpReceipt)
+    replayed = topped.headers.get("idempotent-replayed") == "true"
+    check("top_up_wallet", replayed, "the second top-up with the same key was not a replay")
+    balance = w.ok("get_wallet", get_wallet.sync_detailed(wallet, client=user), ok, Wallet).balance
+    check("get_wallet", balance == 500, f"one top-up of 500, not {balance}")
 
     # Inventory: one reservation confirmed, one released.
     chair = f"chair-{suffix}"
-    stocked = create_inventory.sync_detailed(client=admin, body=NewInventory(sku=chair, units=5))
-    w.ok("create_inventory", stocked, created)
-    w.ok("get_inventory", get_inventory.sync_detailed(chair, client=user), HTTPStatus.OK)
-    w.ok("count_inventory", count_inventory.sync_detailed(chair, client=admin), HTTPStatus.OK)
-    one = Reservation(quantity=1)
+    units = CreateInventoryRequest(sku=chair, units=5)
+    stocked = create_inventory.sync_detailed(client=admin, body=units)
+    w.ok("create_inventory", stocked, created, SkuProgress)
+    summary = get_inventory.sync_detailed(chair, client=user)
+    w.ok("get_inventory", summary, ok, InventorySummary)
+    counted = count_inventory.sync_detailed(chair, client=admin)
+    check(
+        "count_inventory", w.ok("count_inventory", counted, ok, InventoryCount).available == 5, "5"
+    )
+    one = ReservationRequest(quantity=1)
     held = [reserve.sync_detailed(chair, client=user, body=one) for _ in range(2)]
-    for reservation in held:
-        w.ok("reserve", reservation, created)
-    kept, dropped = (last_segment(reservation) for reservation in held)
-    w.ok("confirm", confirm.sync_detailed(chair, kept, client=user), HTTPStatus.OK)
-    w.done("release", release.sync_detailed(chair, dropped, client=user), gone)  # 204
+    kept, dropped = (w.ok("reserve", r, created, HeldReservation).reservation_id for r in held)
+    confirmed = confirm_reservation.sync_detailed(chair, kept, client=user)
+    w.ok("confirm_reservation", confirmed, ok, ConfirmedReservation)
+    let_go = "release_reservation"
+    w.done(let_go, release_reservation.sync_detailed(chair, dropped, client=user), gone)  # 204
+    # --8<-- [end:walk]
     return w
 
 
