@@ -78,13 +78,11 @@ class Cancelling:
         from botocore.exceptions import ClientError
 
         reasons = [{"Code": "ConditionalCheckFailed"} for _ in request["TransactItems"]]
-        raise ClientError(
-            {
-                "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
-                "CancellationReasons": reasons,
-            },
-            "TransactWriteItems",
-        )
+        response: Any = {
+            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+            "CancellationReasons": reasons,
+        }
+        raise ClientError(response, "TransactWriteItems")
 
 
 def test_set_total_that_kept_losing_says_so_in_its_own_exception(moto_ddb, moto_tables):
@@ -92,7 +90,8 @@ def test_set_total_that_kept_losing_says_so_in_its_own_exception(moto_ddb, moto_
     for item in sharded.shard_items(counter, 10):
         wallet(moto_ddb, counter.table, {}, **item)
     with pytest.raises(retry.RetriesExhausted) as gave_up:
-        sharded.set_total(Cancelling(moto_ddb), counter, 4, backoff=FAST, attempts=2)
+        cancelling: Any = Cancelling(moto_ddb)
+        sharded.set_total(cancelling, counter, 4, backoff=FAST, attempts=2)
     assert isinstance(gave_up.value, errors.LostEveryRace)
     assert not isinstance(gave_up.value.last, RuntimeError)
     assert isinstance(gave_up.value.last, transact.Cancelled)
