@@ -72,7 +72,7 @@ PRICES: dict[str, Price] = {
             "alarm metric-month (standard resolution)",
             "https://c3x.dev/resources/aws/aws_cloudwatch_metric_alarm",
             free_per_month=Decimal(10),
-            note="free tier (10 alarm metrics) read from https://aws.amazon.com/cloudwatch/pricing/",
+            note="the free tier is read from https://aws.amazon.com/cloudwatch/pricing/",
         ),
         Price(
             "dashboard",
@@ -83,7 +83,7 @@ PRICES: dict[str, Price] = {
             free_per_month=Decimal(3),
             note="the rate is not in the stored text of https://aws.amazon.com/cloudwatch/pricing/ "
             "(its free tier is: 3 dashboards of up to 50 metrics); the figure is quoted from "
-            "that page's Japanese edition in the issue",
+            "that page's Japanese edition in that GitHub thread",
         ),
         Price(
             "pitr",
@@ -103,7 +103,7 @@ PRICES: dict[str, Price] = {
             "https://gist.github.com/bluejack/68dd851e8ff1c480d623fc0b09e0423b",
             free_per_month=Decimal(25),
             note="not in the stored text of https://aws.amazon.com/dynamodb/pricing/on-demand/; "
-            "the figure and the 25 GB free tier are from the table in that note",
+            "the figure and the free tier are from the table in that note (written in 2019)",
         ),
     )
 }
@@ -259,6 +259,22 @@ def render(idle: IdleCost) -> str:
     return "\n".join(rows)
 
 
+def render_prices() -> str:
+    """Every price as a Markdown table: the figure, where it was read, when, and any caveat."""
+    rows = ["| price | USD | source (read on) | note |", "|---|---|---|---|"]
+    for price in PRICES.values():
+        free = (
+            f"; free tier {price.free_per_month.normalize():f} a month"
+            if price.free_per_month
+            else ""
+        )
+        rows.append(
+            f"| {price.label} | ${price.usd} per {price.unit} | <{price.source}> ({price.read_on}) "
+            f"| {price.note}{free} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--template", type=Path, default=Path("cdk.out/Turnstile.template.json"))
@@ -266,6 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     idle = idle_cost(json.loads(args.template.read_text()), table_gb=args.table_gb)
     print(render(idle))
+    print()
+    print(render_prices())
 
 
 if __name__ == "__main__":
