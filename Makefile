@@ -47,7 +47,7 @@ help:
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included; skipped if no input changed)"
 	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
-	@echo "  make destroy npx cdk destroy the stack (tables and user pool are retained: docs/teardown.md)"
+	@echo "  make destroy npx cdk destroy the stack (tables and user pool are retained; then names what the CDK bootstrap stack left: docs/teardown.md)"
 	@echo "  make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
 	@echo "  make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
 	@echo "  make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
@@ -252,8 +252,10 @@ CDK_CONTEXT = -c turnstile:stackName=$(STACK) -c turnstile:stage=$(STAGE) \
 deploy: install-local layers
 	npx cdk deploy $(STACK) $(CDK_CONTEXT)
 
+# After the stack goes: what the CDK bootstrap stack (CDKToolkit) still holds, and how to remove it.
 destroy: install-local
 	npx cdk destroy $(STACK) $(CDK_CONTEXT)
+	@$(BIN)/python -m infra.teardown
 
 SECONDS ?= 600
 SEED ?=

@@ -1,0 +1,290 @@
+"""What the stack costs a month while nobody calls it, read from its synthesized template, at list
+prices for one region (:data:`REGION`), each price with the page it was read from and the date.
+
+    python -m infra.cost                      # the table docs/cost.md shows, from cdk.out
+    python -m infra.cost --table-gb 5         # with another assumed size per table
+
+Idle means no request at all: API Gateway, Lambda invocations, DynamoDB on-demand reads and
+writes, SQS, streams and X-Ray all bill per use and cost nothing. What is left is billed for
+existing: the SnapStart cache of each published version (by memory, every second), the alarms (per
+alarm metric), the dashboard, and each table's stored bytes and their point-in-time recovery (by
+table size: an empty table costs nothing, so the size is an assumption, :data:`TABLE_GB`).
+
+A resource type that is neither priced here nor known to be free idle is refused
+(:class:`UnpricedResource`): adding a NAT gateway, a KMS key or a provisioned table to the stack
+fails the test that recomputes docs/cost.md (tests/infra/test_idle_cost.py) until it is priced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+REGION = "us-east-1"
+READ_ON = "2026-11-28"
+HOURS_PER_MONTH = 730  # AWS's own monthly convention (the pricing calculator's)
+SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
+TABLE_GB = Decimal(1)  # assumed size of each table (items and indexes) for storage and PITR
+
+
+class UnpricedResource(ValueError):
+    """The template holds a resource that may cost money idle and has no price here."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """One list price in :data:`REGION`: USD per ``unit``, where it was read and when."""
+
+    key: str
+    label: str
+    usd: Decimal
+    unit: str
+    source: str
+    free_per_month: Decimal = Decimal(0)  # the account's always-free monthly quantity, if any
+    note: str = ""
+    read_on: str = READ_ON
+
+
+PRICES: dict[str, Price] = {
+    price.key: price
+    for price in (
+        Price(
+            "snapstart_cache",
+            "SnapStart cache",
+            Decimal("0.0000015046"),
+            "GB-second cached",
+            "https://aws.amazon.com/lambda/pricing/",
+            note="the page renders its rates client-side, so its stored text does not show "
+            "them; the figure is the AWS Price List API's (SKU WRKYMVM4XSRFFQ7B, "
+            "'SnapStart - Cached Snapshots') as quoted in public notes, and "
+            "https://awsnegotiations.com/lambda-snapstart-cost-impact.html gives "
+            "'approximately $0.0000015 per GB-second'",
+        ),
+        Price(
+            "alarm_metric",
+            "CloudWatch alarms",
+            Decimal("0.10"),
+            "alarm metric-month (standard resolution)",
+            "https://c3x.dev/resources/aws/aws_cloudwatch_metric_alarm",
+            free_per_month=Decimal(10),
+            note="the free tier is read from https://aws.amazon.com/cloudwatch/pricing/",
+        ),
+        Price(
+            "dashboard",
+            "CloudWatch dashboard",
+            Decimal("3.00"),
+            "dashboard-month",
+            "https://github.com/nishinoshake/aws-rough/issues/37",
+            free_per_month=Decimal(3),
+            note="the rate is not in the stored text of https://aws.amazon.com/cloudwatch/pricing/ "
+            "(its free tier is: 3 dashboards of up to 50 metrics); the figure is quoted from "
+            "that page's Japanese edition in that GitHub thread",
+        ),
+        Price(
+            "pitr",
+            "DynamoDB point-in-time recovery",
+            Decimal("0.20"),
+            "GB-month of table size",
+            "https://finops.com.py/services/dynamodb/backups",
+            note="billed on the table's size whatever the recovery period "
+            "(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/"
+            "PointInTimeRecovery_Howitworks.html)",
+        ),
+        Price(
+            "table_storage",
+            "DynamoDB table storage",
+            Decimal("0.25"),
+            "GB-month stored (Standard class)",
+            "https://gist.github.com/bluejack/68dd851e8ff1c480d623fc0b09e0423b",
+            free_per_month=Decimal(25),
+            note="not in the stored text of https://aws.amazon.com/dynamodb/pricing/on-demand/; "
+            "the figure and the free tier are from the table in that note (written in 2019)",
+        ),
+    )
+}
+
+# Resource types that bill only per use (or not at all): nothing while the stack is idle.
+FREE_IDLE: dict[str, str] = {
+    "AWS::ApiGateway::Account": "no charge",
+    "AWS::ApiGateway::Authorizer": "per request",
+    "AWS::ApiGateway::Deployment": "no charge",
+    "AWS::ApiGateway::GatewayResponse": "no charge",
+    "AWS::ApiGateway::Method": "per request",
+    "AWS::ApiGateway::Model": "no charge",
+    "AWS::ApiGateway::RequestValidator": "no charge",
+    "AWS::ApiGateway::Resource": "per request",
+    "AWS::ApiGateway::RestApi": "per request (REST API calls)",
+    "AWS::ApiGateway::Stage": "per request (no cache cluster)",
+    "AWS::Cognito::UserPool": "per monthly active user (none idle)",
+    "AWS::Cognito::UserPoolClient": "no charge (no client-credentials grants)",
+    "AWS::Cognito::UserPoolGroup": "no charge",
+    "AWS::IAM::Policy": "no charge",
+    "AWS::IAM::Role": "no charge",
+    "AWS::Lambda::Alias": "no charge",
+    "AWS::Lambda::EventSourceMapping": "stream reads by Lambda triggers are free",
+    "AWS::Lambda::Function": "per request and duration (no SnapStart version)",
+    "AWS::Lambda::LayerVersion": "no charge (code storage quota only)",
+    "AWS::Lambda::Permission": "no charge",
+    "AWS::Lambda::Version": "priced with its function's SnapStart cache",
+    "AWS::Logs::LogGroup": "per GB ingested; stored logs expire with the retention",
+    "AWS::SQS::Queue": "per request (a dead-letter queue is not polled)",
+    "AWS::SQS::QueuePolicy": "no charge",
+    "CDK::Metadata": "no charge",
+}
+
+
+@dataclass(frozen=True)
+class LineItem:
+    resource: str  # the template's logical id
+    quantity: Decimal  # in the price's unit
+    price: Price
+
+    @property
+    def usd(self) -> Decimal:
+        return self.quantity * self.price.usd
+
+
+@dataclass(frozen=True)
+class IdleCost:
+    items: tuple[LineItem, ...]
+    free: tuple[tuple[str, str], ...]  # (logical id, why it costs nothing idle)
+    table_gb: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return sum((item.usd for item in self.items), Decimal(0))
+
+    def quantity(self, key: str) -> Decimal:
+        return sum((i.quantity for i in self.items if i.price.key == key), Decimal(0))
+
+    @property
+    def total_after_free_tier(self) -> Decimal:
+        """The total if the account uses no free tier elsewhere (free tiers are per account)."""
+        return sum(
+            (
+                max(self.quantity(p.key) - p.free_per_month, Decimal(0)) * p.usd
+                for p in PRICES.values()
+            ),
+            Decimal(0),
+        )
+
+
+def _snapstart_gb(properties: Mapping[str, Any]) -> Decimal | None:
+    if properties.get("SnapStart", {}).get("ApplyOn") != "PublishedVersions":
+        return None
+    return Decimal(properties.get("MemorySize", 128)) / 1024
+
+
+def _alarm_metrics(logical: str, properties: Mapping[str, Any]) -> int:
+    periods = [properties.get("Period", 60)] if "MetricName" in properties else []
+    periods += [
+        m["MetricStat"].get("Period", 60)
+        for m in properties.get("Metrics", [])
+        if "MetricStat" in m
+    ]
+    if not periods or min(periods) < 60:
+        raise UnpricedResource(f"{logical}: only standard-resolution metric alarms are priced")
+    return len(periods)
+
+
+def idle_cost(template: Mapping[str, Any], table_gb: Decimal = TABLE_GB) -> IdleCost:
+    """The month's bill of ``template`` (a synthesized CloudFormation template) with no traffic."""
+    resources: Mapping[str, Any] = template.get("Resources", {})
+    versions: dict[str, int] = {}
+    for resource in resources.values():
+        if resource["Type"] == "AWS::Lambda::Version":
+            target = resource["Properties"]["FunctionName"]
+            if isinstance(target, dict) and "Ref" in target:
+                versions[target["Ref"]] = versions.get(target["Ref"], 0) + 1
+    items: list[LineItem] = []
+    free: list[tuple[str, str]] = []
+    for logical, resource in resources.items():
+        kind, properties = resource["Type"], resource.get("Properties", {})
+        before = len(items)
+        if kind == "AWS::Lambda::Function":
+            gb = _snapstart_gb(properties)
+            if gb is not None and versions.get(logical):
+                quantity = gb * SECONDS_PER_MONTH * versions[logical]
+                items.append(LineItem(logical, quantity, PRICES["snapstart_cache"]))
+        elif kind == "AWS::CloudWatch::Alarm":
+            metrics = Decimal(_alarm_metrics(logical, properties))
+            items.append(LineItem(logical, metrics, PRICES["alarm_metric"]))
+        elif kind == "AWS::CloudWatch::Dashboard":
+            items.append(LineItem(logical, Decimal(1), PRICES["dashboard"]))
+        elif kind == "AWS::DynamoDB::Table":
+            if properties.get("BillingMode") != "PAY_PER_REQUEST":
+                raise UnpricedResource(f"{logical}: provisioned capacity bills idle")
+            items.append(LineItem(logical, table_gb, PRICES["table_storage"]))
+            pitr = properties.get("PointInTimeRecoverySpecification", {})
+            if pitr.get("PointInTimeRecoveryEnabled"):
+                items.append(LineItem(logical, table_gb, PRICES["pitr"]))
+        elif kind == "AWS::ApiGateway::Stage" and properties.get("CacheClusterEnabled"):
+            raise UnpricedResource(f"{logical}: a stage cache cluster bills by the hour")
+        elif kind not in FREE_IDLE:
+            raise UnpricedResource(f"{logical}: {kind} has no idle price here (infra/cost.py)")
+        if len(items) == before:
+            free.append((logical, FREE_IDLE.get(kind, "")))
+    return IdleCost(tuple(items), tuple(free), table_gb)
+
+
+def dollars(amount: Decimal) -> str:
+    """``amount`` to the cent, as the pages write it: ``$17.79``."""
+    return f"${amount.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"
+
+
+def render(idle: IdleCost) -> str:
+    """The idle bill as a Markdown table, one row per price, then the totals."""
+    rows = [
+        "| what | resources | quantity a month | USD per unit | USD a month |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for price in PRICES.values():
+        quantity = idle.quantity(price.key)
+        count = len({i.resource for i in idle.items if i.price.key == price.key})
+        usd = quantity * price.usd
+        rows.append(
+            f"| {price.label} | {count} | {quantity.normalize():f} | "
+            f"${price.usd} per {price.unit} | {dollars(usd)} |"
+        )
+    rows.append(f"| **total at list prices** | | | | **{dollars(idle.total)}** |")
+    rows.append(
+        "| total after the account's free tier (if unused elsewhere) | | | | "
+        f"{dollars(idle.total_after_free_tier)} |"
+    )
+    return "\n".join(rows)
+
+
+def render_prices() -> str:
+    """Every price as a Markdown table: the figure, where it was read, when, and any caveat."""
+    rows = ["| price | USD | source (read on) | note |", "|---|---|---|---|"]
+    for price in PRICES.values():
+        free = (
+            f"; free tier {price.free_per_month.normalize():f} a month"
+            if price.free_per_month
+            else ""
+        )
+        rows.append(
+            f"| {price.label} | ${price.usd} per {price.unit} | <{price.source}> ({price.read_on}) "
+            f"| {price.note}{free} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--template", type=Path, default=Path("cdk.out/Turnstile.template.json"))
+    parser.add_argument("--table-gb", type=Decimal, default=TABLE_GB)
+    args = parser.parse_args(argv)
+    idle = idle_cost(json.loads(args.template.read_text()), table_gb=args.table_gb)
+    print(render(idle))
+    print()
+    print(render_prices())
+
+
+if __name__ == "__main__":
+    main()
