@@ -53,7 +53,7 @@ help:
 	@echo "  make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
 	@echo "  make docs    build the documentation site into .site/ (mkdocs --strict)"
 	@echo "  make examples  run examples/ from the installed wheel against DynamoDB Local"
-	@echo "  make wheel   build the library's wheel into dist/"
+	@echo "  make wheel   build the library's wheel into dist/ (needs only python3: no venv, Node or Java)"
 	@echo "  make clients generate the API's Python client and TypeScript types into build/clients/ (docs/clients.md), then tsc and mypy on the programs using them"
 	@echo "  make walkthrough ADMIN_TOKEN=... USER_TOKEN=...   every route once through the generated Python client, against make local on PORT"
 	@echo "  make api-diff  the served OpenAPI document against the last released one (api/): a breaking change not in docs/api-changelog.md fails"
@@ -180,9 +180,22 @@ test: install layers lint typecheck
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory docs examples
 
-# The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
-wheel: install-local
-	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+# The library's wheel, needing nothing of the project's set-up (no dev venv, Node or Java): pip,
+# from a small venv of its own (build/wheel-venv, made once), builds it in an isolated environment
+# with the backend pyproject.toml pins ([build-system]: hatchling) and nothing else.
+DIST ?= dist
+WHEEL_VENV := build/wheel-venv
+
+$(WHEEL_VENV)/.installed:
+	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
+	@$(STEP) "create the wheel's build venv $(WHEEL_VENV) (pip only; made once, then reused)" \
+		$(PYTHON) -m venv --clear $(WHEEL_VENV)
+	@touch $@
+
+wheel: $(WHEEL_VENV)/.installed
+	@$(STEP) "build the library's wheel into $(DIST)/ (isolated: only the build backend)" \
+		$(WHEEL_VENV)/bin/pip wheel --quiet --disable-pip-version-check --no-deps \
+		--wheel-dir $(DIST) .
 
 # The API's clients, generated from its OpenAPI document by the pinned generators (clients/generate.py,
 # docs/clients.md) into build/clients/: a warning fails the run; then tsc --noEmit on
