@@ -1,7 +1,8 @@
 """Every shell and HTTP example of the README, docs/getting-started.md, docs/identity.md,
-docs/http-api.md and docs/clients.md, run in order and as written against the e2e tier's local
-stack (the session's ``api_url``: no second stack), by ``tests.docs_runner`` (its docstring says
-how blocks are marked, what ``make local`` maps to, and how outputs and responses are compared).
+docs/http-api.md, docs/clients.md and docs/library.md, run in order and as written against the
+e2e tier's local stack (the session's ``api_url``: no second stack), by ``tests.docs_runner`` (its
+docstring says how blocks are marked, what ``make local`` maps to, and how outputs and responses
+are compared).
 
 The session stack is served in-process, so ``make token`` finds it the way it finds ``make
 local``'s: by the identity provider's ``auth.json`` in ``.local/<PORT>/``, written here for the
@@ -25,6 +26,7 @@ PAGES = {
     "docs/identity.md": 2,
     "docs/http-api.md": 24,
     "docs/clients.md": 2,
+    "docs/library.md": 3,  # the install from the clone, the wheel, the exports (no stack needed)
 }
 
 
