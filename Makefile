@@ -111,7 +111,7 @@ lock: $(VENV)/.installed
 # The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
 layers: $(VENV)/.installed
-	@$(STEP) "build the dependency layers (skipped while the lock is unchanged)" \
+	@$(STEP) "build the dependency layers (built once, then skipped while the lock is unchanged)" \
 		$(BIN)/python -m infra.layer --arch all
 # checkov pins boto3, packaging and networkx below ours: it gets a venv of its own, installed from
 # its own hashed lock (requirements-checkov.txt, compiled from requirements-checkov.in by make lock).
@@ -142,7 +142,7 @@ install: install-local $(VENV)/checkov/.installed
 # Skipped while nothing python app.py reads changed (a content hash stamped in cdk.out/,
 # local/synth.py); anything changed runs the same python app.py. RESYNTH=1: run it regardless.
 synth: install-local layers
-	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; skipped if no input changed)" \
+	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; built once, then skipped while no input changed)" \
 		$(BIN)/python -m local.synth $(if $(filter 1 true yes,$(RESYNTH)),--force)
 
 # Before any set-up: each port free, or fail in a second naming what holds it (standard library
@@ -188,7 +188,7 @@ WHEEL_VENV := build/wheel-venv
 
 $(WHEEL_VENV)/.installed:
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
-	@$(STEP) "create the wheel's build venv $(WHEEL_VENV) (pip only; made once, then reused)" \
+	@$(STEP) "create the wheel's build venv $(WHEEL_VENV) (pip only; built once, then skipped)" \
 		$(PYTHON) -m venv --clear $(WHEEL_VENV)
 	@touch $@
 
