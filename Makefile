@@ -74,6 +74,7 @@ help:
 	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"
 	@echo "  SECONDS=$(SECONDS) SEED=$(SEED)   chaos: duration and seed;  SEEDS=$(SEEDS)   sim: how many seeds;  EXAMPLES=$(EXAMPLES)   fuzz: examples per operation"
 	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
+	@echo "  DIST=$(DIST)   wheel: where the wheel is written"
 
 # One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
