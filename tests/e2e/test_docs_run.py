@@ -31,13 +31,18 @@ PAGES = {
 
 
 @pytest.fixture(scope="module")
-def page_environment(api_url: str, identity: AuthConfig) -> Iterator[dict[str, str]]:
+def page_environment(
+    api_url: str, identity: AuthConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
     port = urlparse(api_url).port
     assert port is not None
     state = auth_file(port)
     identity.write(state)
     try:
         with docs_runner.page_environment(port) as environment:
+            # What the pages make in a temporary folder (docs/library.md's venv) goes with the
+            # test's own
+            environment["TMPDIR"] = str(tmp_path_factory.mktemp("docs-pages"))
             yield environment
     finally:
         state.unlink(missing_ok=True)
