@@ -53,7 +53,7 @@ help:
 	@echo "  make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
 	@echo "  make docs    build the documentation site into .site/ (mkdocs --strict)"
 	@echo "  make examples  run examples/ from the installed wheel against DynamoDB Local"
-	@echo "  make wheel   build the library's wheel into dist/"
+	@echo "  make wheel   build the library's wheel into dist/ (needs only python3: no venv, Node or Java)"
 	@echo "  make clients generate the API's Python client and TypeScript types into build/clients/ (docs/clients.md), then tsc and mypy on the programs using them"
 	@echo "  make walkthrough ADMIN_TOKEN=... USER_TOKEN=...   every route once through the generated Python client, against make local on PORT"
 	@echo "  make api-diff  the served OpenAPI document against the last released one (api/): a breaking change not in docs/api-changelog.md fails"
@@ -74,6 +74,7 @@ help:
 	@echo "  LOCAL=$(LOCAL) OUTPUTS=$(OUTPUTS)   test-deployed: against make local (LOCAL=1); the outputs file"
 	@echo "  SECONDS=$(SECONDS) SEED=$(SEED)   chaos: duration and seed;  SEEDS=$(SEEDS)   sim: how many seeds;  EXAMPLES=$(EXAMPLES)   fuzz: examples per operation"
 	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
+	@echo "  DIST=$(DIST)   wheel: where the wheel is written"
 
 # One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
@@ -111,7 +112,7 @@ lock: $(VENV)/.installed
 # The project's own layer, from the lock, no Docker: build/layer/arm64 (deployed) and
 # build/layer/x86_64 (this host); skipped when the lock's entries are unchanged.
 layers: $(VENV)/.installed
-	@$(STEP) "build the dependency layers (skipped while the lock is unchanged)" \
+	@$(STEP) "build the dependency layers (built once, then skipped while the lock is unchanged)" \
 		$(BIN)/python -m infra.layer --arch all
 # checkov pins boto3, packaging and networkx below ours: it gets a venv of its own, installed from
 # its own hashed lock (requirements-checkov.txt, compiled from requirements-checkov.in by make lock).
@@ -142,7 +143,7 @@ install: install-local $(VENV)/checkov/.installed
 # Skipped while nothing python app.py reads changed (a content hash stamped in cdk.out/,
 # local/synth.py); anything changed runs the same python app.py. RESYNTH=1: run it regardless.
 synth: install-local layers
-	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; skipped if no input changed)" \
+	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; built once, then skipped while no input changed)" \
 		$(BIN)/python -m local.synth $(if $(filter 1 true yes,$(RESYNTH)),--force)
 
 # Before any set-up: each port free, or fail in a second naming what holds it (standard library
@@ -180,9 +181,22 @@ test: install layers lint typecheck
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory docs examples
 
-# The library's wheel (pyproject.toml: hatchling from the dev venv, no build isolation).
-wheel: install-local
-	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+# The library's wheel, needing nothing of the project's set-up (no dev venv, Node or Java): pip,
+# from a small venv of its own (build/wheel-venv, made once), builds it in an isolated environment
+# with the backend pyproject.toml pins ([build-system]: hatchling) and nothing else.
+DIST ?= dist
+WHEEL_VENV := build/wheel-venv
+
+$(WHEEL_VENV)/.installed:
+	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
+	@$(STEP) "create the wheel's build venv $(WHEEL_VENV) (pip only; built once, then skipped)" \
+		$(PYTHON) -m venv --clear $(WHEEL_VENV)
+	@touch $@
+
+wheel: $(WHEEL_VENV)/.installed
+	@$(STEP) "build the library's wheel into $(DIST)/ (isolated: only the build backend)" \
+		$(WHEEL_VENV)/bin/pip wheel --quiet --disable-pip-version-check --no-deps \
+		--wheel-dir $(DIST) .
 
 # The API's clients, generated from its OpenAPI document by the pinned generators (clients/generate.py,
 # docs/clients.md) into build/clients/: a warning fails the run; then tsc --noEmit on

@@ -1,7 +1,7 @@
 """Sharded counter: a hot item's stock split over shards; thirty buyers of five, stock one hundred.
 
 Each take is ``SET count = count - :q`` conditioned on ``count >= :q`` on one shard, trying other
-shards when one runs dry. Exactly twenty takes succeed and the shards end at zero: never below.
+shards when one runs dry. Exactly twenty takes succeed and the shards end at zero, never negative.
 """
 
 from __future__ import annotations

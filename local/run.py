@@ -58,7 +58,7 @@ from werkzeug.serving import BaseWSGIServer  # noqa: E402
 from infra import outputs  # noqa: E402
 from local import bridge, capacity_model, preflight, pump, synth, template, watch, workers  # noqa: E402
 from local.dynamo_proxy import DynamoProxy  # noqa: E402
-from local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from local.dynamodb_local import CREDENTIALS, DynamoDBLocal  # noqa: E402
 from local.identity import AuthConfig, IdentityProvider  # noqa: E402
 from local.identity import auth_file as auth_file_of  # noqa: E402
 from service import observability  # noqa: E402
@@ -72,6 +72,27 @@ DEFAULT_WORKERS = workers.SHARED  # make local's: docs/operations.md says why
 def outputs_file(port: int) -> Path:
     """The outputs (a deployed stack's keys, ``infra.outputs``) of the stack on ``port``."""
     return preflight.state_dir(port) / "outputs.json"
+
+
+def worker_dir(port: int) -> Path:
+    """Where the stack on ``port`` writes its workers' configuration files (each holds a
+    function's role policy): its own state folder, not the system's temporary one. Emptied when
+    the stack starts (what a killed stack left: the port being free, no stack owns them) and
+    removed when it stops (``running(worker_dir=...)``)."""
+    return preflight.state_dir(port) / "workers"
+
+
+def library_exports(dynamodb_endpoint: str) -> list[str]:
+    """The shell lines that point a program of yours (boto3, so the library; the AWS CLI) at
+    this DynamoDB Local: its endpoint, and the dummy credentials and region the stack's tables
+    were made under (DynamoDB Local accepts any; ``local.dynamodb_local.CREDENTIALS``)."""
+    region = CREDENTIALS["AWS_DEFAULT_REGION"]
+    return [
+        f"export AWS_ENDPOINT_URL_DYNAMODB={dynamodb_endpoint}",
+        f"export AWS_ACCESS_KEY_ID={CREDENTIALS['AWS_ACCESS_KEY_ID']} "
+        f"AWS_SECRET_ACCESS_KEY={CREDENTIALS['AWS_SECRET_ACCESS_KEY']} "
+        f"AWS_REGION={region} AWS_DEFAULT_REGION={region}",
+    ]
 
 
 def synth_dir(port: int) -> Path:
@@ -232,6 +253,7 @@ def running(
     reload_dir: Path | None = None,
     worker_mode: str = workers.SHARED,
     pool_size: int = workers.POOL_SIZE,
+    worker_dir: Path | None = None,
 ) -> Iterator[LocalStack]:
     """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``;
     ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
@@ -240,8 +262,12 @@ def running(
     ``reload_dir``: where this stack's watcher re-synthesizes (:func:`synth_dir`), removed once
     its workers have stopped.
     ``worker_mode``: ``shared`` (a process per function) or ``pool`` (a process per concurrent
-    request, up to ``pool_size`` per function, as Lambda scales): ``local.workers``."""
+    request, up to ``pool_size`` per function, as Lambda scales): ``local.workers``.
+    ``worker_dir``: where the workers' configuration files go (:func:`worker_dir`), emptied first
+    and removed once they have stopped (default: the system's temporary folder)."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
+    if worker_dir is not None:  # the ports are free: what is there a killed stack left behind
+        shutil.rmtree(worker_dir, ignore_errors=True)
     # The JVM boots while the functions' workers start (neither needs the other until a request):
     # the two longest steps overlap.
     db = DynamoDBLocal(port=dynamodb_port, data_dir=data_dir).start(wait=False)
@@ -272,6 +298,7 @@ def running(
                 function_environment,
                 mode=worker_mode,
                 pool_size=pool_size,
+                config_dir=worker_dir,
             )
         with step("waiting for DynamoDB Local, then creating the template's tables"):
             db.wait_ready()
@@ -303,10 +330,12 @@ def running(
         stop.set()
         if functions is not None:
             functions.stop()
-        if reload_dir is not None:  # no worker runs from its assets any more
-            shutil.rmtree(reload_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):  # its folder too, unless something else is there
-                reload_dir.parent.rmdir()
+        # No worker runs from its assets, nor reads its configuration, any more
+        for folder in (reload_dir, worker_dir):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+                with contextlib.suppress(OSError):  # its folder too, unless something else is
+                    folder.parent.rmdir()
         if front is not None:
             front.stop()
         identity.stop()
@@ -403,7 +432,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join([*taken, preflight.advice(ports)]), file=sys.stderr)
         return 1
     if not args.no_synth or not template.TEMPLATE.exists():
-        with step("synthesizing the stack (python app.py; skipped if no input changed)"):
+        with step(
+            "synthesizing the stack (python app.py; built once, then skipped while no input "
+            "changed)"
+        ):
             if not synth.synthesize(force=args.force_synth):
                 log.info("synth skipped: no input changed since the last one (local.synth)")
     stop = threading.Event()
@@ -420,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         reload_dir=synth_dir(args.port),
         worker_mode=args.workers,
         pool_size=args.pool_size,
+        worker_dir=worker_dir(args.port),
     ) as stack:
         log.info("DynamoDB Local  %s (%s)", stack.dynamodb.endpoint, args.data_dir or "in memory")
         log.info(
@@ -462,6 +495,16 @@ def main(argv: list[str] | None = None) -> int:
                     "each reload logs its time from the save",
                     "unknown" if synth_seconds is None else f"{synth_seconds:.0f} s last time here",
                 )
+            token = "make token USER=alice [ADMIN=1]" + (
+                "" if args.port == DEFAULT_PORT else f" PORT={args.port}"
+            )
+            # Printed as they are (no log prefix): lines to paste into another shell
+            print(
+                "\nA program of yours (the library, boto3, the AWS CLI) on this DynamoDB Local:\n"
+                + "".join(f"    {line}\n" for line in library_exports(stack.dynamodb.endpoint))
+                + f"A token of this stack's identity provider, for the API:\n    {token}\n",
+                flush=True,
+            )
             log.info("Ctrl-C stops everything")
             threading.Thread(target=report_contention, args=(stop,), daemon=True).start()
             stop.wait()

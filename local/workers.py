@@ -203,6 +203,9 @@ class Worker:
     local_environment: dict[str, str]
     policy: dict[str, Any] | None
     chaos: dict[str, Any] | None = None  # the chaos agent's settings (make chaos only)
+    # Where its configuration file (the role's policy among it) is written, removed on stop
+    # (make local: its state folder, .local/<PORT>/workers); None: the system's temporary folder.
+    config_dir: Path | None = None
     process: subprocess.Popen[str] | None = None
     port: int = 0
     output: list[str] = field(default_factory=list)
@@ -220,7 +223,11 @@ class Worker:
             "policy": self.policy,
             "chaos": self.chaos,
         }
-        handle, path = tempfile.mkstemp(prefix="turnstile-worker-", suffix=".json")
+        if self.config_dir is not None:
+            self.config_dir.mkdir(parents=True, exist_ok=True)
+        handle, path = tempfile.mkstemp(
+            prefix="turnstile-worker-", suffix=".json", dir=self.config_dir
+        )
         with os.fdopen(handle, "w") as file:
             json.dump(config, file)
         self._config = Path(path)
@@ -345,6 +352,7 @@ class Worker:
             self.local_environment,
             self.policy if policy is None else policy,
             self.chaos,
+            self.config_dir,
         ).spawn()
 
     def take_over(self, successor: Worker) -> None:
@@ -422,6 +430,7 @@ class WorkerPool(Worker):
             self.local_environment,
             self.policy,
             self.chaos,
+            self.config_dir,
             output=self.output,
         )
 
@@ -547,12 +556,14 @@ def start(
     chaos: dict[str, Any] | None = None,
     mode: str = SHARED,
     pool_size: int = POOL_SIZE,
+    config_dir: Path | None = None,
 ) -> Workers:
     """Start a worker per function (``only``: these handler paths), all at once; stops them
     all if any fails to start. ``chaos``: load the chaos agent with these settings
     (``local/sandbox/chaos_agent.py``; ``make chaos`` only). ``mode``: ``shared`` (one process
     per function, a thread per request) or ``pool`` (a process per concurrent request, up to
-    ``pool_size`` per function: :class:`WorkerPool`)."""
+    ``pool_size`` per function: :class:`WorkerPool`). ``config_dir``: where the workers'
+    configuration files go (:attr:`Worker.config_dir`)."""
     if mode not in MODES:
         raise ValueError(f"worker mode {mode!r}: one of {', '.join(MODES)}")
     layers = layers if layers is not None else [host_layer()]
@@ -565,11 +576,17 @@ def start(
             policy = policies[function.logical_id].config() if enforce_iam else None
             if mode == POOL:
                 workers[function.handler] = WorkerPool(
-                    function, list(layers), dict(local_environment), policy, chaos, size=pool_size
+                    function,
+                    list(layers),
+                    dict(local_environment),
+                    policy,
+                    chaos,
+                    config_dir,
+                    size=pool_size,
                 ).spawn()
             else:
                 workers[function.handler] = Worker(
-                    function, list(layers), dict(local_environment), policy, chaos
+                    function, list(layers), dict(local_environment), policy, chaos, config_dir
                 ).spawn()
         for worker in workers.values():
             worker.ready()

@@ -70,6 +70,7 @@ PAGES = (
     "docs/identity.md",
     "docs/http-api.md",
     "docs/clients.md",
+    "docs/library.md",
 )
 RUNNABLE = {"sh", "bash", "shell", "console", "http"}
 SHOWN_HEADERS = ("ETag", "Location", "Retry-After", "Allow", "Idempotent-Replayed")

@@ -1,7 +1,8 @@
 """Every shell and HTTP example of the README, docs/getting-started.md, docs/identity.md,
-docs/http-api.md and docs/clients.md, run in order and as written against the e2e tier's local
-stack (the session's ``api_url``: no second stack), by ``tests.docs_runner`` (its docstring says
-how blocks are marked, what ``make local`` maps to, and how outputs and responses are compared).
+docs/http-api.md, docs/clients.md and docs/library.md, run in order and as written against the
+e2e tier's local stack (the session's ``api_url``: no second stack), by ``tests.docs_runner`` (its
+docstring says how blocks are marked, what ``make local`` maps to, and how outputs and responses
+are compared).
 
 The session stack is served in-process, so ``make token`` finds it the way it finds ``make
 local``'s: by the identity provider's ``auth.json`` in ``.local/<PORT>/``, written here for the
@@ -25,17 +26,23 @@ PAGES = {
     "docs/identity.md": 2,
     "docs/http-api.md": 24,
     "docs/clients.md": 2,
+    "docs/library.md": 3,  # the install from the clone, the wheel, the exports (no stack needed)
 }
 
 
 @pytest.fixture(scope="module")
-def page_environment(api_url: str, identity: AuthConfig) -> Iterator[dict[str, str]]:
+def page_environment(
+    api_url: str, identity: AuthConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
     port = urlparse(api_url).port
     assert port is not None
     state = auth_file(port)
     identity.write(state)
     try:
         with docs_runner.page_environment(port) as environment:
+            # What the pages make in a temporary folder (docs/library.md's venv) goes with the
+            # test's own
+            environment["TMPDIR"] = str(tmp_path_factory.mktemp("docs-pages"))
             yield environment
     finally:
         state.unlink(missing_ok=True)

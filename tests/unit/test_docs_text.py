@@ -88,3 +88,12 @@ def test_the_http_api_page_shows_every_route_of_the_document_by_example():
             if known_method == method and re.fullmatch(pattern, path):
                 shown.add((known_method, template))
     assert document_routes() - shown == set()
+
+
+@pytest.mark.parametrize(
+    ("page", "link"), [("README.md", "docs/glossary.md"), ("docs/index.md", "glossary.md")]
+)
+def test_the_front_pages_link_the_glossary(page: str, link: str):
+    # The words the pages use (fence, lease, claim, ...) are defined in one place; a reader who
+    # starts at the README or at the site's front page is told where
+    assert f"]({link})" in (ROOT / page).read_text()
