@@ -127,7 +127,7 @@ class Monitoring(Construct):
                 title="Contention answers",
                 left=[
                     turnstile_metric(observability.API_PATTERN, name)
-                    for name in observability.CATALOG[observability.API_PATTERN]
+                    for name in observability.catalog()[observability.API_PATTERN]
                 ],
                 width=12,
             ),
@@ -142,7 +142,7 @@ class Monitoring(Construct):
                 ],
                 width=8,
             )
-            for pattern, names in observability.CATALOG.items()
+            for pattern, names in observability.catalog().items()
             if pattern != observability.API_PATTERN
         ]
         self.dashboard.add_widgets(*contention)

@@ -51,6 +51,7 @@ outside Lambda. In Lambda, with SnapStart, :func:`parts` runs before the snapsho
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -59,22 +60,11 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from service import snapstart
-from service.domain import inventory
-from turnstile_ddb import (
-    claims,
-    idempotency,
-    lease,
-    lease_queue,
-    metrics,
-    retry,
-    sharded,
-    slots,
-    transact,
-    versioned,
-)
+from turnstile_ddb import metrics
 
 NAMESPACE = "turnstile"
 DIMENSION = "pattern"
@@ -88,51 +78,82 @@ ANSWERS = {
 }
 
 # Every metric turnstile writes, per pattern: what the dashboard draws and docs/operations.md
-# lists. Built from what each module declares it counts (``METRICS``, next to its code: a unit
-# test checks each declaration against its module's sources), so a metric is listed once, where
-# it is counted. Patterns that call DynamoDB through ``turnstile_ddb.retry`` also carry its retry
-# figures (RETRY_METRICS).
-RETRY_METRICS = retry.METRICS
-
-
-def _names(*declared: tuple[str, ...]) -> tuple[str, ...]:
-    """The names of ``declared``, in order, each once (modules sharing a pattern share names)."""
-    return tuple(dict.fromkeys(name for names in declared for name in names))
-
-
-CATALOG: dict[str, tuple[str, ...]] = {
-    "atomic": RETRY_METRICS,
-    "versioned": _names(versioned.METRICS, RETRY_METRICS),
-    "capacity": RETRY_METRICS,
-    "claims": _names(claims.METRICS, RETRY_METRICS),
-    # the products domain retries the catalogue read and counts a multi-shard write's conflict
-    "sharded": _names(sharded.METRICS, ("CatalogueRetry",), RETRY_METRICS),
-    "inventory": _names(inventory.METRICS, RETRY_METRICS),
-    "slots": _names(slots.METRICS, RETRY_METRICS),
-    "lease": _names(lease.METRICS, lease_queue.METRICS, RETRY_METRICS),
-    # the HTTP layer counts a claim it could not give back (service.api.keyed)
-    "idempotency": _names(idempotency.METRICS, ("ClaimReleaseFailed",), RETRY_METRICS),
-    "wallets": ("ChargeAlreadySettled", "RefundRefused"),
-    "transact": _names(transact.METRICS, RETRY_METRICS),
-    "dynamodb": RETRY_METRICS,
-    "decider": (
-        "RequestAccepted",
-        "RequestRejected",
-        "AlreadyDecided",
-        "PendingAge",
-        "StreamLag",
-        "RecordFailed",
-        "RecordNotRun",
-    ),
-    "summary": ("SummaryApplied", "SummarySkipped", "StreamLag", "RecordFailed", "RecordNotRun"),
-    "streams": ("DeadLettered",),
-    API_PATTERN: tuple(ANSWERS.values()),
-}
-# Figures also written summed over every pattern, under pattern ``all``: a CloudWatch alarm may
-# add up at most 10 metrics, and more than 10 patterns meet throttles.
+# lists (:func:`catalog`). Built from what each module declares it counts (``METRICS``, next to its
+# code: a unit test checks each declaration against its module's sources), so a metric is listed
+# once, where it is counted. Patterns that call DynamoDB through ``turnstile_ddb.retry`` also carry
+# its retry figures. The declarations are read from the modules' sources, not imported: the
+# catalogue is wanted at deploy time (the dashboard and alarms, ``infra.monitoring``), which must
+# not load the Lambda runtime (boto3, the domain modules: tests/infra/test_deploy_time_imports.py),
+# and no function needs it at run time.
 ALL_PATTERNS = "all"
 ROLLUPS = frozenset({"Throttle"})
-CATALOG[ALL_PATTERNS] = tuple(sorted(ROLLUPS))
+_FUNCTIONS_DIR = Path(__file__).resolve().parents[1]
+
+
+def declared(module: str) -> tuple[str, ...]:
+    """The names ``module`` (``"turnstile_ddb.claims"``) declares in its ``METRICS``, a literal
+    tuple of strings, read from its source file without importing it."""
+    path = _FUNCTIONS_DIR.joinpath(*module.split(".")).with_suffix(".py")
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "METRICS"
+            and node.value is not None
+        ):
+            names = ast.literal_eval(node.value)
+            if isinstance(names, tuple) and all(isinstance(name, str) for name in names):
+                return names
+            raise TypeError(f"{module}.METRICS is not a literal tuple of names")
+    raise LookupError(f"{module} declares no METRICS")
+
+
+def _names(*declared_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names given, in order, each once (modules sharing a pattern share names)."""
+    return tuple(dict.fromkeys(name for names in declared_names for name in names))
+
+
+def catalog() -> dict[str, tuple[str, ...]]:
+    """Every metric per pattern (``ALL_PATTERNS``: the figures also written summed over them)."""
+    lib = "turnstile_ddb."
+    retry = declared(lib + "retry")
+    return {
+        "atomic": retry,
+        "versioned": _names(declared(lib + "versioned"), retry),
+        "capacity": retry,
+        "claims": _names(declared(lib + "claims"), retry),
+        # the products domain retries the catalogue read and counts a multi-shard write's conflict
+        "sharded": _names(declared(lib + "sharded"), ("CatalogueRetry",), retry),
+        "inventory": _names(declared("service.domain.inventory"), retry),
+        "slots": _names(declared(lib + "slots"), retry),
+        "lease": _names(declared(lib + "lease"), declared(lib + "lease_queue"), retry),
+        # the HTTP layer counts a claim it could not give back (service.api.keyed)
+        "idempotency": _names(declared(lib + "idempotency"), ("ClaimReleaseFailed",), retry),
+        "wallets": ("ChargeAlreadySettled", "RefundRefused"),
+        "transact": _names(declared(lib + "transact"), retry),
+        "dynamodb": retry,
+        "decider": (
+            "RequestAccepted",
+            "RequestRejected",
+            "AlreadyDecided",
+            "PendingAge",
+            "StreamLag",
+            "RecordFailed",
+            "RecordNotRun",
+        ),
+        "summary": (
+            "SummaryApplied",
+            "SummarySkipped",
+            "StreamLag",
+            "RecordFailed",
+            "RecordNotRun",
+        ),
+        "streams": ("DeadLettered",),
+        API_PATTERN: tuple(ANSWERS.values()),
+        ALL_PATTERNS: tuple(sorted(ROLLUPS)),
+    }
+
+
 DURATIONS = frozenset({"LeaseWait", "PendingAge", "StreamLag"})  # milliseconds; the rest count
 
 _CONTEXT_FIELDS = ("function_name", "memory_limit_in_mb", "invoked_function_arn", "aws_request_id")

@@ -150,6 +150,6 @@ def test_dashboard_shows_every_alarm_and_every_catalogued_metric(template):
     text = "".join(part if isinstance(part, str) else json.dumps(part) for part in parts)
     for logical in cfn.resources(template, "AWS::CloudWatch::Alarm"):
         assert logical in text, f"alarm {logical} is not on the dashboard"
-    for pattern, names in observability.CATALOG.items():
+    for pattern, names in observability.catalog().items():
         for name in names:
             assert f'"turnstile","{name}","pattern","{pattern}"' in text, (pattern, name)

@@ -103,13 +103,22 @@ LEASE_HOLDER: dict[str, Detail] = {
 CURRENT_FENCE: dict[str, Detail] = {
     "currentFence": (int, "the fence of the lease held now, when one is"),
 }
+# Why a lock was refused (service.domain.locks.locked): held by someone, or free but promised to
+# the callers queued for it (how many are waiting).
+LOCK_REFUSAL: dict[str, Detail] = {
+    "reason": (
+        Literal["HELD", "QUEUED"],
+        "HELD: someone holds it; QUEUED: free, but waiters come first",
+    ),
+    "waiting": (int, "QUEUED: how many callers are queued for the lock"),
+}
 DETAILS: dict[str, dict[str, Detail]] = {
     "VERSION_MISMATCH": {"currentVersion": (int, 'the version now: send it as If-Match: "<v>"')},
     "EVENT_FULL": {
         "capacity": (int, "the event's capacity"),
         "registered": (int, "how many are registered"),
     },
-    "LOCKED": LEASE_HOLDER,
+    "LOCKED": {**LOCK_REFUSAL, **LEASE_HOLDER},
     "LOCK_LOST": CURRENT_FENCE,
     "EXPIRED": {"units": (list[str], "the units the reservation held, when its hold was lost")},
     "HOLD_LAPSED": RETRY_AFTER,
@@ -125,6 +134,7 @@ FUNCTION_DETAILS: dict[tuple[str, str], dict[str, Detail]] = {
         **RETRY_AFTER,
     },
     ("locks", "LOCKED"): {
+        **LOCK_REFUSAL,
         **LEASE_HOLDER,
         "queuePosition": (int, "with waitMs: how many were ahead when the wait ended"),
     },
