@@ -148,6 +148,23 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    def sleep(self, seconds: float) -> None:
+        """A sleep on this clock: time moves by what was asked, at once."""
+        self.now += max(0.0, seconds)
+
+
+def inventory_on(ddb: Any, tables: Any, clock: Any = None, **options: Any) -> Inventory:
+    """The inventory domain on the test's tables, with a patient client (and ``clock`` when
+    given; ``options`` are Inventory's own)."""
+    if clock is not None:
+        options["clock"] = clock
+    return Inventory(
+        client=patient(ddb),
+        table=tables["inventory"],
+        summary_table=tables["inventory_summary"],
+        **options,
+    )
+
 
 def item(ddb: Any, table: str, key: str) -> dict[str, Any] | None:
     response = ddb.get_item(

@@ -5,7 +5,6 @@ whose attributes are stored under other names works through every operation."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -13,28 +12,10 @@ import pytest
 from service import config
 from service.domain.errors import AlreadyConfirmed, Expired
 from service.domain.inventory import Inventory
-from tests.helpers import metric_totals, patient, units_in_table
+from tests.helpers import Clock, inventory_on, metric_totals, units_in_table
 from turnstile_ddb import claims
 
 pytestmark = pytest.mark.integration
-
-
-@dataclass
-class Clock:
-    now: float = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def inventory(ddb: Any, tables: Any, clock: Clock, **kwargs: Any) -> Inventory:
-    return Inventory(
-        client=patient(ddb),
-        table=tables["inventory"],
-        summary_table=tables["inventory_summary"],
-        clock=clock,
-        **kwargs,
-    )
 
 
 def emitted(tally: Any) -> Counter[tuple[str, str]]:
@@ -44,7 +25,7 @@ def emitted(tally: Any) -> Counter[tuple[str, str]]:
 def test_a_confirm_whose_hold_lapsed_counts_confirm_lost_once(ddb, tables, unique):
     # Given one unit held by a reservation whose hold then ran out (nobody took the unit since)
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock)
     service.create(unique, 1)
     held = service.reserve(unique, 1, hold_seconds=30)
     clock.now += 31
@@ -75,7 +56,7 @@ def renamed(ddb: Any, tables: Any, clock: Clock) -> Inventory:
         key_attrs=("sku", "sk"),
         **RENAMED,
     )
-    return inventory(ddb, tables, clock, unit_table=units)
+    return inventory_on(ddb, tables, clock, unit_table=units)
 
 
 def test_the_inventory_domain_works_on_a_unit_table_with_other_attribute_names(ddb, tables, unique):

@@ -6,39 +6,20 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from service.domain.errors import AlreadyConfirmed, Expired, NotFound, OutOfStock
-from service.domain.inventory import UNIT, Inventory
-from tests.helpers import patient, storm, units_in_table
+from service.domain.inventory import UNIT
+from tests.helpers import Clock, inventory_on, storm, units_in_table
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Clock:
-    now: float = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def inventory(ddb: Any, tables: Any, clock: Any = None) -> Inventory:
-    extra = {"clock": clock} if clock is not None else {}
-    return Inventory(
-        client=patient(ddb),
-        table=tables["inventory"],
-        summary_table=tables["inventory_summary"],
-        **extra,
-    )
-
-
 def test_seed_002_workload_exactly_the_stock_is_reserved_once(ddb, tables, unique):
     # Given 100 units of one sku
-    service = inventory(ddb, tables)
+    service = inventory_on(ddb, tables)
     service.create(unique, 100)
     # When 100 threads make 1000 reservation attempts of one unit each, all at once
     history = storm(service, unique, quantity=1, attempts=1000, workers=100)
@@ -59,7 +40,7 @@ def test_seed_002_workload_exactly_the_stock_is_reserved_once(ddb, tables, uniqu
 
 def test_quantity_three_is_all_or_nothing_and_leaves_nothing_partial(ddb, tables, unique):
     # Given 100 units of one sku
-    service = inventory(ddb, tables)
+    service = inventory_on(ddb, tables)
     service.create(unique, 100)
     # When 100 threads make 1000 attempts to reserve three units at once
     history = storm(service, unique, quantity=3, attempts=1000, workers=100)
@@ -91,7 +72,7 @@ def test_quantity_three_is_all_or_nothing_and_leaves_nothing_partial(ddb, tables
 def test_an_expired_hold_is_reclaimed_and_its_confirm_is_refused(ddb, tables, unique):
     # Given two units, both held by a reservation for 10 seconds
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock)
     service.create(unique, 2)
     first = service.reserve(unique, 2, hold_seconds=10)
     # When another caller tries before the hold lapses
@@ -116,7 +97,7 @@ def test_an_expired_hold_is_reclaimed_and_its_confirm_is_refused(ddb, tables, un
 def test_a_confirm_after_expiry_is_refused_even_if_nobody_took_the_units(ddb, tables, unique):
     # Given a reservation whose hold lapsed, its units untouched since
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock)
     service.create(unique, 1)
     reservation = service.reserve(unique, 1, hold_seconds=5)
     clock.now += 5
@@ -131,7 +112,7 @@ def test_a_confirm_after_expiry_is_refused_even_if_nobody_took_the_units(ddb, ta
 def test_confirm_sells_once_and_a_repeat_answers_the_same(ddb, tables, unique):
     # Given a valid reservation of three units
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock)
     service.create(unique, 5)
     reservation = service.reserve(unique, 3, hold_seconds=60)
     # When it is confirmed twice
@@ -152,7 +133,7 @@ def test_confirm_sells_once_and_a_repeat_answers_the_same(ddb, tables, unique):
 
 def test_release_frees_the_units_and_forgets_the_reservation(ddb, tables, unique):
     # Given all three units of a sku held by one reservation
-    service = inventory(ddb, tables)
+    service = inventory_on(ddb, tables)
     service.create(unique, 3)
     reservation = service.reserve(unique, 3)
     # When it is released
@@ -176,10 +157,10 @@ def test_a_confirm_racing_a_reclaim_never_lets_both_win(ddb, tables, unique):
         start = Clock()
         owner_clock = Clock(start.now + 10 - 0.001)
         rival_clock = Clock(start.now + 10)
-        inventory(ddb, tables, start).create(sku, 1)
-        reservation = inventory(ddb, tables, start).reserve(sku, 1, hold_seconds=10)
-        owner = inventory(ddb, tables, owner_clock)
-        rival = inventory(ddb, tables, rival_clock)
+        inventory_on(ddb, tables, start).create(sku, 1)
+        reservation = inventory_on(ddb, tables, start).reserve(sku, 1, hold_seconds=10)
+        owner = inventory_on(ddb, tables, owner_clock)
+        rival = inventory_on(ddb, tables, rival_clock)
         results: dict[str, Any] = {}
         barrier = threading.Barrier(2)
 
@@ -221,7 +202,7 @@ def test_a_confirm_racing_a_reclaim_never_lets_both_win(ddb, tables, unique):
 
 def test_unknown_sku_and_duplicate_creation(ddb, tables, unique):
     # Given a sku that exists
-    service = inventory(ddb, tables)
+    service = inventory_on(ddb, tables)
     service.create(unique, 1)
     # Then creating it again is refused, and an unknown sku is not found
     from service.domain.errors import AlreadyExists
@@ -237,7 +218,7 @@ def test_unknown_sku_and_duplicate_creation(ddb, tables, unique):
 def test_a_reservation_id_never_issued_is_404_whatever_expiry_it_names(ddb, tables, unique, route):
     # Given a sku of three units, one held by a real reservation, one sold, one free
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock)
     service.create(unique, 3)
     held = service.reserve(unique, 1, hold_seconds=60)
     sold = service.reserve(unique, 1, hold_seconds=60)
@@ -271,7 +252,7 @@ def test_a_reservation_id_never_issued_is_404_whatever_expiry_it_names(ddb, tabl
 def test_a_lapsed_reservation_whose_lead_unit_was_taken_again_is_still_expired(ddb, tables, unique):
     # Given a one-unit reservation whose hold lapsed and whose unit another reservation took
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock)
     service.create(unique, 1)
     lapsed = service.reserve(unique, 1, hold_seconds=5)
     clock.now += 5

@@ -10,32 +10,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from service.domain.errors import AlreadyConfirmed, Expired, Locked
-from service.domain.inventory import Inventory
 from service.domain.locks import Locks
-from tests.helpers import patient
+from tests.helpers import Clock, inventory_on
 from turnstile_ddb import lease, metrics, retry
 from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings, WaitTimedOut
 
 pytestmark = pytest.mark.integration
 
 Emitted = Counter[tuple[str, str]]
-
-
-@dataclass
-class Clock:
-    now: float = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(0.0, seconds)
 
 
 @contextmanager
@@ -71,19 +58,9 @@ def refused(error: type[BaseException], operation: Callable[[], Any]) -> Emitted
 # -- inventory (pattern claims; the domain's own: inventory) ---------------------------------
 
 
-def inventory(ddb: Any, tables: Any, clock: Clock) -> Inventory:
-    return Inventory(
-        client=patient(ddb),
-        table=tables["inventory"],
-        summary_table=tables["inventory_summary"],
-        clock=clock,
-        guess=False,
-    )
-
-
 def test_inventory_operations_count_each_figure_once(ddb, tables, unique):
     clock = Clock()
-    service = inventory(ddb, tables, clock)
+    service = inventory_on(ddb, tables, clock, guess=False)
     assert once(lambda: service.create(unique, 3)) == {}
     first: dict[str, Any] = {}
     assert once(lambda: first.update(service.reserve(unique, 1, hold_seconds=30))) == {}
