@@ -57,17 +57,34 @@ TESTS: dict[str, tuple[str, ...]] = {
         _INTEGRATION + "test_purchase_contention.py",
         _INTEGRATION + "test_idempotency_key.py",
     ),
-    "functions/turnstile_ddb/claims.py": (
-        _UNIT + "test_inventory_claims.py",
-        _UNIT + "test_claims_options.py",
-        _UNIT + "test_claim_hold_lapsed.py",
-        _INTEGRATION + "test_inventory_reservations.py",
-        _INTEGRATION + "test_inventory_transactions.py",
+    **dict.fromkeys(
+        (
+            "functions/turnstile_ddb/claims.py",
+            # its private parts (the unit item's writes, the hints, the reads, the answers)
+            "functions/turnstile_ddb/_claims_units.py",
+            "functions/turnstile_ddb/_claims_hints.py",
+            "functions/turnstile_ddb/_claims_reader.py",
+            "functions/turnstile_ddb/_claims_results.py",
+        ),
+        (
+            _UNIT + "test_inventory_claims.py",
+            _UNIT + "test_claims_options.py",
+            _UNIT + "test_claim_hold_lapsed.py",
+            _INTEGRATION + "test_inventory_reservations.py",
+            _INTEGRATION + "test_inventory_transactions.py",
+        ),
     ),
-    "functions/turnstile_ddb/sharded.py": (
-        _UNIT + "test_sharded_hints.py",
-        _INTEGRATION + "test_sharded_stock.py",
-        _INTEGRATION + "test_sharded_event.py",
+    **dict.fromkeys(
+        (
+            "functions/turnstile_ddb/sharded.py",
+            "functions/turnstile_ddb/_sharded_counter.py",
+            "functions/turnstile_ddb/_sharded_hints.py",
+        ),
+        (
+            _UNIT + "test_sharded_hints.py",
+            _INTEGRATION + "test_sharded_stock.py",
+            _INTEGRATION + "test_sharded_event.py",
+        ),
     ),
     "functions/turnstile_ddb/_lease_item.py": (
         _INTEGRATION + "test_lease_races.py",

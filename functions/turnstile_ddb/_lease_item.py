@@ -359,3 +359,52 @@ def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any
         pattern=PATTERN,
     )
     return logical(leases.attributes, codec.decode_item(response.get("Attributes")))
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """``heartbeat_ms`` (H): how often holders renew and the waiter next in line beats;
+    ``expiry_ms`` (L): how long after its last renewal a silent holder, or after its last beat a
+    silent next-in-line waiter, is passed over; ``idle_ms`` (I, default 4 L): how long a waiter
+    that never said it was next may leave its turn unclaimed (waiters further back write nothing
+    and sleep up to I - H); ``poll_ms``: how soon the head looks at a holder past its expected
+    release again (then every 2, then 4 polls; an expiry at once); ``margin_ms``: how long
+    before a Lambda invocation ends waits and heartbeats stop.
+
+    Defaults measured in ``bench/leases.py`` (docs/patterns/leases.md): L = 3 H tolerates two
+    late or lost heartbeats, and a dead holder is taken over within L + H + one poll. Where
+    writes are slow (a loaded machine), raise H and L together.
+    """
+
+    heartbeat_ms: int = 500
+    expiry_ms: int = QUEUE_EXPIRY_MS
+    poll_ms: int = 50
+    margin_ms: int = 1000
+    idle_ms: int = 0  # 0: four times expiry_ms
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_ms < self.expiry_ms:
+            raise ValueError("need 0 < heartbeat_ms < expiry_ms")
+        if self.poll_ms <= 0 or self.margin_ms < 0:
+            raise ValueError("poll_ms must be positive and margin_ms not negative")
+        if self.idle_ms == 0:
+            object.__setattr__(self, "idle_ms", 4 * self.expiry_ms)
+        if self.idle_ms < self.expiry_ms:
+            raise ValueError("need idle_ms >= expiry_ms")
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> QueueSettings:
+        """L and I as the queue's waiters wrote them on the lease item with their ticket
+        (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were
+        recorded). A plain acquisition judges a queue by these, never by settings of its own."""
+        expiry, idle = queue_times(item)
+        return cls(heartbeat_ms=min(cls.heartbeat_ms, expiry - 1), expiry_ms=expiry, idle_ms=idle)
+
+    def stale_queue_times(self, now: int) -> tuple[int, int]:
+        """``:stale`` and ``:idle`` of the plain acquisition's stale-queue condition at ``now``:
+        the queue's own pass-over rule as it stood I ago (every live waiter looks within I - H)."""
+        return stale_queue_times(now, self.expiry_ms, self.idle_ms)
+
+
+# Public (and shown, pickled, documented) as turnstile_ddb.lease_queue.QueueSettings.
+QueueSettings.__module__ = "turnstile_ddb.lease_queue"

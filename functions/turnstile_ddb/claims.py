@@ -135,16 +135,50 @@ from __future__ import annotations
 
 import random
 import threading
-import time
-import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, Unpack
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry, transact
+from turnstile_ddb._claims_hints import (
+    PoolHints,
+    ReserveOptions,
+    UnitCache,
+    _OldReserveArguments,
+    _options_of,
+)
+from turnstile_ddb._claims_reader import _failover_on_throttle as _raise_throttled
+from turnstile_ddb._claims_reader import _Picked, _read_now, _Reader, _Throttled
+from turnstile_ddb._claims_results import (
+    Claimed,
+    ClaimHoldLapsed,
+    HoldLost,
+    NotEnough,
+    Unsettled,
+    _Cost,
+)
+from turnstile_ddb._claims_units import (
+    _CLAIMABLE_AT_SPACE,
+    _REMOVED_IN,
+    _SINCE,
+    _SPARSE,
+    FREE,
+    HELD,
+    PAGES_PER_POOL,
+    PATTERN,
+    SOLD,
+    Key,
+    UnitTable,
+    _claim_item,
+    _confirm_item,
+    _free_unit,
+    _identity,
+    _release_item,
+    new_claimable_at,
+    new_unit,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -194,207 +228,6 @@ METRICS: tuple[str, ...] = (
     "Throttle",
 )
 
-PATTERN = "claims"
-
-# A unit's stored status values.
-FREE = "free"
-HELD = "held"
-SOLD = "sold"
-
-_CLAIMABLE_AT_SPACE = 2**20  # random claimable-at values of free units live in [0, this)
-_SPREAD = 4  # how many units past a run's first candidate it may start (see _Reader.pick)
-_SPARSE = 16  # a pool not seen with this many claimable units is read in one whole-range Query
-# The most Queries one read of one pool sends (pages of at most 100 keys): what bounds a
-# reservation's reads whatever the index holds, e.g. units that exist but are not offered yet.
-PAGES_PER_POOL = 4
-_SINCE, _REMOVED_IN = "1.0.0", "2.0.0"  # the deprecated names below go in _REMOVED_IN
-
-Key = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class UnitTable:
-    """Where the units live and what their stored attributes are called (each a field whose
-    default is the name used so far, so a table of another layout names its own)."""
-
-    table: str
-    index: str
-    key_attrs: tuple[str, ...]  # the table's key attributes, e.g. ("sku", "sk")
-    pool_attr: str = "pool"
-    claimable_at_attr: str = "claimableAt"  # the index's sort key (see the module docstring)
-    status_attr: str = "status"
-    holder_attr: str = "holder"
-    until_attr: str = "holdUntil"
-    seq_attr: str = "seq"
-    members_attr: str = "members"  # on a reservation's lead unit: the keys of all its units
-    owner_attr: str = "owner"  # on a reservation's lead unit: who made the reservation
-    # On a claimed unit: the holder whose lapsed hold the claim replaced ("" when the unit was
-    # free), so that a lapsed reservation can still be told from one that never existed.
-    previous_attr: str = "previousHolder"
-    # Deprecated spelling of ``claimable_at_attr``: accepted by the constructor, with a warning,
-    # until 2.0.0, and then forgotten (always None once built, so ``dataclasses.replace`` of a
-    # table never brings an old name back).
-    ticket_attr: str | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.ticket_attr is not None:
-            _warn_renamed(
-                "UnitTable(ticket_attr=...)", "UnitTable(claimable_at_attr=...)", stacklevel=4
-            )
-            object.__setattr__(self, "claimable_at_attr", self.ticket_attr)
-            object.__setattr__(self, "ticket_attr", None)
-        keys = [(f"key_attrs[{i}]", name) for i, name in enumerate(self.key_attrs)]
-        _checks.distinct_names("UnitTable", [*keys, *_checks.attr_fields(self)])
-
-    def names(self) -> dict[str, str]:
-        """Every expression placeholder this module uses, with the attribute it stands for."""
-        return {
-            "#pool": self.pool_attr,
-            "#claimable": self.claimable_at_attr,
-            "#status": self.status_attr,
-            "#holder": self.holder_attr,
-            "#until": self.until_attr,
-            "#seq": self.seq_attr,
-            "#members": self.members_attr,
-            "#owner": self.owner_attr,
-            "#previous": self.previous_attr,
-        }
-
-    def key_of(self, item: Mapping[str, Any]) -> Key:
-        return {name: item[name] for name in self.key_attrs}
-
-
-def _warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
-    """Warn that ``old`` (a spelling of a name of this module) is deprecated for ``new``."""
-    warnings.warn(
-        f"turnstile_ddb.claims.{old} is deprecated since turnstile-ddb {_SINCE} and will be "
-        f"removed in {_REMOVED_IN}; use turnstile_ddb.claims.{new} instead",
-        deprecation.TurnstileDeprecationWarning,
-        stacklevel=stacklevel,
-    )
-
-
-def _names(units: UnitTable, *placeholders: str) -> dict[str, str]:
-    """The ``ExpressionAttributeNames`` of an expression using just ``placeholders``
-    (DynamoDB refuses a name an expression does not use)."""
-    every = units.names()
-    return {placeholder: every[placeholder] for placeholder in placeholders}
-
-
-def new_claimable_at(rand: Callable[[], float] = random.random) -> int:
-    """A free unit's random claimable-at value: below 2**20 ms after the epoch, so before any
-    hold expiry, and spread so that concurrent reads from random pivots meet different units."""
-    return int(rand() * _CLAIMABLE_AT_SPACE)
-
-
-def new_unit(
-    units: UnitTable, key: Mapping[str, Any], pool: str, claimable_at: int
-) -> dict[str, Any]:
-    """The attributes of a new, free unit (for the caller's ``PutItem``/``BatchWriteItem``)."""
-    return {
-        **key,
-        units.pool_attr: pool,
-        units.claimable_at_attr: claimable_at,
-        units.status_attr: FREE,
-        units.seq_attr: 0,
-    }
-
-
-def _free_unit(units: UnitTable, key: Mapping[str, Any], pool: str, ticket: int) -> dict[str, Any]:
-    """The deprecated :func:`new_unit` (its last parameter was called ``ticket``)."""
-    return new_unit(units, key, pool, ticket)
-
-
-class NotEnough(errors.Refused):
-    """Fewer than ``wanted`` units could be claimed; the ones taken have been given back."""
-
-    def __init__(self, wanted: int, got: int) -> None:
-        super().__init__(f"only {got} of {wanted} units could be claimed")
-        self.wanted = wanted
-        self.got = got
-
-
-class Unsettled(errors.Retryable):
-    """The reads stopped at their bound (:data:`PAGES_PER_POOL` Queries per pool) with fewer than
-    ``wanted`` claimable units seen and some pool not read to its end: not a refusal (the pools
-    may hold enough units further on), so a later attempt may succeed. Nothing was written.
-
-    Where every unit listed in the index is claimable this does not happen in practice: a page
-    holds a few more units than a read needs. It happens when most units the index lists are not
-    ``eligible`` (units of a sku still being created, say): without the bound a reservation
-    would page through all of them."""
-
-    def __init__(self, wanted: int, got: int, pages: int) -> None:
-        super().__init__(
-            f"{got} of {wanted} units seen in at most {pages} Queries per pool; "
-            "the pools were not read to their end"
-        )
-        self.wanted = wanted
-        self.got = got
-        self.pages = pages
-
-
-class ClaimHoldLapsed(retry.RetriesExhausted):
-    """The hold ended, on the caller's clock (``ReserveOptions.clock_ms``), before the
-    reservation could be answered: not a refusal (the units may well be there), a retryable
-    answer (it is a :class:`turnstile_ddb.retry.RetriesExhausted`, so a ``Retryable``), counted
-    as ``ClaimHoldLapsed``. Retry with a new hold.
-
-    Either no round started (the clock had reached ``until_ms`` before one could be sent:
-    nothing was written, ``keys`` is empty), or the round that took every unit was answered
-    after the hold's end (the request paused between its read and its claim, or the reply was
-    slow): answering it would hand out a hold that has already ended, dead on arrival. Its
-    units are then given back (:func:`release`, on condition that this holder still holds each
-    one, so a unit a rival claimed since stays the rival's) and listed in ``keys``.
-    ``given_back`` is False when giving them back failed (the exception's ``__cause__`` says
-    how): they may still name this holder, with a hold that has ended, which anyone may claim.
-    ``until_ms``: when the hold ended."""
-
-    def __init__(
-        self, until_ms: int, rounds: int, keys: Sequence[Key] = (), *, given_back: bool = True
-    ) -> None:
-        if not keys:
-            what = "no round was sent after it"
-        elif given_back:
-            what = f"the claim of {len(keys)} unit(s) was answered after it and given back"
-        else:
-            what = f"the claim of {len(keys)} unit(s) was answered after it; giving it back failed"
-        super().__init__(rounds, None)
-        self._say(
-            f"the hold ended (at {until_ms} epoch ms) before the reservation was answered: {what}"
-        )
-        self.until_ms = until_ms
-        self.keys = [dict(key) for key in keys]
-        self.given_back = given_back
-
-
-@dataclass
-class Claimed:
-    """What :func:`reserve` took, and what it cost (for tests and benchmarks)."""
-
-    keys: list[Key] = field(default_factory=list)
-    holder: str = ""
-    lost: int = 0  # candidates someone else claimed first (replaced)
-    queries: int = 0
-    transactions: int = 0
-    failovers: int = 0  # pools left for later because their key throttled
-    cached: int = 0  # units first tried straight from the :class:`UnitCache` (no Query)
-    guessed: int = 0  # units first tried as the caller guessed them (no Query)
-
-
-class HoldLost(errors.Refused):
-    """A sale failed: at least one unit is no longer held (validly) by this holder."""
-
-    def __init__(self, keys: Sequence[Key], current: Sequence[dict[str, Any] | None]) -> None:
-        super().__init__(f"{len(keys)} unit(s) no longer held")
-        self.keys = list(keys)
-        self.current = list(current)
-
-
-def _skippable(exc: BaseException) -> bool:
-    """Someone else has the unit: its condition failed, or a transaction is changing it."""
-    return retry.condition_failed(exc) or retry.error_code(exc) == "TransactionConflictException"
-
 
 @_contract.write
 def confirm(
@@ -411,28 +244,7 @@ def confirm(
     unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
     if len(keys) > 100:
         raise ValueError("a sale covers at most 100 units (one transaction)")
-    names = _names(units, "#status", "#holder", "#until", "#seq", "#claimable")
-    items = [
-        {
-            "Update": {
-                "TableName": units.table,
-                "Key": codec.encode_item(key),
-                "UpdateExpression": (
-                    "SET #status = :sold, #seq = if_not_exists(#seq, :zero) + :one "
-                    "REMOVE #claimable"
-                ),
-                "ConditionExpression": (
-                    "#holder = :holder AND (#status = :sold OR (#status = :held AND #until > :now))"
-                ),
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": codec.values(
-                    sold=SOLD, held=HELD, holder=holder, now=now_ms, zero=0, one=1
-                ),
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        for key in keys
-    ]
+    items = [_confirm_item(units, key, holder, now_ms) for key in keys]
     try:
         transact.transact_write(client, items, backoff=backoff, token=token, pattern=PATTERN)
     except transact.Cancelled as exc:
@@ -443,605 +255,53 @@ def confirm(
         ) from exc
 
 
-@dataclass
-class _PoolNews:
-    """What one pool looked like lately (see :class:`PoolHints`)."""
-
-    throttled_at: float | None = None
-    empty: bool = False
-    sparse: bool = False
-    missed_at: float | None = None
-
-
-_NO_NEWS = _PoolNews()
-
-
-class PoolHints:
-    """What the caller has seen of each pool lately (a hint, never a lock): when a pool last
-    throttled, whether its last read showed it empty, whether its last complete read showed
-    fewer than 16 claimable units, and when a guessed unit of it last missed
-    (:meth:`may_guess`). :func:`reserve` starts with the better of two random pools (power of two
-    choices: not throttled lately beats throttled, not seen empty beats seen empty) and leaves
-    the pools with bad news for last; a pool is read from a random pivot only once it was seen
-    with at least 16 claimable units, else in one whole-range Query (a refusal then costs one
-    read per pool). Every pool is still read before a refusal, so the hints change only the
-    order and the shape of the reads, never the answer.
-
-    The caller builds it and passes it (``ReserveOptions(hints=...)``) to every reservation that
-    should learn from the earlier ones: the service keeps one per Lambda execution environment.
-    Thread-safe. Bounded: news of at most ``max_pools`` pools is kept, the pool heard of least
-    recently forgotten first (forgetting a pool only costs it the default order and read shape).
-    """
-
-    def __init__(
-        self,
-        *,
-        throttle_seconds: float = 1.0,
-        miss_seconds: float = 10.0,
-        max_pools: int = 1024,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if max_pools < 1:
-            raise ValueError("pool hints keep at least one pool")
-        self.throttle_seconds = throttle_seconds
-        self.miss_seconds = miss_seconds
-        self.max_pools = max_pools
-        self.clock = clock
-        self._pools: OrderedDict[str, _PoolNews] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def remembered_pools(self) -> int:
-        """How many pools it has news of (at most ``max_pools``)."""
-        return len(self._pools)
-
-    def _news(self, pool: str) -> _PoolNews:
-        """``pool``'s news to change, now the most recently used (call under the lock)."""
-        news = self._pools.get(pool)
-        if news is None:
-            news = self._pools[pool] = _PoolNews()
-            while len(self._pools) > self.max_pools:
-                self._pools.popitem(last=False)
-        else:
-            self._pools.move_to_end(pool)
-        return news
-
-    def _known(self, pool: str) -> _PoolNews:
-        return self._pools.get(pool, _NO_NEWS)
-
-    def throttled(self, pool: str) -> None:
-        with self._lock:
-            self._news(pool).throttled_at = self.clock()
-
-    def seen(self, pool: str, empty: bool, count: int | None = None) -> None:
-        """A read of ``pool`` showed units (``empty`` False) or none; ``count``: how many
-        claimable units it showed, when that is all of them or at least 16 (None: the read
-        stopped early, having shown fewer)."""
-        with self._lock:
-            news = self._news(pool)
-            news.empty = empty
-            if count is not None:
-                news.sparse = count < _SPARSE
-
-    def is_throttled(self, pool: str) -> bool:
-        at = self._known(pool).throttled_at
-        return at is not None and self.clock() - at < self.throttle_seconds
-
-    def missed(self, pool: str) -> None:
-        """A guessed unit of ``pool`` (see ``ReserveOptions.guess``) was not claimable."""
-        with self._lock:
-            self._news(pool).missed_at = self.clock()
-
-    def may_guess(self, pool: str) -> bool:
-        """Whether a unit of ``pool`` may be claimed without reading first: nothing says it is
-        short. Not when it throttled lately, nor when its last complete read showed it empty or
-        small (:meth:`is_sparse`), nor within ``miss_seconds`` of a guess in it that missed."""
-        news = self._known(pool)
-        missed = news.missed_at
-        return not (
-            self.is_throttled(pool)
-            or news.empty
-            or news.sparse
-            or (missed is not None and self.clock() - missed < self.miss_seconds)
-        )
-
-    def is_sparse(self, pool: str) -> bool:
-        """Last seen whole with fewer than 16 claimable units."""
-        return self._known(pool).sparse
-
-    def _badness(self, pool: str) -> tuple[bool, bool]:
-        return (self.is_throttled(pool), self._known(pool).empty)
-
-    def order(self, pools: Sequence[str], rand: Callable[[], float]) -> list[str]:
-        """Every pool once: the better of two random ones first, then the rest at random with
-        the throttled and empty ones last."""
-        if len(pools) <= 1:
-            return list(pools)
-        one = int(rand() * len(pools))
-        two = (one + 1 + int(rand() * (len(pools) - 1))) % len(pools)
-        first = pools[one] if self._badness(pools[one]) <= self._badness(pools[two]) else pools[two]
-        rest = [pool for pool in pools if pool != first]
-        keyed = sorted(((self._badness(pool), rand()), pool) for pool in rest)
-        return [first, *[pool for _, pool in keyed]]
-
-
-class UnitCache:
-    """Claimable units a caller saw in earlier reads and did not take (a hint, never a lock).
-
-    A read for a reservation shows a few more units than it claims (see :meth:`_Reader.pick`); the
-    rest are remembered here, per pool, and the next reservation given this cache
-    (``ReserveOptions(unit_cache=...)``) tries them directly with the same conditional write,
-    without a Query. A Lambda worker serves its requests one after another, so a warm worker's
-    next reservation usually costs one call.
-
-    Safe when stale: the write's condition (``status = free`` or a lapsed hold) decides; a unit
-    someone took meanwhile fails it and is replaced from a fresh read (``ClaimCacheStale``).
-    Never a refusal: :class:`NotEnough` only ever comes from a read of every pool. A unit is
-    handed out once (taken off the cache under a lock), so two threads never try the same cached
-    unit. Bounded: at most ``per_pool`` units per pool, ``pools`` pools (the least recently
-    learned forgotten first), each unit for ``max_age_seconds``."""
-
-    def __init__(
-        self,
-        *,
-        per_pool: int = 16,
-        pools: int = 256,
-        max_age_seconds: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.per_pool = per_pool
-        self.pools = pools
-        self.max_age_seconds = max_age_seconds
-        self.clock = clock
-        self._units: OrderedDict[tuple[str, str, str], list[tuple[float, Key]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def remembered_pools(self) -> int:
-        """How many pools it remembers units of (at most ``pools``)."""
-        return len(self._units)
-
-    def learn(self, units: UnitTable, pool: str, keys: Sequence[Key]) -> None:
-        """Remember ``keys``, seen claimable in ``pool`` just now (the newest kept)."""
-        if not keys or self.per_pool <= 0:
-            return
-        slot = (units.table, units.index, pool)
-        now = self.clock()
-        with self._lock:
-            known = self._units.pop(slot, [])
-            fresh = {_identity(units, key) for key in keys}
-            kept = [(at, key) for at, key in known if _identity(units, key) not in fresh]
-            self._units[slot] = ([*kept, *((now, dict(key)) for key in keys)])[-self.per_pool :]
-            while len(self._units) > self.pools:
-                self._units.popitem(last=False)
-
-    def take(
-        self,
-        units: UnitTable,
-        pools: Sequence[str],
-        n: int,
-        eligible: Callable[[Key], bool] | None,
-        rand: Callable[[], float],
-    ) -> tuple[str, list[Key]] | None:
-        """``n`` remembered units of one of ``pools`` (a random one that has ``n``), taken off the
-        cache; None when no pool has ``n`` units younger than the age limit."""
-        now = self.clock()
-        start = int(rand() * len(pools)) if pools else 0
-        with self._lock:
-            for pool in [*pools[start:], *pools[:start]]:
-                slot = (units.table, units.index, pool)
-                known = [
-                    (at, key)
-                    for at, key in self._units.get(slot, ())
-                    if now - at <= self.max_age_seconds and (eligible is None or eligible(key))
-                ]
-                if len(known) >= n:
-                    self._units[slot] = known[:-n]
-                    return pool, [key for _, key in known[-n:]]
-                if known:
-                    self._units[slot] = known
-                else:
-                    self._units.pop(slot, None)
-        return None
-
-    def clear(self) -> None:
-        with self._lock:
-            self._units.clear()
-
-
-@dataclass(frozen=True)
-class ReserveOptions:
-    """How :func:`reserve` goes about a reservation; every field has a default.
-
-    - ``backoff``: retries of one call (throttles, lost replies) and what a lost round waits.
-    - ``rand``: the randomness of pivots, pool order and runs (inject for a repeatable test).
-    - ``rounds``: writes sent at most (cancelled or throttled ones included), then
-      :class:`turnstile_ddb.errors.LostEveryRace` / :class:`~turnstile_ddb.errors.StayedThrottled`
-      (both ``RetriesExhausted``).
-
-    Validated when built: ``rounds``, ``page_size`` and ``pages_per_pool`` are at least 1
-    (``ValueError`` naming the field): options that could never succeed are refused at once,
-    not answered with a retryable error forever.
-    - ``hints``: the :class:`PoolHints` to learn from and teach; None: fresh hints for this call
-      alone (nothing is remembered for the next one).
-    - ``unit_cache``: remembered units to try first, and to remember the units a read showed
-      beyond the run it took (:class:`UnitCache`); None: none.
-    - ``clock_ms``: when given, no round starts once it reads ``until_ms`` or later (a hold
-      written then would have lapsed before it was answered), and a claim whose reply comes
-      back once it reads ``until_ms`` is given back: :class:`ClaimHoldLapsed` either way.
-    - ``eligible``: when given, only the units it accepts are claimed (units that exist but are
-      not yet offered, say).
-    - ``guess(pool, n)``: when given, ``n`` keys of ``pool`` the caller names without reading
-      (or fewer: no guess).
-    - ``page_size``: a fixed Limit for every Query (by default a few more than the units wanted;
-      100 for a sparse pool), raised to the units a read wants when it is smaller.
-    - ``pages_per_pool``: the most Queries one read of one pool sends (:data:`PAGES_PER_POOL`).
-    """
-
-    backoff: retry.Backoff = field(default_factory=retry.Backoff)
-    rand: Callable[[], float] = random.random
-    rounds: int = 6
-    hints: PoolHints | None = None
-    unit_cache: UnitCache | None = None
-    clock_ms: Callable[[], int] | None = None
-    eligible: Callable[[Key], bool] | None = None
-    guess: Callable[[str, int], Sequence[Key]] | None = None
-    page_size: int | None = None
-    pages_per_pool: int = PAGES_PER_POOL
-
-    def __post_init__(self) -> None:
-        _checks.at_least("ReserveOptions", "rounds", self.rounds, 1)
-        _checks.at_least("ReserveOptions", "page_size", self.page_size, 1)
-        _checks.at_least("ReserveOptions", "pages_per_pool", self.pages_per_pool, 1)
-
-
-class _OldReserveArguments(TypedDict, total=False):
-    """The keywords :func:`reserve` took before :class:`ReserveOptions` (deprecated)."""
-
-    backoff: retry.Backoff
-    rand: Callable[[], float]
-    page_size: int | None
-    rounds: int
-    pool_hints: PoolHints | None
-    eligible: Callable[[Key], bool] | None
-    unit_cache: UnitCache | None
-    guess: Callable[[str, int], Sequence[Key]] | None
-    clock_ms: Callable[[], int] | None
-    pages_per_pool: int
-
-
-def _options_of(options: ReserveOptions | None, old: _OldReserveArguments) -> ReserveOptions:
-    """``options``, or (deprecated) the same built from the old keywords."""
-    if not old:
-        return options if options is not None else ReserveOptions()
-    if options is not None:
-        raise TypeError("reserve takes options= or the old keywords, not both")
-    unknown = set(old) - {f.name for f in fields(ReserveOptions)} - {"pool_hints"}
-    if unknown:
-        raise TypeError(f"reserve got unexpected keywords {sorted(unknown)}")
-    _warn_renamed(
-        f"reserve({', '.join(f'{name}=' for name in old)})", "reserve(options=...)", stacklevel=5
-    )
-    given: dict[str, Any] = dict(old)
-    if "pool_hints" in given:
-        given["hints"] = given.pop("pool_hints")
-    return ReserveOptions(**given)
-
-
-class _Throttled(errors.Retryable):
-    """A pool's key answered with a throttle: fail over to another pool instead of waiting."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
 def _failover_on_throttle(send: Callable[[], Any]) -> Callable[[], Any]:
-    """``send`` for :func:`turnstile_ddb.retry.call` that lets a throttle out as :class:`_Throttled`
-    (``retry.call`` would wait and resend to the same hot key)."""
-
-    def once() -> Any:
-        try:
-            return send()
-        except ClientError as exc:
-            if retry.is_throttle(exc):
-                metrics.count("Throttle", pattern=PATTERN)
-                raise _Throttled(exc) from exc
-            raise
-
-    return once
+    """``send`` letting a throttle out as :class:`_Throttled` (to fail over, not wait), counted."""
+    return _raise_throttled(send, lambda: metrics.count("Throttle", pattern=PATTERN))
 
 
-def _identity(units: UnitTable, key: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(key[name] for name in units.key_attrs)
+def _fail_over(hints: PoolHints, pool: str | None, cost: _Cost) -> None:
+    """A pool's key throttled (a read's or a claim's): the pool is marked, so it comes last."""
+    if pool is not None:
+        hints.throttled(pool)
+    metrics.count("PoolFailover", pattern=PATTERN)
+    cost.failovers += 1
 
 
-@dataclass
-class _Reader:
-    """Reads the pools for :func:`reserve`: ``pick(n)`` finds ``n`` claimable units, as one run
-    from one pool where a pool shows ``n``, else from several pools."""
+def _remembered(reader: _Reader, n: int, cost: _Cost) -> list[Key] | None:
+    """``n`` units of one pool from the caller's :class:`UnitCache`, or None (no cache, or none
+    there: then a read)."""
+    if reader.options.unit_cache is None:
+        return None
+    keys = reader.cached(n)
+    if keys is None:
+        metrics.count("ClaimCacheMiss", pattern=PATTERN)
+        return None
+    metrics.count("ClaimCacheHit", pattern=PATTERN)
+    cost.cached += len(keys)
+    return keys
 
-    client: DynamoDBClient
-    units: UnitTable
-    pools: Sequence[str]
-    now_ms: int
-    options: ReserveOptions
-    hints: PoolHints
-    claimed: Claimed
-    pool_of: dict[tuple[Any, ...], str] = field(default_factory=dict)
-    # Whether the last :meth:`pick` left a pool unread past its bound (``pages_per_pool``): its
-    # reads then did not go through every pool to its end, and a short pick is no refusal.
-    cut: bool = False
-    # After a :meth:`pick` that came back short: how many distinct claimable (and eligible)
-    # units its reads showed, counting the ones it was told to skip. Those reads went through
-    # every pool to its end, so this is what a read skipping nothing showed. None otherwise.
-    showed: int | None = None
 
-    def _from(self, pool: str, keys: list[Key]) -> list[Key]:
-        """``keys`` (of ``pool``), remembered as that pool's."""
-        for key in keys:
-            self.pool_of[_identity(self.units, key)] = pool
-        return keys
-
-    def cached(self, n: int) -> list[Key] | None:
-        """``n`` units of one pool from the :class:`UnitCache`, or None (then a read)."""
-        cache = self.options.unit_cache
-        if cache is None:
-            return None
-        found = cache.take(self.units, self.pools, n, self.options.eligible, self.options.rand)
-        if found is None:
-            metrics.count("ClaimCacheMiss", pattern=PATTERN)
-            return None
-        metrics.count("ClaimCacheHit", pattern=PATTERN)
-        self.claimed.cached += len(found[1])
-        return self._from(*found)
-
-    def guessed(self, n: int) -> list[Key] | None:
-        """``n`` units the caller names without a read (``guess``) in the first pool of
-        :meth:`PoolHints.order` if :meth:`PoolHints.may_guess` allows it, or None (then a read)."""
-        guess = self.options.guess
-        if guess is None or not self.pools:
-            return None
-        pool = self.hints.order(self.pools, self.options.rand)[0]
-        if not self.hints.may_guess(pool):
-            return None
-        keys = [dict(key) for key in guess(pool, n)]
-        if len(keys) != n:
-            return None
+def _guessed(reader: _Reader, n: int, cost: _Cost) -> list[Key] | None:
+    """``n`` units the caller's ``guess`` names, or None (no guess, or not in that pool now)."""
+    keys = reader.guessed(n)
+    if keys is not None:
         metrics.count("ClaimGuess", pattern=PATTERN)
-        self.claimed.guessed += n
-        return self._from(pool, keys)
-
-    def exactly(self, n: int) -> list[Key]:
-        """``n`` units from a fresh read that skips nothing, or the exact refusal
-        (:class:`NotEnough`; :class:`Unsettled` when a read stopped at its bound)."""
-        chosen = self.pick(n)
-        if len(chosen) < n:
-            if self.cut:
-                metrics.count("ClaimReadsBounded", pattern=PATTERN)
-                raise Unsettled(n, len(chosen), self.options.pages_per_pool)
-            metrics.count("ClaimRefused", pattern=PATTERN)
-            raise NotEnough(n, len(chosen))
-        return chosen
-
-    def _query(
-        self, pool: str, span: tuple[int, int, bool], limit: int, start: Key | None, last: bool
-    ) -> dict[str, Any]:
-        """One page of ``pool``'s claimable-at range ``span`` (low, high, forward); a throttle
-        raises :class:`_Throttled` unless this is the pool's ``last`` chance."""
-        low, high, forward = span
-        request: dict[str, Any] = {
-            "TableName": self.units.table,
-            "IndexName": self.units.index,
-            "KeyConditionExpression": "#pool = :pool AND #claimable BETWEEN :low AND :high",
-            "ExpressionAttributeNames": _names(self.units, "#pool", "#claimable"),
-            "ExpressionAttributeValues": codec.values(pool=pool, low=low, high=high),
-            "ScanIndexForward": forward,
-            "Limit": limit,
-        }
-        if start is not None:
-            request["ExclusiveStartKey"] = start
-
-        def send() -> Any:
-            return self.client.query(**request)
-
-        response: dict[str, Any] = retry.call(
-            send if last else _failover_on_throttle(send),
-            backoff=self.options.backoff,
-            idempotent=True,
-            pattern=PATTERN,
-        )
-        self.claimed.queries += 1
-        return response
-
-    def _plan(self, pool: str, n: int, skipped: int) -> tuple[int, int | None, list[Any]]:
-        """How to read ``pool``: the page Limit, the pivot (None: the whole range at once) and
-        the claimable-at ranges (low, high, forward) in reading order."""
-        # A fixed page smaller than what the read wants is raised to it: at pages_per_pool
-        # Queries it could never show the units (Unsettled on every try).
-        page_size, now_ms = self.options.page_size, self.now_ms
-        fixed = None if page_size is None else max(page_size, n)
-        if self.hints.is_sparse(pool):
-            return fixed or 100, None, [(0, now_ms, self.options.rand() < 0.5)]
-        pivot = new_claimable_at(self.options.rand)
-        ranges = [(pivot, now_ms, True)] + ([(0, pivot - 1, True)] if pivot > 0 else [])
-        return fixed or min(100, n + skipped + 2), pivot, ranges
-
-    def _pool(self, pool: str, n: int, skipped: int, last: bool) -> Iterator[Key]:
-        """The claimable units of one pool, in claimable-at order from where the read starts.
-
-        A pool not known to be large (:meth:`PoolHints.is_sparse`) is read in one range
-        ``[0, now]`` from a random end, its first page started at a random place (a whole small
-        pool in one Query: what a refusal costs). Any other pool is read from a random *pivot*:
-        ``[pivot, now]``, then ``[0, pivot)``, in pages of a few more than ``n`` (and the
-        ``skipped`` units it may meet again): concurrent requests start at different places and
-        meet different runs of units, and no request reads more than it takes.
-
-        Either way at most ``pages_per_pool`` Queries: a read that would need more stops there
-        and sets :attr:`cut` (the pool was not read to its end)."""
-        limit, pivot, ranges = self._plan(pool, n, skipped)
-        shown = pages = 0
-        for span in ranges:
-            start: Key | None = None
-            while True:
-                if pages == self.options.pages_per_pool:
-                    self.cut = True  # more to read, beyond the bound
-                    return
-                pages += 1
-                response = self._query(pool, span, limit, start, last)
-                page = [
-                    self.units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]
-                ]
-                shown += len(page)
-                start = response.get("LastEvaluatedKey")
-                if pivot is None:
-                    page = self._whole_range_page(pool, page, shown, done=start is None)
-                elif page:
-                    self.hints.seen(pool, False, shown if shown >= _SPARSE else None)
-                yield from self._from(pool, page)
-                if not start:
-                    break
-        if pivot is not None:
-            self.hints.seen(pool, shown == 0, shown)
-
-    def _whole_range_page(self, pool: str, page: list[Key], shown: int, done: bool) -> list[Key]:
-        """A page of a sparse pool's whole-range read, rotated to start at a random place (a run
-        from there), after telling the hints what the read has shown so far."""
-        if done:
-            self.hints.seen(pool, shown == 0, shown)
-        elif shown >= _SPARSE:
-            self.hints.seen(pool, False, shown)
-        offset = int(self.options.rand() * len(page)) if page else 0
-        return page[offset:] + page[:offset]
-
-    def _run(
-        self,
-        pool: str,
-        n: int,
-        avoid: set[tuple[Any, ...]],
-        shown: set[tuple[Any, ...]],
-        last: bool,
-    ) -> list[Key]:
-        """Up to ``n`` units of ``pool`` not in ``avoid`` (which then holds them too), read from
-        the first ``n + _SPREAD`` such units at a random start; every eligible unit read is added
-        to ``shown``, and the ones read but not taken go to the unit cache."""
-        eligible = self.options.eligible
-        got: list[Key] = []
-        mine: set[tuple[Any, ...]] = set()  # a unit can show twice (a release moved it)
-        for key in self._pool(pool, n + _SPREAD, len(avoid), last):
-            identity = _identity(self.units, key)
-            if eligible is not None and not eligible(key):
-                continue
-            shown.add(identity)
-            if identity in avoid or identity in mine:
-                continue
-            mine.add(identity)
-            got.append(key)
-            if len(got) == n + _SPREAD:
-                break
-        avoid.update(mine)
-        if len(got) <= n:
-            return got
-        start = int(self.options.rand() * (len(got) - n + 1))
-        if self.options.unit_cache is not None:
-            self.options.unit_cache.learn(self.units, pool, got[:start] + got[start + n :])
-        return got[start : start + n]
-
-    def pick(self, n: int, skip: Sequence[Key] = ()) -> list[Key]:
-        """``n`` claimable units not in ``skip``: a run from the first pool (in
-        :meth:`PoolHints.order`) that shows ``n``; when none does, after every pool was read to
-        its end, whatever they showed together (fewer than ``n`` when there are not enough).
-
-        The run starts at a random one of the first ``_SPREAD + 1`` units read: the unit right
-        after a random pivot is chosen in proportion to the gap before it, which would make
-        concurrent requests meet more often than a uniform choice; a few gaps together even
-        that out.
-
-        A pool whose key throttles is left for after the others (``PoolFailover``) and then read
-        under the usual backoff. Each read of a pool sends at most ``pages_per_pool`` Queries;
-        when one stopped there (:attr:`cut`), a short answer is not what a read of every pool to
-        its end showed (:attr:`showed` stays None)."""
-        avoid = {_identity(self.units, key) for key in skip}
-        shown: set[tuple[Any, ...]] = set()  # every claimable unit read, skipped ones included
-        gathered: list[Key] = []
-        deferred: list[str] = []
-        self.showed, self.cut = None, False
-        for pool in self.hints.order(self.pools, self.options.rand):
-            try:
-                got = self._run(pool, n, avoid, shown, last=False)
-            except _Throttled:
-                self.hints.throttled(pool)
-                self._failed_over()
-                deferred.append(pool)
-                continue
-            if len(got) == n:
-                return got
-            gathered += got
-        for pool in deferred:
-            got = self._run(pool, n, avoid, shown, last=True)
-            if len(got) == n:
-                return got
-            gathered += got
-        if len(gathered) < n and not self.cut:
-            self.showed = len(shown)  # every pool was read to its end
-        return gathered[:n]
-
-    def _failed_over(self) -> None:
-        metrics.count("PoolFailover", pattern=PATTERN)
-        self.claimed.failovers += 1
+        cost.guessed += n
+    return keys
 
 
-def _claim_item(
-    units: UnitTable,
-    key: Mapping[str, Any],
-    *,
-    holder: str,
-    now_ms: int,
-    until_ms: int,
-    members: Sequence[Key] | None,
-    owner: str | None = None,
-) -> dict[str, Any]:
-    """One unit's conditional claim inside the reservation's transaction. The lead unit (the first)
-    also records which units the reservation holds (``members``) and who made it (``owner``);
-    every other unit drops whatever a lapsed reservation left on it. Every unit keeps the holder
-    it replaced (``previousHolder``: a lapsed hold's, or ``""`` for a free unit)."""
-    names = _names(
-        units,
-        "#claimable",
-        "#status",
-        "#holder",
-        "#until",
-        "#seq",
-        "#members",
-        "#owner",
-        "#previous",
-    )
-    values = codec.values(
-        held=HELD, free=FREE, holder=holder, until=until_ms, now=now_ms, zero=0, one=1, nobody=""
-    )
-    # (every operand reads the item as it was before the update: #previous gets the old holder)
-    update = (
-        "SET #status = :held, #holder = :holder, #until = :until, #claimable = :until, "
-        "#seq = if_not_exists(#seq, :zero) + :one, #previous = if_not_exists(#holder, :nobody)"
-    )
-    if members is None:
-        update += " REMOVE #members, #owner"
-    else:
-        update += ", #members = :members"
-        values.update(codec.values(members=[dict(m) for m in members]))
-        if owner is None:
-            update += " REMOVE #owner"
-        else:
-            update += ", #owner = :owner"
-            values.update(codec.values(owner=owner))
-    return {
-        "Update": {
-            "TableName": units.table,
-            "Key": codec.encode_item(key),
-            "UpdateExpression": update,
-            "ConditionExpression": "#status = :free OR (#status = :held AND #until <= :now)",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
-    }
+def _exactly(reader: _Reader, n: int) -> list[Key]:
+    """``n`` units from a fresh read that skips nothing, or the exact refusal
+    (:class:`NotEnough`; :class:`Unsettled` when a read stopped at its bound)."""
+    picked = reader.pick(n)
+    if len(picked.keys) < n:
+        if picked.cut:
+            metrics.count("ClaimReadsBounded", pattern=PATTERN)
+            raise Unsettled(n, len(picked.keys), reader.options.pages_per_pool)
+        metrics.count("ClaimRefused", pattern=PATTERN)
+        raise NotEnough(n, len(picked.keys))
+    return picked.keys
 
 
 @_contract.write
@@ -1144,7 +404,7 @@ class _Reservation:
     holds: _Hold
     options: ReserveOptions
     reader: _Reader
-    claimed: Claimed
+    cost: _Cost
     chosen: list[Key]
     from_cache: set[tuple[Any, ...]]
     guessed: set[tuple[Any, ...]]
@@ -1163,10 +423,19 @@ class _Reservation:
         options: ReserveOptions,
     ) -> _Reservation:
         """Read (or remember, or guess) the first candidates."""
-        claimed = Claimed()
+        cost = _Cost()
         hints = options.hints if options.hints is not None else PoolHints()
-        reader = _Reader(client, units, pools, holds.now_ms, options, hints, claimed)
-        chosen = reader.cached(quantity) or reader.guessed(quantity) or reader.exactly(quantity)
+
+        def failed_over(pool: str) -> None:  # a read's pool throttled: it is read last
+            metrics.count("Throttle", pattern=PATTERN)
+            _fail_over(hints, pool, cost)
+
+        reader = _Reader(client, units, pools, holds.now_ms, options, hints, cost, failed_over)
+        chosen = (
+            _remembered(reader, quantity, cost)
+            or _guessed(reader, quantity, cost)
+            or _exactly(reader, quantity)
+        )
         identities = {_identity(units, key) for key in chosen}
         return cls(
             client,
@@ -1175,10 +444,10 @@ class _Reservation:
             holds,
             options,
             reader,
-            claimed,
+            cost,
             chosen,
-            from_cache=identities if claimed.cached else set(),
-            guessed=identities if claimed.guessed else set(),
+            from_cache=identities if cost.cached else set(),
+            guessed=identities if cost.guessed else set(),
         )
 
     def settle(self) -> Claimed:
@@ -1186,14 +455,13 @@ class _Reservation:
         for _ in range(self.options.rounds):
             if self._lapsed():
                 metrics.count("ClaimHoldLapsed", pattern=PATTERN)
-                raise ClaimHoldLapsed(self.holds.until_ms, self.claimed.transactions)
+                raise ClaimHoldLapsed(self.holds.until_ms, self.cost.transactions)
             name = self.holds.name(self.chosen[0])
             if self._claim_round(name):
-                self.claimed.keys = list(self.chosen)
-                self.claimed.holder = name
+                claimed = self.cost.claimed(self.chosen, name)
                 if self._lapsed():
-                    self._give_back()
-                return self.claimed
+                    self._give_back(claimed)
+                return claimed
         metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
         if self.throttled:
             raise errors.StayedThrottled(self.options.rounds, "the pools' keys", self.last)
@@ -1204,7 +472,7 @@ class _Reservation:
         clock = self.options.clock_ms
         return clock is not None and clock() >= self.holds.until_ms
 
-    def _give_back(self) -> NoReturn:
+    def _give_back(self, claimed: Claimed) -> NoReturn:
         """The round that took every unit was answered after the hold's end: give the units
         back and answer :class:`ClaimHoldLapsed` instead of a hold that has already ended.
 
@@ -1214,14 +482,14 @@ class _Reservation:
         claimed after the hold ended is left with the rival (``ReleaseLost``). The clock only
         makes the answer honest; the conditions decide who holds what."""
         metrics.count("ClaimHoldLapsed", pattern=PATTERN)
-        keys, rounds = self.claimed.keys, self.claimed.transactions
+        keys, rounds = claimed.keys, self.cost.transactions
         until = self.holds.until_ms
         try:
             release(
                 self.client,
                 self.units,
                 keys,
-                holder=self.claimed.holder,
+                holder=claimed.holder,
                 backoff=self.options.backoff,
                 rand=self.options.rand,
             )
@@ -1244,7 +512,7 @@ class _Reservation:
             )
             for index, key in enumerate(self.chosen)
         ]
-        self.claimed.transactions += 1
+        self.cost.transactions += 1
         backoff = self.options.backoff
         sent = backoff.clock()
         try:
@@ -1257,10 +525,8 @@ class _Reservation:
         except _Throttled as exc:
             self.throttled, self.last = True, exc
             pool = self.reader.pool_of.get(_identity(self.units, self.chosen[0]))
-            if pool is not None:
-                self.reader.hints.throttled(pool)
-            self.reader._failed_over()
-            self.chosen = self.reader.exactly(self.quantity)  # the throttled pool now comes last
+            _fail_over(self.reader.hints, pool, self.cost)
+            self.chosen = _exactly(self.reader, self.quantity)  # the throttled pool now comes last
             return False
         except transact.Cancelled as exc:
             self.last = exc
@@ -1274,7 +540,7 @@ class _Reservation:
         taken = [i for i, reason in enumerate(exc.reasons) if reason.code in _TAKEN]
         if not taken or len(taken) != sum(r.failed for r in exc.reasons):
             raise exc  # a failure that is not "someone else has the unit"
-        self.claimed.lost += len(taken)
+        self.cost.lost += len(taken)
         metrics.count("ClaimLost", pattern=PATTERN, value=len(taken))
         stale = sum(_identity(self.units, self.chosen[i]) in self.from_cache for i in taken)
         if stale:
@@ -1287,10 +553,10 @@ class _Reservation:
         # The read before is stale by now (the units around the lost ones were most likely
         # taken too): replacements come from a fresh read at another pivot.
         spares = self.reader.pick(len(taken), skip=self.chosen)
-        if len(spares) < len(taken):
-            self._short_replacement(exc, len(taken), len(spares))
+        if len(spares.keys) < len(taken):
+            self._short_replacement(exc, len(taken), spares)
             return
-        for index, spare in zip(taken, spares, strict=True):
+        for index, spare in zip(taken, spares.keys, strict=True):
             self.chosen[index] = spare
 
     def _missed_guesses(self, taken: Sequence[int]) -> int:
@@ -1306,21 +572,20 @@ class _Reservation:
                 self.reader.hints.missed(pool)
         return len(missed)
 
-    def _short_replacement(self, exc: transact.Cancelled, lost: int, found: int) -> None:
+    def _short_replacement(self, exc: transact.Cancelled, lost: int, found: _Picked) -> None:
         """A replacement read found fewer than the ``lost`` units: when it went through every
         pool to its end and, counting the units kept, showed fewer than ``quantity``, it is the
         exact refusal itself (a second full read would only say it again); when it stopped at
         its bound, :class:`Unsettled`; else enough were shown but not beside the ones kept, and
         a fresh read chooses anew."""
-        reader = self.reader
-        if reader.showed is not None and reader.showed < self.quantity:
+        if found.showed is not None and found.showed < self.quantity:
             metrics.count("ClaimRefused", pattern=PATTERN)
-            raise NotEnough(self.quantity, reader.showed) from exc
-        if reader.cut:
+            raise NotEnough(self.quantity, found.showed) from exc
+        if found.cut:
             metrics.count("ClaimReadsBounded", pattern=PATTERN)
-            got = self.quantity - lost + found
+            got = self.quantity - lost + len(found.keys)
             raise Unsettled(self.quantity, got, self.options.pages_per_pool) from exc
-        self.chosen = reader.exactly(self.quantity)
+        self.chosen = _exactly(self.reader, self.quantity)
 
 
 _TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
@@ -1408,52 +673,12 @@ def _holds(
     return bool(item.get(holder_attr) == holder)
 
 
-def _read_now(
-    client: DynamoDBClient, table: str, key: Mapping[str, Any], *, backoff: retry.Backoff
-) -> dict[str, Any] | None:
-    """The item at ``key`` (encoded) as it is now: strongly consistent, retried through
-    throttles and lost replies (a read is safe to resend). None if there is no such item."""
-    response = retry.call(
-        lambda: client.get_item(TableName=table, Key=dict(key), ConsistentRead=True),
-        backoff=backoff,
-        idempotent=True,
-        pattern=PATTERN,
-    )
-    return codec.decode_item(response.get("Item"))
-
-
 @_contract.read
 def holders_units(
     client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
     """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
     return _read_now(client, units.table, codec.encode_item(lead), backoff=backoff)
-
-
-def _release_item(
-    units: UnitTable, key: Mapping[str, Any], holder: str, claimable_at: int
-) -> dict[str, Any]:
-    """One unit's conditional release inside a release's transaction (see the module
-    docstring): free again at a new random claimable-at value, if ``holder`` still holds it."""
-    return {
-        "Update": {
-            "TableName": units.table,
-            "Key": codec.encode_item(key),
-            "UpdateExpression": (
-                "SET #status = :free, #claimable = :claimable, "
-                "#seq = if_not_exists(#seq, :zero) + :one "
-                "REMOVE #holder, #until, #members, #owner"
-            ),
-            "ConditionExpression": "#status = :held AND #holder = :holder",
-            "ExpressionAttributeNames": _names(
-                units, "#claimable", "#status", "#holder", "#until", "#seq", "#members", "#owner"
-            ),
-            "ExpressionAttributeValues": codec.values(
-                free=FREE, held=HELD, holder=holder, claimable=claimable_at, zero=0, one=1
-            ),
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
 
 
 @_contract.write

@@ -177,9 +177,7 @@ SAFETY_MARGIN_MS = 500
 
 
 def _queue_settings() -> object:
-    from turnstile_ddb import lease_queue  # imports this module: read at use, not at import
-
-    return lease_queue.QueueSettings
+    return _item.QueueSettings  # defined beside the item both modules write: no import circle
 
 
 def _attribute_names(*placeholders: str) -> dict[str, str]:

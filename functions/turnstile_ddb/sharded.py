@@ -73,13 +73,8 @@ learn N from the parent. Shrinking is the reverse, and must drain a shard before
 from __future__ import annotations
 
 import random
-import threading
-import time
-import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -94,6 +89,26 @@ from turnstile_ddb import (
     retry,
     transact,
     versioned,
+)
+from turnstile_ddb._sharded_counter import (
+    _BACKOFF,
+    Exhausted,
+    Full,
+    Missing,
+    ShardedCounter,
+    Taken,
+    _read_shards,
+    _read_with,
+    shard_items,
+    split,
+)
+from turnstile_ddb._sharded_hints import (
+    _ROUNDS,
+    Hints,
+    ShardHints,
+    SoldOutHints,
+    TakeOptions,
+    _legacy_options,
 )
 
 if TYPE_CHECKING:
@@ -133,355 +148,6 @@ METRICS: tuple[str, ...] = (
 )
 
 PATTERN = "sharded"
-_ROUNDS = 4
-_MAX_COUNTERS = 1024
-_BACKOFF = retry.Backoff()
-V = TypeVar("V")
-
-
-@dataclass(frozen=True)
-class ShardedCounter:
-    """Shard ``k`` of counter ``base``: ``{key_attr: f"{base}#{k}", **extra_key}`` in ``table``.
-
-    The stored attribute names are fields: ``count_attr`` holds each shard's share;
-    ``limit_attr`` and ``version_attr`` are read and written only by a sharded capacity
-    (:func:`join`, :func:`leave`), and ``shard_attr`` names the member item's record of the
-    shard it joined."""
-
-    table: str
-    key_attr: str
-    base: str
-    shards: int
-    count_attr: str
-    extra_key: tuple[tuple[str, Any], ...] = ()
-    limit_attr: str = "limit"
-    version_attr: str = "version"
-    shard_attr: str = "shard"
-
-    def __post_init__(self) -> None:
-        extra = [(f"extra_key[{name!r}]", name) for name, _ in self.extra_key]
-        _checks.distinct_names("ShardedCounter", [*_checks.attr_fields(self), *extra])
-        _checks.at_least("ShardedCounter", "shards", self.shards, 1)
-
-    def key(self, shard: int) -> dict[str, Any]:
-        """Shard ``shard``'s primary key as plain Python values (see :meth:`wire_key`)."""
-        return {self.key_attr: f"{self.base}#{shard}", **dict(self.extra_key)}
-
-    def wire_key(self, shard: int) -> dict[str, Any]:
-        """Shard ``shard``'s primary key in DynamoDB's typed form (``{"S": ...}``)."""
-        return codec.encode_item(self.key(shard))
-
-    @property
-    def identity(self) -> tuple[Any, ...]:
-        """What tells this counter from every other one in the process: its table, key and
-        count attribute, not its bare id (an event and a product may share an id)."""
-        return (self.table, self.key_attr, self.base, self.extra_key, self.count_attr)
-
-    def capacity_row(self, shard: int) -> capacity.CapacityRow:
-        """Shard ``shard`` as a :class:`turnstile_ddb.capacity.CapacityRow` (for :func:`join`)."""
-        return capacity.CapacityRow(
-            table=self.table,
-            key=self.key(shard),
-            count_attr=self.count_attr,
-            limit_attr=self.limit_attr,
-            version_attr=self.version_attr,
-        )
-
-
-class Exhausted(errors.Refused):
-    """No shard could serve: ``total`` is the sum last read (``raced``: it covered the request)."""
-
-    def __init__(self, total: int, raced: bool = False) -> None:
-        super().__init__(f"{total} left")
-        self.total = total
-        self.raced = raced
-
-
-class Full(Exhausted):
-    """No shard of a sharded capacity had room: ``count`` members of ``limit`` when last read
-    (``raced``: the read showed room, but every join at it lost)."""
-
-    def __init__(self, count: int, limit: int, raced: bool = False) -> None:
-        super().__init__(limit - count, raced)
-        self.count = count
-        self.limit = limit
-
-
-class Missing(errors.NotFound):
-    """The counter's shard items do not exist."""
-
-
-@dataclass(frozen=True)
-class Taken:
-    shards: tuple[int, ...]  # the shard(s) the units came from
-    remaining: int  # what those shards still held after the take (a lower bound of the total)
-    calls: int
-    item: dict[str, Any]  # the (first) shard's item after the take, or as last read
-
-
-def split(total: int, shards: int) -> list[int]:
-    """``total`` over ``shards`` as evenly as possible (the first ones get the remainder)."""
-    share, extra = divmod(total, shards)
-    return [share + (1 if k < extra else 0) for k in range(shards)]
-
-
-def shard_items(counter: ShardedCounter, total: int, **attributes: Any) -> list[dict[str, Any]]:
-    """The initial shard items (for the caller's creating transaction)."""
-    return [
-        {**counter.key(k), counter.count_attr: share, **attributes}
-        for k, share in enumerate(split(total, counter.shards))
-    ]
-
-
-class _Recent(Generic[V]):
-    """At most ``limit`` counters' entries, the least recently used dropped first, behind one
-    lock (hints are shared by a process's threads). See the module docstring for why this is
-    an ``OrderedDict`` and not a library."""
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("a hint map holds at least one counter")
-        self._limit = limit
-        self._entries: OrderedDict[tuple[Any, ...], V] = OrderedDict()
-        self.lock = threading.RLock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: tuple[Any, ...]) -> V | None:
-        with self.lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: tuple[Any, ...], value: V) -> V:
-        with self.lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._limit:
-                self._entries.popitem(last=False)
-            return value
-
-    def pop(self, key: tuple[Any, ...]) -> None:
-        with self.lock:
-            self._entries.pop(key, None)
-
-
-@dataclass
-class SoldOutHints:
-    """Counters last read empty, and when (a monotonic clock; a hint, never a lock).
-
-    ``empty``: skip the first write and read at once. ``fresh``: the empty read is younger than
-    ``trust_seconds``, so a refusal may be answered from it without any call (see the module
-    docstring for the bound this puts on refusals). At most ``max_counters`` counters are
-    remembered, the least recently used forgotten first."""
-
-    trust_seconds: float = 0.1
-    clock: Callable[[], float] = time.monotonic
-    max_counters: int = _MAX_COUNTERS
-    _empty: _Recent[float] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        _checks.at_least("SoldOutHints", "trust_seconds", self.trust_seconds, 0)
-        _checks.at_least("SoldOutHints", "max_counters", self.max_counters, 1)
-        self._empty = _Recent(self.max_counters)
-
-    def remembered(self) -> int:
-        """How many counters are remembered as empty (at most ``max_counters``)."""
-        return len(self._empty)
-
-    def empty(self, counter: ShardedCounter) -> bool:
-        return self._empty.get(counter.identity) is not None
-
-    def fresh(self, counter: ShardedCounter) -> bool:
-        seen = self._empty.get(counter.identity)
-        return seen is not None and self.clock() - seen < self.trust_seconds
-
-    def mark(self, counter: ShardedCounter, empty: bool) -> None:
-        if empty:
-            self._empty.put(counter.identity, self.clock())
-        else:
-            self._empty.pop(counter.identity)
-
-
-@dataclass
-class _Learned:
-    """What was learned of one counter's shards: shard -> (count, when), shard -> throttled at."""
-
-    counts: dict[int, tuple[int, float]] = field(default_factory=dict)
-    throttled: dict[int, float] = field(default_factory=dict)
-
-
-@dataclass
-class ShardHints:
-    """What was last learned of each shard (a hint, never a lock): the count a write or a read
-    returned, and when; and when the shard last throttled. At most ``max_counters`` counters
-    are remembered, the least recently used forgotten first.
-
-    Choosing (:meth:`choose`): the first shard of a take is the better of two random ones (power
-    of two choices), drawn from the shards not last seen holding fewer than ``q`` units (from all
-    when every one was): a shard not throttled within ``throttle_seconds`` beats one that was,
-    then the larger known count; so takes stop piling onto a shard that is hot or nearly empty
-    while the total has room. Writes still decide: a wrong hint costs one failover, never a sale.
-
-    Knowing (:meth:`known`): counts learned within ``trust_seconds`` (100 ms). Between restocks a
-    shard's count only goes down, so a count learned earlier is an upper bound of the count now;
-    :func:`take` reads only the shards it does not know, and refuses when the known counts plus
-    the ones just read add up to fewer than ``q``. Bound: such a refusal is wrong only if the
-    counter was restocked without these hints less than ``trust_seconds`` after a count was
-    learned (:func:`add` and :func:`set_total` given these hints make them :meth:`forget`)."""
-
-    throttle_seconds: float = 1.0
-    trust_seconds: float = 0.1
-    clock: Callable[[], float] = time.monotonic
-    max_counters: int = _MAX_COUNTERS
-    _learned: _Recent[_Learned] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        _checks.at_least("ShardHints", "throttle_seconds", self.throttle_seconds, 0)
-        _checks.at_least("ShardHints", "trust_seconds", self.trust_seconds, 0)
-        _checks.at_least("ShardHints", "max_counters", self.max_counters, 1)
-        self._learned = _Recent(self.max_counters)
-
-    def remembered(self) -> int:
-        """How many counters something is remembered of (at most ``max_counters``)."""
-        return len(self._learned)
-
-    def _of(self, counter: ShardedCounter) -> _Learned:
-        """The counter's record, empty when nothing is remembered (not stored until written)."""
-        return self._learned.get(counter.identity) or _Learned()
-
-    def _write(self, counter: ShardedCounter) -> _Learned:
-        with self._learned.lock:
-            found = self._learned.get(counter.identity)
-            return found if found is not None else self._learned.put(counter.identity, _Learned())
-
-    def count(self, counter: ShardedCounter, shard: int, value: int) -> None:
-        with self._learned.lock:
-            self._write(counter).counts[shard] = (value, self.clock())
-
-    def throttled(self, counter: ShardedCounter, shard: int) -> None:
-        with self._learned.lock:
-            self._write(counter).throttled[shard] = self.clock()
-
-    def forget(self, counter: ShardedCounter) -> None:
-        """Drop the counter's known counts (after its total changed)."""
-        with self._learned.lock:
-            self._of(counter).counts.clear()
-
-    def known(self, counter: ShardedCounter) -> dict[int, int]:
-        """Shard -> count, for the shards whose count was learned within ``trust_seconds``."""
-        now = self.clock()
-        with self._learned.lock:
-            counts = dict(self._of(counter).counts)
-        return {
-            shard: value
-            for shard, (value, at) in sorted(counts.items())
-            if shard < counter.shards and now - at < self.trust_seconds
-        }
-
-    def is_hot(self, counter: ShardedCounter, shard: int) -> bool:
-        at = self._of(counter).throttled.get(shard)
-        return at is not None and self.clock() - at < self.throttle_seconds
-
-    def _last(self, counter: ShardedCounter, shard: int) -> int | None:
-        seen = self._of(counter).counts.get(shard)
-        return seen[0] if seen is not None else None
-
-    def _score(self, counter: ShardedCounter, shard: int, quantity: int) -> tuple[bool, bool, int]:
-        last = self._last(counter, shard)
-        last = last if last is not None else 1 << 30
-        return (not self.is_hot(counter, shard), last >= quantity, last)
-
-    def choose(self, counter: ShardedCounter, rand: random.Random, quantity: int = 1) -> int:
-        """The better of two distinct random shards, drawn from those not last seen holding fewer
-        than ``quantity`` (from all when every shard was)."""
-        pool = [
-            shard
-            for shard in range(counter.shards)
-            if (last := self._last(counter, shard)) is None or last >= quantity
-        ] or list(range(counter.shards))
-        if len(pool) == 1:
-            return pool[0]
-        one, two = rand.sample(pool, 2)
-        better = self._score(counter, one, quantity) >= self._score(counter, two, quantity)
-        return one if better else two
-
-    def order(self, counter: ShardedCounter, shards: Sequence[int]) -> list[int]:
-        """``shards`` with the ones throttled lately last (stable otherwise)."""
-        return sorted(shards, key=lambda shard: self.is_hot(counter, shard))
-
-
-@dataclass
-class Hints:
-    """What a caller remembers of its sharded counters, to spend fewer calls: shard counts and
-    throttles (:class:`ShardHints`) and counters read empty (:class:`SoldOutHints`).
-
-    Build one per process (per Lambda execution environment, say) and pass the same object to
-    every call on the same counters, restocks included: :func:`add`, :func:`set_total` and
-    :func:`leave` call :meth:`restocked`, so a take never trusts a count from before the total
-    grew. Hints only save calls: writes decide every sale."""
-
-    shards: ShardHints = field(default_factory=ShardHints)
-    sold_out: SoldOutHints = field(default_factory=SoldOutHints)
-
-    def restocked(self, counter: ShardedCounter, total: int | None = None) -> None:
-        """Forget what was learned of ``counter``, whose total changed (``total``: the new total,
-        when known; 0 marks the counter empty)."""
-        self.sold_out.mark(counter, total == 0)
-        self.shards.forget(counter)
-
-
-@dataclass(frozen=True)
-class TakeOptions:
-    """How :func:`take` and :func:`join` go about it.
-
-    ``backoff``: every read and every wait after a throttled round (a throttled shard is failed
-    over, not retried at once; after ``backoff.attempts`` throttled rounds the call gives up).
-    ``rounds``: reads after the first write, at most (then a refusal for lost races); at least 1,
-    so that every refusal rests on a read. Validated when built (``ValueError`` naming the field).
-    ``hints``: the caller's :class:`Hints` (none: the call remembers nothing beyond itself).
-    ``rand``: the random choices (a seeded one for reproducible tests)."""
-
-    backoff: retry.Backoff = field(default_factory=retry.Backoff)
-    rounds: int = _ROUNDS
-    hints: Hints | None = None
-    rand: random.Random | None = None
-
-    def __post_init__(self) -> None:
-        # rounds 0 would refuse after one write met an empty shard, with nothing read
-        _checks.at_least("TakeOptions", "rounds", self.rounds, 1)
-
-
-_LEGACY_TAKE = ("backoff", "rand", "sold_out", "rounds", "known")
-
-
-def _legacy_options(legacy: dict[str, Any]) -> TakeOptions:
-    """The options the keyword arguments of turnstile-ddb 0.3 name (warning once per call)."""
-    unknown = sorted(set(legacy) - set(_LEGACY_TAKE))
-    if unknown:
-        raise TypeError(f"take() got unexpected keyword arguments {unknown}")
-    warnings.warn(
-        "take(backoff=, rand=, sold_out=, rounds=, known=) is deprecated since turnstile-ddb "
-        "1.0.0 and will be removed in 2.0.0; use take(..., TakeOptions(backoff=, rand=, "
-        "rounds=, hints=Hints(shards=..., sold_out=...))) instead",
-        deprecation.TurnstileDeprecationWarning,
-        stacklevel=4,
-    )
-    known, sold_out = legacy.get("known"), legacy.get("sold_out")
-    hints = None
-    if known is not None or sold_out is not None:
-        hints = Hints(
-            shards=known if known is not None else ShardHints(),
-            sold_out=sold_out if sold_out is not None else SoldOutHints(),
-        )
-    return TakeOptions(
-        backoff=legacy.get("backoff", _BACKOFF),
-        rounds=legacy.get("rounds", _ROUNDS),
-        hints=hints,
-        rand=legacy.get("rand"),
-    )
 
 
 @_contract.read
@@ -491,71 +157,6 @@ def read_items(
     """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
     ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
     return _read_with(client, counter, backoff)[0]
-
-
-def _batch_get(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    keys: Sequence[dict[str, Any]],
-    backoff: retry.Backoff,
-) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """The items at ``keys`` of the counter's table, strongly consistent, in one
-    ``BatchGetItem`` (more only for ``UnprocessedKeys``), by their key values."""
-    names = list(counter.key(0))
-    found: dict[tuple[Any, ...], dict[str, Any]] = {}
-    pending: dict[str, Any] = {
-        counter.table: {"Keys": [codec.encode_item(key) for key in keys], "ConsistentRead": True}
-    }
-    while pending:
-        response = retry.call(
-            lambda request=pending: client.batch_get_item(RequestItems=request),  # type: ignore[misc]
-            backoff=backoff,
-            idempotent=True,
-        )
-        for raw in response["Responses"].get(counter.table, []):
-            item = codec.decode_item(raw) or {}
-            found[tuple(item.get(name) for name in names)] = item
-        pending = response.get("UnprocessedKeys") or {}
-    return found
-
-
-def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> dict[str, Any] | None:
-    return found.get(tuple(key.values()))
-
-
-@_contract.read
-def _read_with(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    backoff: retry.Backoff = _BACKOFF,
-    extra_keys: Sequence[dict[str, Any]] = (),
-) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
-    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
-    (``None`` where absent): a membership check that costs no extra round trip."""
-    names = list(counter.key(0))
-    shard_keys = [counter.key(k) for k in range(counter.shards)]
-    extra = [{name: key.get(name) for name in names} for key in extra_keys]
-    found = _batch_get(client, counter, [*shard_keys, *extra_keys], backoff)
-    shards = [_at(found, key) for key in shard_keys]
-    if any(item is None for item in shards):
-        raise Missing(counter.base)
-    return [item for item in shards if item is not None], [_at(found, key) for key in extra]
-
-
-@_contract.read
-def _read_shards(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    shards: Sequence[int],
-    backoff: retry.Backoff = _BACKOFF,
-) -> dict[int, dict[str, Any]]:
-    """The items of ``shards`` only (one ``BatchGetItem``, strongly consistent): shard -> item.
-    Raises :class:`Missing` when one of them does not exist."""
-    found = _batch_get(client, counter, [counter.key(k) for k in shards], backoff)
-    items = {k: _at(found, counter.key(k)) for k in shards}
-    if any(item is None for item in items.values()):
-        raise Missing(counter.base)
-    return {k: item for k, item in items.items() if item is not None}
 
 
 @_contract.read

@@ -1,0 +1,182 @@
+"""A sharded counter's layout (:class:`ShardedCounter`), its errors and its consistent reads.
+
+Private: the public names are :mod:`turnstile_ddb.sharded`'s (``sharded.ShardedCounter`` and the
+rest), whose docstring says how the counter works. The reads live here, below the protocol:
+the public reads, a take's and a sharded capacity's membership check all use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from turnstile_ddb import _checks, _contract, capacity, codec, errors, retry
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_BACKOFF = retry.Backoff()
+
+
+@dataclass(frozen=True)
+class ShardedCounter:
+    """Shard ``k`` of counter ``base``: ``{key_attr: f"{base}#{k}", **extra_key}`` in ``table``.
+
+    The stored attribute names are fields: ``count_attr`` holds each shard's share;
+    ``limit_attr`` and ``version_attr`` are read and written only by a sharded capacity
+    (:func:`join`, :func:`leave`), and ``shard_attr`` names the member item's record of the
+    shard it joined."""
+
+    table: str
+    key_attr: str
+    base: str
+    shards: int
+    count_attr: str
+    extra_key: tuple[tuple[str, Any], ...] = ()
+    limit_attr: str = "limit"
+    version_attr: str = "version"
+    shard_attr: str = "shard"
+
+    def __post_init__(self) -> None:
+        extra = [(f"extra_key[{name!r}]", name) for name, _ in self.extra_key]
+        _checks.distinct_names("ShardedCounter", [*_checks.attr_fields(self), *extra])
+        _checks.at_least("ShardedCounter", "shards", self.shards, 1)
+
+    def key(self, shard: int) -> dict[str, Any]:
+        """Shard ``shard``'s primary key as plain Python values (see :meth:`wire_key`)."""
+        return {self.key_attr: f"{self.base}#{shard}", **dict(self.extra_key)}
+
+    def wire_key(self, shard: int) -> dict[str, Any]:
+        """Shard ``shard``'s primary key in DynamoDB's typed form (``{"S": ...}``)."""
+        return codec.encode_item(self.key(shard))
+
+    @property
+    def identity(self) -> tuple[Any, ...]:
+        """What tells this counter from every other one in the process: its table, key and
+        count attribute, not its bare id (an event and a product may share an id)."""
+        return (self.table, self.key_attr, self.base, self.extra_key, self.count_attr)
+
+    def capacity_row(self, shard: int) -> capacity.CapacityRow:
+        """Shard ``shard`` as a :class:`turnstile_ddb.capacity.CapacityRow` (for :func:`join`)."""
+        return capacity.CapacityRow(
+            table=self.table,
+            key=self.key(shard),
+            count_attr=self.count_attr,
+            limit_attr=self.limit_attr,
+            version_attr=self.version_attr,
+        )
+
+
+class Exhausted(errors.Refused):
+    """No shard could serve: ``total`` is the sum last read (``raced``: it covered the request)."""
+
+    def __init__(self, total: int, raced: bool = False) -> None:
+        super().__init__(f"{total} left")
+        self.total = total
+        self.raced = raced
+
+
+class Full(Exhausted):
+    """No shard of a sharded capacity had room: ``count`` members of ``limit`` when last read
+    (``raced``: the read showed room, but every join at it lost)."""
+
+    def __init__(self, count: int, limit: int, raced: bool = False) -> None:
+        super().__init__(limit - count, raced)
+        self.count = count
+        self.limit = limit
+
+
+class Missing(errors.NotFound):
+    """The counter's shard items do not exist."""
+
+
+@dataclass(frozen=True)
+class Taken:
+    shards: tuple[int, ...]  # the shard(s) the units came from
+    remaining: int  # what those shards still held after the take (a lower bound of the total)
+    calls: int
+    item: dict[str, Any]  # the (first) shard's item after the take, or as last read
+
+
+def split(total: int, shards: int) -> list[int]:
+    """``total`` over ``shards`` as evenly as possible (the first ones get the remainder)."""
+    share, extra = divmod(total, shards)
+    return [share + (1 if k < extra else 0) for k in range(shards)]
+
+
+def shard_items(counter: ShardedCounter, total: int, **attributes: Any) -> list[dict[str, Any]]:
+    """The initial shard items (for the caller's creating transaction)."""
+    return [
+        {**counter.key(k), counter.count_attr: share, **attributes}
+        for k, share in enumerate(split(total, counter.shards))
+    ]
+
+
+def _batch_get(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    keys: Sequence[dict[str, Any]],
+    backoff: retry.Backoff,
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The items at ``keys`` of the counter's table, strongly consistent, in one
+    ``BatchGetItem`` (more only for ``UnprocessedKeys``), by their key values."""
+    names = list(counter.key(0))
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    pending: dict[str, Any] = {
+        counter.table: {"Keys": [codec.encode_item(key) for key in keys], "ConsistentRead": True}
+    }
+    while pending:
+        response = retry.call(
+            lambda request=pending: client.batch_get_item(RequestItems=request),  # type: ignore[misc]
+            backoff=backoff,
+            idempotent=True,
+        )
+        for raw in response["Responses"].get(counter.table, []):
+            item = codec.decode_item(raw) or {}
+            found[tuple(item.get(name) for name in names)] = item
+        pending = response.get("UnprocessedKeys") or {}
+    return found
+
+
+def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> dict[str, Any] | None:
+    return found.get(tuple(key.values()))
+
+
+@_contract.read
+def _read_with(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    backoff: retry.Backoff = _BACKOFF,
+    extra_keys: Sequence[dict[str, Any]] = (),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
+    (``None`` where absent): a membership check that costs no extra round trip."""
+    names = list(counter.key(0))
+    shard_keys = [counter.key(k) for k in range(counter.shards)]
+    extra = [{name: key.get(name) for name in names} for key in extra_keys]
+    found = _batch_get(client, counter, [*shard_keys, *extra_keys], backoff)
+    shards = [_at(found, key) for key in shard_keys]
+    if any(item is None for item in shards):
+        raise Missing(counter.base)
+    return [item for item in shards if item is not None], [_at(found, key) for key in extra]
+
+
+@_contract.read
+def _read_shards(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    shards: Sequence[int],
+    backoff: retry.Backoff = _BACKOFF,
+) -> dict[int, dict[str, Any]]:
+    """The items of ``shards`` only (one ``BatchGetItem``, strongly consistent): shard -> item.
+    Raises :class:`Missing` when one of them does not exist."""
+    found = _batch_get(client, counter, [counter.key(k) for k in shards], backoff)
+    items = {k: _at(found, counter.key(k)) for k in shards}
+    if any(item is None for item in items.values()):
+        raise Missing(counter.base)
+    return {k: item for k, item in items.items() if item is not None}
+
+
+for _public in (ShardedCounter, Exhausted, Full, Missing, Taken, split, shard_items):
+    _public.__module__ = "turnstile_ddb.sharded"  # shown, pickled and documented there
