@@ -395,8 +395,8 @@ class _Hold:
 class _Reservation:
     """One :func:`reserve` call in steps: :meth:`begin` picks the first candidates (remembered,
     guessed or read), :meth:`settle` sends claim rounds (:meth:`_claim_round`) until one is
-    taken whole, replacing lost units (:meth:`_replace_lost`, after :meth:`_wait_after_loss`) or
-    failing over from a throttled pool in between."""
+    taken whole, replacing lost units (:meth:`_replace_lost`, after the wait :func:`_back_off`
+    chooses) or failing over from a throttled pool in between."""
 
     client: DynamoDBClient
     units: UnitTable
