@@ -93,9 +93,15 @@ def runtime_pins(lock_text: str | None = None) -> dict[str, Pin]:
     """The lock's entries Lambda needs: what ``requirements.txt`` names, and their dependencies
     (transitively, by the lock's annotations)."""
     pins = parse_lock(LOCK.read_text() if lock_text is None else lock_text)
-    wanted = {name for name, pin in pins.items() if f"-r {RUNTIME_INPUT}" in pin.parents}
+    return closure(pins, [f"-r {RUNTIME_INPUT}"])
+
+
+def closure(pins: dict[str, Pin], roots: list[str]) -> dict[str, Pin]:
+    """The pins ``roots`` reach (input files as ``-r <file>``, or canonical names): the roots
+    themselves, and what the lock's ``# via`` annotations say they pull in, transitively."""
+    wanted = {name for name, pin in pins.items() if name in roots or set(roots) & set(pin.parents)}
     if not wanted:
-        raise ValueError(f"the lock names nothing from {RUNTIME_INPUT}: relock with `make lock`")
+        raise ValueError(f"the lock names nothing from {', '.join(roots)}: relock with `make lock`")
     grew = True
     while grew:
         grew = False
