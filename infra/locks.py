@@ -20,7 +20,7 @@ import argparse
 
 from infra import layer
 
-# Each derived lock: the roots of its closure in the full lock (input files as "-r <file>", or names).
+# Each derived lock: its closure's roots in the full lock (input files as "-r <file>", or names).
 DERIVED = {
     "requirements-local.lock": ("-r requirements.txt", "-r requirements-local.txt"),
     "requirements-uv.lock": ("uv",),

@@ -114,4 +114,4 @@ def test_the_local_lock_installs_every_module_synth_and_the_local_stack_import()
         for module in modules
         if not {layer.canonical(dist) for dist in providers.get(module, [])} & local
     }
-    assert not missing, f"imported by make local or synth, not in requirements-local.lock: {missing}"
+    assert not missing, f"imported by make local or synth, not in the local lock: {missing}"
