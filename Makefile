@@ -109,7 +109,7 @@ $(VENV)/.installed: $(LOCAL_LOCK) $(VENV)/.uv
 # name, but pip itself), compiled to bytecode as pip did: make runs Python with
 # PYTHONDONTWRITEBYTECODE=1, and the tests start many processes that import the same modules.
 $(VENV)/.installed-dev: $(LOCK) $(VENV)/.installed
-	@$(STEP) "install $(LOCK) into $(VENV) (uv, hashes required: adds lint, types, docs, fuzz, load, plots)" \
+	@$(STEP) "install $(LOCK) into $(VENV) (uv, hashes required: adds lint, types, docs, fuzz, load, plots; compiles the venv to bytecode)" \
 		$(UV) pip sync --quiet --require-hashes --compile-bytecode --python $(BIN)/python $(LOCK)
 	@touch $@
 
