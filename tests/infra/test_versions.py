@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def pins_of(requirements: Path) -> dict[str, str]:
 
 def test_the_lock_pins_every_input_at_its_version(locked):
     # Given the human-edited inputs: a pin edited there without `make lock` fails here
-    for requirements in ("requirements.txt", "requirements-dev.txt"):
+    for requirements in ("requirements.txt", "requirements-local.txt", "requirements-dev.txt"):
         for name, version in pins_of(ROOT / requirements).items():
             assert name in locked, f"{name} ({requirements}) is not in the lock: run make lock"
             assert locked[name].version == version, (requirements, name)
@@ -127,9 +128,30 @@ def test_layers_are_deterministic_and_hold_no_build_residue():
         python = layer.layer_dir(arch) / "python"
         assert not list(python.rglob("__pycache__")) and not list(python.rglob("*.pyc"))
         assert not (python / "bin").exists()
+        assert not (python / ".lock").exists()  # uv's lock on its target while it installs
         for record in python.glob("*.dist-info/RECORD"):
             lines = record.read_text().splitlines()
             assert not [line for line in lines if line.startswith(("../../bin/", "bin/"))]
+
+
+def test_layers_are_installed_by_uv_into_files_of_their_own():
+    for arch in layer.PLATFORMS:
+        python = layer.layer_dir(arch) / "python"
+        installers = {p.read_text().strip() for p in python.glob("*.dist-info/INSTALLER")}
+        assert installers == {"uv"}, (arch, installers)
+        # And no file is a hard link into uv's cache: normalizing RECORD must not edit the cache
+        linked = [p for p in python.rglob("*") if p.is_file() and p.stat().st_nlink > 1]
+        assert not linked, (arch, linked[:5])
+
+
+def test_the_layer_install_requires_hashes_and_the_lambda_platform(tmp_path):
+    command = layer.install_command("arm64", tmp_path / "requirements.txt", tmp_path / "python")
+    assert command[:4] == [sys.executable, "-m", "uv", "pip"]
+    assert "--require-hashes" in command and "--only-binary" in command
+    assert command[command.index("--python-platform") + 1] == "aarch64-manylinux2014"
+    assert command[command.index("--python-version") + 1] == "3.12"
+    assert command[command.index("--link-mode") + 1] == "copy"
+    assert "--cache-dir" not in command  # uv's own default (or UV_CACHE_DIR): never the repo
 
 
 def test_function_code_plus_layer_fits_lambdas_unzipped_limit():

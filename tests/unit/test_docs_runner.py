@@ -4,6 +4,7 @@ what a page's blocks share, what fails a page. No stack: the blocks are plain sh
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,21 @@ def test_make_local_is_the_running_stack_and_other_targets_never_reinstall(tmp_p
     assert "already running" in done.stdout
     # Any other target is the real make, told that the venv and node_modules are installed
     shim = Path(environment["PATH"].split(os.pathsep)[0]) / "make"
-    assert f'-o "{sys.prefix}/.installed" -o node_modules/.installed' in shim.read_text()
+    for installed in (".installed", ".installed-dev", "node_modules/.installed"):
+        path = installed if "/" in installed else f"{sys.prefix}/{installed}"
+        assert f'-o "{path}"' in shim.read_text() or f"-o {path}" in shim.read_text()
+
+
+def test_every_install_stamp_of_the_venv_is_one_tests_tell_make_is_done():
+    # Given the Makefile's rules for files in the venv (each an install step)
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    stamps = set(re.findall(r"^\$\(VENV\)/(\S+):", makefile, flags=re.MULTILINE))
+    assert {".installed", ".installed-dev"} <= stamps
+    # Then the tests' make (and the pages' shim) marks each done: the venv the tests run in is
+    # never reinstalled underneath them
+    arguments = docs_runner.assume_installed("/v")
+    assert {arguments[i + 1] for i in range(0, len(arguments), 2)} == {f"/v/{s}" for s in stamps}
+    assert set(arguments[::2]) == {"-o"}
 
 
 def test_ids_and_times_are_normalised_but_values_and_keys_are_not():
