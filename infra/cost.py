@@ -108,6 +108,120 @@ PRICES: dict[str, Price] = {
     )
 }
 
+# What one request costs, per route: API Gateway's call, Lambda's invocation and its duration by
+# memory, and the DynamoDB request units it consumes (on-demand). First-tier rates of each.
+REQUEST_PRICES: dict[str, Price] = {
+    price.key: price
+    for price in (
+        Price(
+            "api_request",
+            "API Gateway REST API calls",
+            Decimal("3.50"),
+            "million requests (the first 333 million a month)",
+            "https://docs.aws.amazon.com/pt_br/whitepapers/latest/"
+            "best-practices-api-gateway-private-apis-integration/cost-optimization.html",
+            note="AWS's whitepaper table of REST API pricing; cheaper tiers start past 333 "
+            "million requests a month; the 12-month free tier for new accounts is left out",
+        ),
+        Price(
+            "lambda_request",
+            "Lambda requests",
+            Decimal("0.20"),
+            "million requests",
+            "https://cloudchipr.com/blog/aws-lambda-pricing",
+            note="weak source: a vendor's guide (2024); https://aws.amazon.com/lambda/pricing/ "
+            "renders its rates client-side, so its stored text does not show them",
+        ),
+        Price(
+            "lambda_gb_second",
+            "Lambda duration (arm64)",
+            Decimal("0.0000133334"),
+            "GB-second (first 7.5 billion a month)",
+            "https://cloudchipr.com/blog/aws-lambda-pricing",
+            note="weak source, as for Lambda requests; the same arm64 figure is in "
+            "https://git.mcrn.ar/mariano/lambda_local_runner/src/branch/main/docs/lambdas-md/"
+            "lambda-13-cost.md; billed per 1 ms of duration",
+        ),
+        Price(
+            "read_unit",
+            "DynamoDB on-demand reads",
+            Decimal("0.125"),
+            "million read request units",
+            "https://airbyte.com/data-engineering-resources/dynamodb-pricing",
+            note="the rate after the November 2024 cut of on-demand prices by half, from a "
+            "vendor's guide (July 2025); pages written before the cut give $0.25",
+        ),
+        Price(
+            "write_unit",
+            "DynamoDB on-demand writes",
+            Decimal("0.625"),
+            "million write request units",
+            "https://airbyte.com/data-engineering-resources/dynamodb-pricing",
+            note="as for reads; pages written before the cut give $1.25",
+        ),
+    )
+}
+ONE_VCPU_MB = 1769  # Lambda's CPU share grows with memory; at 1,769 MB a function has one vCPU
+
+
+def modelled_ms(cpu_ms: Decimal, wait_ms: Decimal, memory_mb: int) -> Decimal:
+    """A request's duration at ``memory_mb``, modelled from a local measurement: its CPU time
+    (measured on a whole core) stretched by the share of a vCPU the memory buys, never shrunk
+    below it (a Python request runs on one thread: a second vCPU idles), plus its time waiting
+    on DynamoDB, which memory does not change."""
+    stretch = max(Decimal(1), Decimal(ONE_VCPU_MB) / Decimal(memory_mb))
+    return cpu_ms * stretch + wait_ms
+
+
+@dataclass(frozen=True)
+class PerMillion:
+    """What a million requests of one route cost, in USD, by what bills them."""
+
+    route: str
+    contention: str
+    memory_mb: int
+    duration_ms: Decimal
+    api: Decimal
+    invocations: Decimal
+    compute: Decimal
+    reads: Decimal
+    writes: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.api + self.invocations + self.compute + self.reads + self.writes
+
+
+def _measured(row: Mapping[str, Any], key: str) -> Decimal:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{row.get('route')!r}: {key} must be a number >= 0, not {value!r}")
+    return Decimal(str(value))
+
+
+def per_million(row: Mapping[str, Any], memory_mb: int, wait_ms: Decimal) -> PerMillion:
+    """A million requests of the route a cost.json ``row`` measured (units and CPU per request),
+    run by a function of ``memory_mb`` that waits ``wait_ms`` per request on DynamoDB."""
+    route = row.get("route")
+    if not isinstance(route, str) or not route:
+        raise ValueError(f"a cost row names its route, not {route!r}")
+    rcu, wcu, cpu_ms = (_measured(row, key) for key in ("rcu", "wcu", "cpu_ms"))
+    duration = modelled_ms(cpu_ms, wait_ms, memory_mb)
+    gb_seconds = Decimal(memory_mb) / 1024 * duration / 1000 * 1_000_000
+    prices = REQUEST_PRICES
+    return PerMillion(
+        route=route,
+        contention=str(row.get("contention", "")),
+        memory_mb=memory_mb,
+        duration_ms=duration,
+        api=prices["api_request"].usd,
+        invocations=prices["lambda_request"].usd,
+        compute=gb_seconds * prices["lambda_gb_second"].usd,
+        reads=rcu * prices["read_unit"].usd,
+        writes=wcu * prices["write_unit"].usd,
+    )
+
+
 # Resource types that bill only per use (or not at all): nothing while the stack is idle.
 FREE_IDLE: dict[str, str] = {
     "AWS::ApiGateway::Account": "no charge",
