@@ -3,6 +3,7 @@ prices for one region (:data:`REGION`), each price with the page it was read fro
 
     python -m infra.cost                      # the table docs/cost.md shows, from cdk.out
     python -m infra.cost --table-gb 5         # with another assumed size per table
+    python -m infra.cost --per-million bench/cost.json   # USD per million requests per route
 
 Idle means no request at all: API Gateway, Lambda invocations, DynamoDB on-demand reads and
 writes, SQS, streams and X-Ray all bill per use and cost nothing. What is left is billed for
@@ -30,6 +31,9 @@ READ_ON = "2026-11-28"
 HOURS_PER_MONTH = 730  # AWS's own monthly convention (the pricing calculator's)
 SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 TABLE_GB = Decimal(1)  # assumed size of each table (items and indexes) for storage and PITR
+ROOT = Path(__file__).resolve().parent.parent
+MEMORY_RECORD = ROOT / "bench" / "memory.json"  # the functions' memory, chosen by measurement
+COST_RECORD = ROOT / "bench" / "cost.json"  # a copy of bench/results/cost.json, kept in the tree
 
 
 class UnpricedResource(ValueError):
@@ -373,10 +377,11 @@ def render(idle: IdleCost) -> str:
     return "\n".join(rows)
 
 
-def render_prices() -> str:
-    """Every price as a Markdown table: the figure, where it was read, when, and any caveat."""
+def render_prices(prices: Mapping[str, Price] | None = None) -> str:
+    """Every price (of :data:`PRICES`, or ``prices``) as a Markdown table: the figure, where it
+    was read, when, and any caveat."""
     rows = ["| price | USD | source (read on) | note |", "|---|---|---|---|"]
-    for price in PRICES.values():
+    for price in (PRICES if prices is None else prices).values():
         free = (
             f"; free tier {price.free_per_month.normalize():f} a month"
             if price.free_per_month
@@ -389,11 +394,71 @@ def render_prices() -> str:
     return "\n".join(rows)
 
 
+def _wait_ms(record: Mapping[str, Any], function: str) -> Decimal:
+    return Decimal(str(record["functions"][function]["wait_ms_median"]))
+
+
+def render_memory(record: Mapping[str, Any]) -> str:
+    """The memory chosen per function (bench/memory.json) with what it was chosen from."""
+    rows = [
+        "| function | CPU per request (median) | wait per request (median) | memory | "
+        "Lambda USD per million requests (modelled) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, found in record["functions"].items():
+        memory, wait = int(found["memory_mb"]), _wait_ms(record, name)
+        alone = {"route": name, "rcu": 0, "wcu": 0, "cpu_ms": found["cpu_ms_median"]}
+        bill = per_million(alone, memory, wait)
+        rows.append(
+            f"| {name} | {found['cpu_ms_median']} ms | {wait} ms | {memory} MB | "
+            f"{dollars(bill.invocations + bill.compute)} |"
+        )
+    return "\n".join(rows)
+
+
+def render_per_million(rows: list[Mapping[str, Any]], record: Mapping[str, Any]) -> str:
+    """Per route and contention level of a cost.json, what a million requests cost, run by the
+    function that serves the route with the memory and the wait ``record`` (bench/memory.json)
+    gives it."""
+    from service import catalog  # the routes' declarations, only when a table is asked for
+
+    function_of = {
+        f"{route.method} {route.path}": spec.name for spec, route in catalog.api_routes()
+    }
+    lines = [
+        "| route | contention | memory | duration (modelled) | API Gateway | Lambda | DynamoDB | "
+        "USD per million |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        function = function_of.get(str(row.get("route")))
+        if function is None:
+            raise ValueError(f"{row.get('route')!r} is not a route of the API")
+        memory = int(record["functions"][function]["memory_mb"])
+        bill = per_million(row, memory, _wait_ms(record, function))
+        lines.append(
+            f"| `{bill.route}` | {bill.contention} | {memory} MB | {bill.duration_ms:.1f} ms | "
+            f"{dollars(bill.api)} | {dollars(bill.invocations + bill.compute)} | "
+            f"{dollars(bill.reads + bill.writes)} | {dollars(bill.total)} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--template", type=Path, default=Path("cdk.out/Turnstile.template.json"))
     parser.add_argument("--table-gb", type=Decimal, default=TABLE_GB)
+    parser.add_argument("--memory", type=Path, default=MEMORY_RECORD, help="the memory choice")
+    parser.add_argument("--per-million", type=Path, help="a cost.json: print its route table")
     args = parser.parse_args(argv)
+    if args.per_million is not None:
+        record = json.loads(args.memory.read_text())
+        print(render_per_million(json.loads(args.per_million.read_text())["routes"], record))
+        print()
+        print(render_memory(record))
+        print()
+        print(render_prices(REQUEST_PRICES))
+        return
     idle = idle_cost(json.loads(args.template.read_text()), table_gb=args.table_gb)
     print(render(idle))
     print()

@@ -3,6 +3,7 @@ test in the shape ``python -m bench --only cost`` writes to bench/results/cost.j
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -79,3 +80,41 @@ def test_every_request_price_has_a_source_and_a_date():
         "read_unit",
         "write_unit",
     }
+
+
+RECORD = {
+    "functions": {"products": {"memory_mb": 1024, "cpu_ms_median": 4.0, "wait_ms_median": 6.0}}
+}
+
+
+def test_a_route_table_prices_each_row_with_its_functions_recorded_memory_and_wait():
+    table = cost.render_per_million([PURCHASE], RECORD)
+    bill = cost.per_million(PURCHASE, memory_mb=1024, wait_ms=Decimal(6))
+    (line,) = [row for row in table.splitlines() if PURCHASE["route"] in row]
+    assert "| low | 1024 MB |" in line
+    assert line.endswith(f"| {cost.dollars(bill.total)} |")
+
+
+def test_a_route_table_refuses_a_row_of_no_route_of_the_api():
+    with pytest.raises(ValueError, match="not a route"):
+        cost.render_per_million([{**PURCHASE, "route": "GET /nowhere"}], RECORD)
+
+
+def page() -> str:
+    return (cost.ROOT / "docs" / "cost.md").read_text()
+
+
+def test_docs_cost_shows_the_memory_chosen_and_the_request_prices():
+    record = json.loads(cost.MEMORY_RECORD.read_text())
+    assert cost.render_memory(record) in page()
+    assert cost.render_prices(cost.REQUEST_PRICES) in page()
+
+
+def test_docs_cost_shows_the_recorded_route_table_or_says_there_is_none():
+    if cost.COST_RECORD.exists():
+        rows = json.loads(cost.COST_RECORD.read_text())["routes"]
+        record = json.loads(cost.MEMORY_RECORD.read_text())
+        assert cost.render_per_million(rows, record) in page()
+    else:
+        assert "| route | contention |" not in page()
+        assert "no per-route dollar figure" in " ".join(page().split())
