@@ -23,6 +23,7 @@ from bench import (  # noqa: E402
     http_inventory,
     inventory,
     leases,
+    memory,
     products,
     signup,
 )
@@ -87,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cold-repeat", type=int, default=coldstart.REPEATS, help="cold starts per function"
     )
+    parser.add_argument(
+        "--record-memory",
+        action="store_true",
+        help=f"write the memory section's choice to {memory.CHOICE.relative_to(ROOT)}",
+    )
     args = parser.parse_args(argv)
     only = {s for s in args.only.split(",") if s}
     # The stream consumers' EMF lines would bury the tables; the bench reads ``metrics.tally``.
@@ -133,7 +139,29 @@ def main(argv: list[str] | None = None) -> int:
             run_hot(db, names)
         if not only or "coldstart" in only:
             run_coldstart(db, loaded, names, args.cold_repeat)
+        if not only or "memory" in only:
+            run_memory(db, loaded, args.record_memory)
     return 0
+
+
+def run_memory(db: DynamoDBLocal, loaded: dict[str, Any], record: bool) -> None:
+    print(f"\n## memory ({memory.REQUESTS} warm requests per API function)", flush=True)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    functions = memory.run(db, loaded)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "memory.json").write_text(json.dumps(functions, indent=2))
+    rows = [
+        {"function": name, **{k: v for k, v in found.items() if k != "settings"}}
+        for name, found in functions.items()
+    ]
+    print(markdown(rows, list(rows[0])))
+    for name, found in functions.items():
+        print(f"\n{name}:")
+        print(markdown(found["settings"], list(found["settings"][0])))
+    if record:
+        memory.record(functions, f"load average {load} before the run")
+        print(f"\n(recorded: {memory.CHOICE})")
+    print(f"\n(written: {RESULTS / 'memory.json'})")
 
 
 COLD_TARGET = 1.3  # import + first request of an API function, over the baseline

@@ -3,6 +3,7 @@ prices for one region (:data:`REGION`), each price with the page it was read fro
 
     python -m infra.cost                      # the table docs/cost.md shows, from cdk.out
     python -m infra.cost --table-gb 5         # with another assumed size per table
+    python -m infra.cost --per-million bench/cost.json   # USD per million requests per route
 
 Idle means no request at all: API Gateway, Lambda invocations, DynamoDB on-demand reads and
 writes, SQS, streams and X-Ray all bill per use and cost nothing. What is left is billed for
@@ -30,6 +31,9 @@ READ_ON = "2026-11-28"
 HOURS_PER_MONTH = 730  # AWS's own monthly convention (the pricing calculator's)
 SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 TABLE_GB = Decimal(1)  # assumed size of each table (items and indexes) for storage and PITR
+ROOT = Path(__file__).resolve().parent.parent
+MEMORY_RECORD = ROOT / "bench" / "memory.json"  # the functions' memory, chosen by measurement
+COST_RECORD = ROOT / "bench" / "cost.json"  # a copy of bench/results/cost.json, kept in the tree
 
 
 class UnpricedResource(ValueError):
@@ -107,6 +111,120 @@ PRICES: dict[str, Price] = {
         ),
     )
 }
+
+# What one request costs, per route: API Gateway's call, Lambda's invocation and its duration by
+# memory, and the DynamoDB request units it consumes (on-demand). First-tier rates of each.
+REQUEST_PRICES: dict[str, Price] = {
+    price.key: price
+    for price in (
+        Price(
+            "api_request",
+            "API Gateway REST API calls",
+            Decimal("3.50"),
+            "million requests (the first 333 million a month)",
+            "https://docs.aws.amazon.com/pt_br/whitepapers/latest/"
+            "best-practices-api-gateway-private-apis-integration/cost-optimization.html",
+            note="AWS's whitepaper table of REST API pricing; cheaper tiers start past 333 "
+            "million requests a month; the 12-month free tier for new accounts is left out",
+        ),
+        Price(
+            "lambda_request",
+            "Lambda requests",
+            Decimal("0.20"),
+            "million requests",
+            "https://cloudchipr.com/blog/aws-lambda-pricing",
+            note="weak source: a vendor's guide (2024); https://aws.amazon.com/lambda/pricing/ "
+            "renders its rates client-side, so its stored text does not show them",
+        ),
+        Price(
+            "lambda_gb_second",
+            "Lambda duration (arm64)",
+            Decimal("0.0000133334"),
+            "GB-second (first 7.5 billion a month)",
+            "https://cloudchipr.com/blog/aws-lambda-pricing",
+            note="weak source, as for Lambda requests; the same arm64 figure is in "
+            "https://git.mcrn.ar/mariano/lambda_local_runner/src/branch/main/docs/lambdas-md/"
+            "lambda-13-cost.md; billed per 1 ms of duration",
+        ),
+        Price(
+            "read_unit",
+            "DynamoDB on-demand reads",
+            Decimal("0.125"),
+            "million read request units",
+            "https://airbyte.com/data-engineering-resources/dynamodb-pricing",
+            note="the rate after the November 2024 cut of on-demand prices by half, from a "
+            "vendor's guide (July 2025); pages written before the cut give $0.25",
+        ),
+        Price(
+            "write_unit",
+            "DynamoDB on-demand writes",
+            Decimal("0.625"),
+            "million write request units",
+            "https://airbyte.com/data-engineering-resources/dynamodb-pricing",
+            note="as for reads; pages written before the cut give $1.25",
+        ),
+    )
+}
+ONE_VCPU_MB = 1769  # Lambda's CPU share grows with memory; at 1,769 MB a function has one vCPU
+
+
+def modelled_ms(cpu_ms: Decimal, wait_ms: Decimal, memory_mb: int) -> Decimal:
+    """A request's duration at ``memory_mb``, modelled from a local measurement: its CPU time
+    (measured on a whole core) stretched by the share of a vCPU the memory buys, never shrunk
+    below it (a Python request runs on one thread: a second vCPU idles), plus its time waiting
+    on DynamoDB, which memory does not change."""
+    stretch = max(Decimal(1), Decimal(ONE_VCPU_MB) / Decimal(memory_mb))
+    return cpu_ms * stretch + wait_ms
+
+
+@dataclass(frozen=True)
+class PerMillion:
+    """What a million requests of one route cost, in USD, by what bills them."""
+
+    route: str
+    contention: str
+    memory_mb: int
+    duration_ms: Decimal
+    api: Decimal
+    invocations: Decimal
+    compute: Decimal
+    reads: Decimal
+    writes: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.api + self.invocations + self.compute + self.reads + self.writes
+
+
+def _measured(row: Mapping[str, Any], key: str) -> Decimal:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{row.get('route')!r}: {key} must be a number >= 0, not {value!r}")
+    return Decimal(str(value))
+
+
+def per_million(row: Mapping[str, Any], memory_mb: int, wait_ms: Decimal) -> PerMillion:
+    """A million requests of the route a cost.json ``row`` measured (units and CPU per request),
+    run by a function of ``memory_mb`` that waits ``wait_ms`` per request on DynamoDB."""
+    route = row.get("route")
+    if not isinstance(route, str) or not route:
+        raise ValueError(f"a cost row names its route, not {route!r}")
+    rcu, wcu, cpu_ms = (_measured(row, key) for key in ("rcu", "wcu", "cpu_ms"))
+    duration = modelled_ms(cpu_ms, wait_ms, memory_mb)
+    gb_seconds = Decimal(memory_mb) / 1024 * duration / 1000 * 1_000_000
+    prices = REQUEST_PRICES
+    return PerMillion(
+        route=route,
+        contention=str(row.get("contention", "")),
+        memory_mb=memory_mb,
+        duration_ms=duration,
+        api=prices["api_request"].usd,
+        invocations=prices["lambda_request"].usd,
+        compute=gb_seconds * prices["lambda_gb_second"].usd,
+        reads=rcu * prices["read_unit"].usd,
+        writes=wcu * prices["write_unit"].usd,
+    )
+
 
 # Resource types that bill only per use (or not at all): nothing while the stack is idle.
 FREE_IDLE: dict[str, str] = {
@@ -259,10 +377,11 @@ def render(idle: IdleCost) -> str:
     return "\n".join(rows)
 
 
-def render_prices() -> str:
-    """Every price as a Markdown table: the figure, where it was read, when, and any caveat."""
+def render_prices(prices: Mapping[str, Price] | None = None) -> str:
+    """Every price (of :data:`PRICES`, or ``prices``) as a Markdown table: the figure, where it
+    was read, when, and any caveat."""
     rows = ["| price | USD | source (read on) | note |", "|---|---|---|---|"]
-    for price in PRICES.values():
+    for price in (PRICES if prices is None else prices).values():
         free = (
             f"; free tier {price.free_per_month.normalize():f} a month"
             if price.free_per_month
@@ -275,11 +394,71 @@ def render_prices() -> str:
     return "\n".join(rows)
 
 
+def _wait_ms(record: Mapping[str, Any], function: str) -> Decimal:
+    return Decimal(str(record["functions"][function]["wait_ms_median"]))
+
+
+def render_memory(record: Mapping[str, Any]) -> str:
+    """The memory chosen per function (bench/memory.json) with what it was chosen from."""
+    rows = [
+        "| function | CPU per request (median) | wait per request (median) | memory | "
+        "Lambda USD per million requests (modelled) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, found in record["functions"].items():
+        memory, wait = int(found["memory_mb"]), _wait_ms(record, name)
+        alone = {"route": name, "rcu": 0, "wcu": 0, "cpu_ms": found["cpu_ms_median"]}
+        bill = per_million(alone, memory, wait)
+        rows.append(
+            f"| {name} | {found['cpu_ms_median']} ms | {wait} ms | {memory} MB | "
+            f"{dollars(bill.invocations + bill.compute)} |"
+        )
+    return "\n".join(rows)
+
+
+def render_per_million(rows: list[Mapping[str, Any]], record: Mapping[str, Any]) -> str:
+    """Per route and contention level of a cost.json, what a million requests cost, run by the
+    function that serves the route with the memory and the wait ``record`` (bench/memory.json)
+    gives it."""
+    from service import catalog  # the routes' declarations, only when a table is asked for
+
+    function_of = {
+        f"{route.method} {route.path}": spec.name for spec, route in catalog.api_routes()
+    }
+    lines = [
+        "| route | contention | memory | duration (modelled) | API Gateway | Lambda | DynamoDB | "
+        "USD per million |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        function = function_of.get(str(row.get("route")))
+        if function is None:
+            raise ValueError(f"{row.get('route')!r} is not a route of the API")
+        memory = int(record["functions"][function]["memory_mb"])
+        bill = per_million(row, memory, _wait_ms(record, function))
+        lines.append(
+            f"| `{bill.route}` | {bill.contention} | {memory} MB | {bill.duration_ms:.1f} ms | "
+            f"{dollars(bill.api)} | {dollars(bill.invocations + bill.compute)} | "
+            f"{dollars(bill.reads + bill.writes)} | {dollars(bill.total)} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--template", type=Path, default=Path("cdk.out/Turnstile.template.json"))
     parser.add_argument("--table-gb", type=Decimal, default=TABLE_GB)
+    parser.add_argument("--memory", type=Path, default=MEMORY_RECORD, help="the memory choice")
+    parser.add_argument("--per-million", type=Path, help="a cost.json: print its route table")
     args = parser.parse_args(argv)
+    if args.per_million is not None:
+        record = json.loads(args.memory.read_text())
+        print(render_per_million(json.loads(args.per_million.read_text())["routes"], record))
+        print()
+        print(render_memory(record))
+        print()
+        print(render_prices(REQUEST_PRICES))
+        return
     idle = idle_cost(json.loads(args.template.read_text()), table_gb=args.table_gb)
     print(render(idle))
     print()
