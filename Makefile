@@ -142,7 +142,7 @@ install: install-local $(VENV)/checkov/.installed
 
 # Skipped while nothing python app.py reads changed (a content hash stamped in cdk.out/,
 # local/synth.py); anything changed runs the same python app.py. RESYNTH=1: run it regardless.
-synth: install-local layers
+synth: $(VENV)/.installed layers
 	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; built once, then skipped while no input changed)" \
 		$(BIN)/python -m local.synth $(if $(filter 1 true yes,$(RESYNTH)),--force)
 
@@ -152,8 +152,18 @@ ports:
 	@python3 -m local.preflight PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) \
 		IDENTITY_PORT=$(IDENTITY_PORT)
 
+# make local's set-up, side by side where the steps do not depend on each other (make -j in a
+# make of its own): the venv, npm ci and Java at once; the layers once the venv is there; the
+# synth once the layers are (it needs neither node_modules nor Java). Every line a step prints
+# carries its name (local/step.sh), so the interleaved output stays readable. LOCAL_JOBS=1: one
+# after the other. make's -o (an old file) does not reach that make: pass VENV instead.
+LOCAL_JOBS ?= 3
+.PHONY: .local-setup
+.local-setup:
+	@$(MAKE) --no-print-directory -j$(LOCAL_JOBS) install-local layers synth
+
 # ports comes first: make builds prerequisites left to right.
-local: ports install-local layers synth
+local: ports .local-setup
 	@echo "==> start the local stack (python -m local.run; its steps are timed below)"
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
