@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough api-diff
+.PHONY: first-hour help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough api-diff
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -57,6 +57,7 @@ help:
 	@echo "  make clients generate the API's Python client and TypeScript types into build/clients/ (docs/clients.md), then tsc and mypy on the programs using them"
 	@echo "  make walkthrough ADMIN_TOKEN=... USER_TOKEN=...   every route once through the generated Python client, against make local on PORT"
 	@echo "  make api-diff  the served OpenAPI document against the last released one (api/): a breaking change not in docs/api-changelog.md fails"
+	@echo "  make first-hour  a new user's first hour from a fresh clone, each step timed (COLD=1: empty caches, everything installed; PART=library: that path only)"
 	@echo "  make install / install-local   set-up only: everything (make test) / what make local needs"
 	@echo "  make ports   whether make local's ports are free, and who holds a busy one (make local runs it first)"
 	@echo "  make clean   remove the venv, node_modules and every build output"
@@ -75,6 +76,7 @@ help:
 	@echo "  SECONDS=$(SECONDS) SEED=$(SEED)   chaos: duration and seed;  SEEDS=$(SEEDS)   sim: how many seeds;  EXAMPLES=$(EXAMPLES)   fuzz: examples per operation"
 	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
 	@echo "  DIST=$(DIST)   wheel: where the wheel is written"
+	@echo "  COLD=$(COLD) PART=$(PART)   first-hour: the clone installs everything with empty caches (COLD=0: shares this checkout's venv, node_modules, layers); library or service (empty: both)"
 
 # One lock for everything that runs: the dev venv (and so synth, local, tests, bench, chaos) and
 # the Lambda layer (infra/layer.py) are installed from requirements.lock, hashes required. The
@@ -235,6 +237,16 @@ docs: install-local
 # Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
 examples: install-local
 	$(BIN)/python -m examples.run
+
+# A new user's first hour (tests/e2e/test_first_hour.py): a fresh clone of HEAD, the library
+# from pip install . to its first call, make local to its first answer and first authorized
+# answer; each step's time printed in a table with the machine's load. COLD=1: the clone installs
+# everything itself, with empty pip, uv and npm caches (make test runs it warm).
+COLD ?= 1
+PART ?=
+first-hour: $(VENV)/.installed
+	FIRST_HOUR=$(if $(filter 1 true yes,$(COLD)),cold,warm) $(BIN)/python -m pytest \
+		tests/e2e/test_first_hour.py -p no:cacheprovider -q $(if $(PART),-k $(PART))
 
 bench: install-local layers synth
 	$(BIN)/python -m bench
