@@ -29,6 +29,7 @@ says which each step was.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -285,6 +286,20 @@ def make_local(clone: Clone, tmp_path: Path) -> Iterator[Running]:
         stop(running)
 
 
+# A step's end as make's set-up (local/step.sh) and local.run log it: its name and duration
+STEP_DONE = re.compile(r"^(?:<== |\S+ \S+ )(?P<name>.+): done in (?P<seconds>[0-9.]+) s$")
+
+
+def steps_of(log: str) -> list[tuple[str, float]]:
+    """Each step ``make local`` logged as done, with the duration it logged."""
+    found = []
+    for line in log.splitlines():
+        match = STEP_DONE.match(line)
+        if match:
+            found.append((match["name"].split(" (")[0], float(match["seconds"])))
+    return found
+
+
 def answer(url: str, token: str | None = None) -> int:
     """The status of GET ``url`` (0: nothing answered yet)."""
     request = urllib.request.Request(url, headers={"Authorization": token} if token else {})
@@ -311,6 +326,8 @@ def test_the_service_from_make_local_to_an_authorized_answer(
         "make local: start to its banner",
         wait_for(make_local, lambda: BANNER in make_local.text(), "banner"),
     )
+    for name, seconds in steps_of(make_local.text()):
+        timings.add(f"  make local step: {name[:60]}", seconds)
     state = clone.path / ".local" / str(port)
     assert (state / "auth.json").exists() and (state / "outputs.json").exists()
 
