@@ -25,7 +25,7 @@ RESYNTH ?=
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough api-diff
+.PHONY: first-hour help install install-local ports deploy destroy lock layers local token test test-deployed lint typecheck synth bench soak soak-step chaos sim mutants clean docs examples wheel fuzz clients walkthrough api-diff
 
 # Every set-up step says what it does as it starts, a line every 5 s while it runs, and how long it
 # took (local/step.sh): a long install is never silent.
@@ -57,12 +57,14 @@ help:
 	@echo "  make clients generate the API's Python client and TypeScript types into build/clients/ (docs/clients.md), then tsc and mypy on the programs using them"
 	@echo "  make walkthrough ADMIN_TOKEN=... USER_TOKEN=...   every route once through the generated Python client, against make local on PORT"
 	@echo "  make api-diff  the served OpenAPI document against the last released one (api/): a breaking change not in docs/api-changelog.md fails"
+	@echo "  make first-hour  a new user's first hour from a fresh clone, each step timed (COLD=1: empty caches, everything installed; PART=library: that path only)"
 	@echo "  make install / install-local   set-up only: everything (make test) / what make local needs"
 	@echo "  make ports   whether make local's ports are free, and who holds a busy one (make local runs it first)"
 	@echo "  make clean   remove the venv, node_modules and every build output"
 	@echo "Variables (make VAR=value target):"
 	@echo "  PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) IDENTITY_PORT=$(IDENTITY_PORT)   make local's ports (token, test-deployed LOCAL=1: which stack)"
 	@echo "  DATA_DIR=$(DATA_DIR)   make local: persist DynamoDB Local's data there (empty: in memory)"
+	@echo "  LOCAL_JOBS=$(LOCAL_JOBS)   make local: how many set-up steps run at once (npm ci and Java while the venv installs; 1: one after the other)"
 	@echo "  WATCH=$(WATCH)   make local: rebuild and restart the changed functions when a file under functions/ is saved (WATCH=0: off)"
 	@echo "  RESYNTH=$(RESYNTH)   synth (so local, bench, chaos, fuzz): run python app.py even if none of its inputs changed (RESYNTH=1)"
 	@echo "  WORKERS=$(WORKERS)   make local (default shared) and soak (default pool): shared = a process per function, pool = a process per concurrent request, as Lambda"
@@ -75,6 +77,7 @@ help:
 	@echo "  SECONDS=$(SECONDS) SEED=$(SEED)   chaos: duration and seed;  SEEDS=$(SEEDS)   sim: how many seeds;  EXAMPLES=$(EXAMPLES)   fuzz: examples per operation"
 	@echo "  PYTHON=$(PYTHON) VENV=$(VENV)   the interpreter the venv is made from; where the venv lives"
 	@echo "  DIST=$(DIST)   wheel: where the wheel is written"
+	@echo "  COLD=$(COLD) PART=$(PART)   first-hour: the clone installs everything with empty caches (COLD=0: shares this checkout's venv, node_modules, layers); library or service (empty: both)"
 
 # One source of versions, requirements.lock (make lock), and smaller locks cut from it entry for
 # entry (infra/locks.py): every install is hashed, and no two can disagree on a version.
@@ -170,7 +173,7 @@ install: install-local $(VENV)/.installed-dev $(VENV)/checkov/.installed
 
 # Skipped while nothing python app.py reads changed (a content hash stamped in cdk.out/,
 # local/synth.py); anything changed runs the same python app.py. RESYNTH=1: run it regardless.
-synth: install-local layers
+synth: $(VENV)/.installed layers
 	@$(STEP) "synthesize the stack into cdk.out/ (python app.py, cdk-nag included; built once, then skipped while no input changed)" \
 		$(BIN)/python -m local.synth $(if $(filter 1 true yes,$(RESYNTH)),--force)
 
@@ -180,8 +183,18 @@ ports:
 	@python3 -m local.preflight PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) \
 		IDENTITY_PORT=$(IDENTITY_PORT)
 
+# make local's set-up, side by side where the steps do not depend on each other (make -j in a
+# make of its own): the venv, npm ci and Java at once; the layers once the venv is there; the
+# synth once the layers are (it needs neither node_modules nor Java). Every line a step prints
+# carries its name (local/step.sh), so the interleaved output stays readable. LOCAL_JOBS=1: one
+# after the other. make's -o (an old file) does not reach that make: pass VENV instead.
+LOCAL_JOBS ?= 3
+.PHONY: .local-setup
+.local-setup:
+	@$(MAKE) --no-print-directory -j$(LOCAL_JOBS) install-local layers synth
+
 # ports comes first: make builds prerequisites left to right.
-local: ports install-local layers synth
+local: ports .local-setup
 	@echo "==> start the local stack (python -m local.run; its steps are timed below)"
 	$(BIN)/python -m local.run --no-synth --port $(PORT) --dynamodb-port $(DYNAMODB_PORT) \
 		--identity-port $(IDENTITY_PORT) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
@@ -253,6 +266,16 @@ docs: install-local $(VENV)/.installed-dev
 # Every example, from the installed wheel in a fresh venv, against DynamoDB Local.
 examples: install-local $(VENV)/.installed-dev
 	$(BIN)/python -m examples.run
+
+# A new user's first hour (tests/e2e/test_first_hour.py): a fresh clone of HEAD, the library
+# from pip install . to its first call, make local to its first answer and first authorized
+# answer; each step's time printed in a table with the machine's load. COLD=1: the clone installs
+# everything itself, with empty pip, uv and npm caches (make test runs it warm).
+COLD ?= 1
+PART ?=
+first-hour: $(VENV)/.installed-dev
+	FIRST_HOUR=$(if $(filter 1 true yes,$(COLD)),cold,warm) $(BIN)/python -m pytest \
+		tests/e2e/test_first_hour.py -p no:cacheprovider -q $(if $(PART),-k $(PART))
 
 bench: install-local $(VENV)/.installed-dev layers synth
 	$(BIN)/python -m bench

@@ -44,11 +44,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "functions"))
@@ -63,6 +64,8 @@ from local.identity import AuthConfig, IdentityProvider  # noqa: E402
 from local.identity import auth_file as auth_file_of  # noqa: E402
 from service import observability  # noqa: E402
 from turnstile_ddb import metrics  # noqa: E402
+
+T = TypeVar("T")
 
 SUMMARY_SECONDS = 10.0
 DEFAULT_PORT = 3000
@@ -112,24 +115,72 @@ class PortsBusy(RuntimeError):
     """A port the stack needs is taken: nothing was started."""
 
 
+class Step:
+    """A start-up step under way: logged as it starts, a line every ``beat`` seconds while it
+    runs (never a long silence), and its duration once :meth:`done`. ``record``: a list that
+    gets ``("start", name)`` and ``("done", name)`` appended, in the order they happen (which
+    steps overlapped, without reading a clock)."""
+
+    def __init__(
+        self, name: str, beat: float = 5.0, record: list[tuple[str, str]] | None = None
+    ) -> None:
+        self.name, self.record = name, record
+        self.started = time.monotonic()
+        self._stopped = threading.Event()
+        bridge.log.info("%s ...", name)
+        if record is not None:
+            record.append(("start", name))
+        threading.Thread(target=self._beat, args=(beat,), name="step", daemon=True).start()
+
+    def _beat(self, beat: float) -> None:
+        while not self._stopped.wait(beat):
+            bridge.log.info("    ... %s: %.0f s so far", self.name, time.monotonic() - self.started)
+
+    def stop(self) -> None:
+        """No more heartbeat (the step failed: nothing more is said of it)."""
+        self._stopped.set()
+
+    def done(self) -> None:
+        self.stop()
+        if self.record is not None:
+            self.record.append(("done", self.name))
+        bridge.log.info("%s: done in %.1f s", self.name, time.monotonic() - self.started)
+
+
 @contextmanager
-def step(name: str, beat: float = 5.0) -> Iterator[None]:
-    """Log ``name`` as it starts, a line every ``beat`` seconds while it runs (never a long
-    silence), and its duration once it is done."""
-    started = time.monotonic()
-    bridge.log.info("%s ...", name)
-    done = threading.Event()
-
-    def heartbeat() -> None:
-        while not done.wait(beat):
-            bridge.log.info("    ... %s: %.0f s so far", name, time.monotonic() - started)
-
-    threading.Thread(target=heartbeat, name="step", daemon=True).start()
+def step(
+    name: str, beat: float = 5.0, record: list[tuple[str, str]] | None = None
+) -> Iterator[None]:
+    """Run the block as the :class:`Step` ``name``."""
+    current = Step(name, beat, record)
     try:
         yield
-    finally:
-        done.set()
-    bridge.log.info("%s: done in %.1f s", name, time.monotonic() - started)
+    except BaseException:
+        current.stop()
+        raise
+    current.done()
+
+
+def meanwhile(
+    pool: ThreadPoolExecutor,
+    name: str,
+    work: Callable[[], T],
+    record: list[tuple[str, str]] | None = None,
+) -> Future[T]:
+    """Start the :class:`Step` ``name`` now and run ``work`` on ``pool``, while the caller goes
+    on with another step; its result (or error) from the future."""
+    current = Step(name, record=record)
+
+    def run() -> T:
+        try:
+            result = work()
+        except BaseException:
+            current.stop()
+            raise
+        current.done()
+        return result
+
+    return pool.submit(run)
 
 
 def check_ports(host: str, **ports: int) -> None:
@@ -152,9 +203,13 @@ class LocalStack:
     functions: workers.Workers
 
 
-def prepare_environment(db: DynamoDBLocal, loaded: dict[str, Any]) -> dict[str, str]:
-    """Create the template's tables and put what the handlers need into ``os.environ``."""
-    names = template.create_tables(db.client(), loaded)
+def prepare_environment(
+    db: DynamoDBLocal, loaded: dict[str, Any], names: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Create the template's tables (unless done: ``names``, what ``template.create_tables``
+    returned) and put what the handlers need into ``os.environ``."""
+    if names is None:
+        names = template.create_tables(db.client(), loaded)
     environment = {
         **db.environment(),
         **template.merged_environment(template.function_environments(loaded, names)),
@@ -254,6 +309,7 @@ def running(
     worker_mode: str = workers.SHARED,
     pool_size: int = workers.POOL_SIZE,
     worker_dir: Path | None = None,
+    steps: list[tuple[str, str]] | None = None,
 ) -> Iterator[LocalStack]:
     """Start everything; ``auth_file``: where to write the identity provider's ``auth.json``;
     ``assembly_dir``: the cloud assembly holding the functions' assets (default: the template's
@@ -264,7 +320,8 @@ def running(
     ``worker_mode``: ``shared`` (a process per function) or ``pool`` (a process per concurrent
     request, up to ``pool_size`` per function, as Lambda scales): ``local.workers``.
     ``worker_dir``: where the workers' configuration files go (:func:`worker_dir`), emptied first
-    and removed once they have stopped (default: the system's temporary folder)."""
+    and removed once they have stopped (default: the system's temporary folder).
+    ``steps``: gets each start-up step's start and end appended, in order (:class:`Step`)."""
     check_ports(host, PORT=port, DYNAMODB_PORT=dynamodb_port, IDENTITY_PORT=identity_port)
     if worker_dir is not None:  # the ports are free: what is there a killed stack left behind
         shutil.rmtree(worker_dir, ignore_errors=True)
@@ -291,20 +348,41 @@ def running(
                 model.rcu,
                 front.endpoint,
             )
-        with step("starting the functions' workers (DynamoDB Local's JVM boots meanwhile)"):
-            functions = workers.start(
-                loaded,
-                assembly_dir or template_path.parent,
-                function_environment,
-                mode=worker_mode,
-                pool_size=pool_size,
-                config_dir=worker_dir,
+        # Side by side: the tables (once the JVM answers) and the identity provider on threads,
+        # the workers here (a worker dies with the thread that started it: this one lives as
+        # long as the stack). Only os.environ waits for all three (no thread reads it meanwhile).
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="start") as pool:
+
+            def create_tables() -> dict[str, str]:
+                db.wait_ready()
+                return template.create_tables(db.client(), loaded)
+
+            tables = meanwhile(
+                pool,
+                "waiting for DynamoDB Local, then creating the template's tables",
+                create_tables,
+                steps,
             )
-        with step("waiting for DynamoDB Local, then creating the template's tables"):
-            db.wait_ready()
-            prepare_environment(db, loaded)
-        with step("starting the identity provider"):
-            auth = identity.start().provision(loaded)
+            provider = meanwhile(
+                pool,
+                "starting the identity provider",
+                lambda: identity.start().provision(loaded),
+                steps,
+            )
+            with step(
+                "starting the functions' workers (the tables and the identity provider meanwhile)",
+                record=steps,
+            ):
+                functions = workers.start(
+                    loaded,
+                    assembly_dir or template_path.parent,
+                    function_environment,
+                    mode=worker_mode,
+                    pool_size=pool_size,
+                    config_dir=worker_dir,
+                )
+            prepare_environment(db, loaded, tables.result())
+            auth = provider.result()
         pumps = start_pumps(db, loaded, stop, functions)
         verifier = bridge.CachedVerifier(auth.verifier())  # as the deployed authorizer caches
         server = bridge.serve(bridge.Bridge(verifier=verifier, functions=functions), host, port)

@@ -50,6 +50,11 @@ from turnstile_ddb import metrics
 
 SANDBOX = Path(__file__).resolve().parent / "sandbox"
 BOOTSTRAP = SANDBOX / "bootstrap.py"
+# Where the workers' bytecode goes (``python -X pycache_prefix``): the layer is built without any
+# (infra.layer: its content is hashed) and the asset is the CDK's, so without a cache of its own
+# every start compiled boto3, botocore and Powertools afresh, in every worker. Bytecode only
+# saves the compiling: Python checks each file against its source, so what runs is the same.
+BYTECODE_CACHE = SANDBOX.parent.parent / "build" / "pycache"
 REGION = iam.REGION
 ACCOUNT = iam.ACCOUNT
 
@@ -206,6 +211,8 @@ class Worker:
     # Where its configuration file (the role's policy among it) is written, removed on stop
     # (make local: its state folder, .local/<PORT>/workers); None: the system's temporary folder.
     config_dir: Path | None = None
+    # Where its bytecode is cached (:data:`BYTECODE_CACHE`); None: none written (``python -B``).
+    bytecode_dir: Path | None = None
     process: subprocess.Popen[str] | None = None
     port: int = 0
     output: list[str] = field(default_factory=list)
@@ -231,8 +238,12 @@ class Worker:
         with os.fdopen(handle, "w") as file:
             json.dump(config, file)
         self._config = Path(path)
+        if self.bytecode_dir is None:
+            bytecode = ["-B"]
+        else:
+            bytecode = ["-X", f"pycache_prefix={self.bytecode_dir}"]
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(BOOTSTRAP), "--config", path],
+            [sys.executable, "-I", "-S", *bytecode, str(BOOTSTRAP), "--config", path],
             env=runtime_environment(self.function, self.local_environment),
             cwd=self.function.asset,
             stdin=subprocess.DEVNULL,
@@ -353,6 +364,7 @@ class Worker:
             self.policy if policy is None else policy,
             self.chaos,
             self.config_dir,
+            self.bytecode_dir,
         ).spawn()
 
     def take_over(self, successor: Worker) -> None:
@@ -431,6 +443,7 @@ class WorkerPool(Worker):
             self.policy,
             self.chaos,
             self.config_dir,
+            self.bytecode_dir,
             output=self.output,
         )
 
@@ -557,13 +570,15 @@ def start(
     mode: str = SHARED,
     pool_size: int = POOL_SIZE,
     config_dir: Path | None = None,
+    bytecode_dir: Path | None = BYTECODE_CACHE,
 ) -> Workers:
     """Start a worker per function (``only``: these handler paths), all at once; stops them
     all if any fails to start. ``chaos``: load the chaos agent with these settings
     (``local/sandbox/chaos_agent.py``; ``make chaos`` only). ``mode``: ``shared`` (one process
     per function, a thread per request) or ``pool`` (a process per concurrent request, up to
     ``pool_size`` per function: :class:`WorkerPool`). ``config_dir``: where the workers'
-    configuration files go (:attr:`Worker.config_dir`)."""
+    configuration files go (:attr:`Worker.config_dir`); ``bytecode_dir``: where their bytecode is
+    cached (:data:`BYTECODE_CACHE`; None: none is written)."""
     if mode not in MODES:
         raise ValueError(f"worker mode {mode!r}: one of {', '.join(MODES)}")
     layers = layers if layers is not None else [host_layer()]
@@ -582,11 +597,18 @@ def start(
                     policy,
                     chaos,
                     config_dir,
+                    bytecode_dir,
                     size=pool_size,
                 ).spawn()
             else:
                 workers[function.handler] = Worker(
-                    function, list(layers), dict(local_environment), policy, chaos, config_dir
+                    function,
+                    list(layers),
+                    dict(local_environment),
+                    policy,
+                    chaos,
+                    config_dir,
+                    bytecode_dir,
                 ).spawn()
         for worker in workers.values():
             worker.ready()

@@ -4,7 +4,8 @@
 AWS here, so it runs with ``LOCAL=1`` against a local stack started by the same ``local.run`` code
 as ``make local``, which writes its outputs file in a deployed stack's shape (``infra.outputs``).
 The target itself is what runs: its Make recipe, ``python -m pytest tests/deployed --outputs``.
-``make token`` runs against that same stack, and against a port where nothing runs.
+``make token`` runs against that same stack, and against a port where nothing runs. ``make
+first-hour`` runs in its short form (warm, the library path).
 
 Every ``make`` here is ``tests.helpers.make``: it never rebuilds the venv the tests run in.
 """
@@ -142,3 +143,15 @@ def test_make_local_on_a_busy_port_fails_before_any_set_up_and_leaves_that_stack
         finally:
             (state / "auth.json").unlink(missing_ok=True)
             state.rmdir()
+
+
+def test_make_first_hour_prints_each_steps_time():
+    # When the first hour runs in its short form: warm, the library path only (make test runs
+    # the whole of it as tests/e2e/test_first_hour.py; make first-hour alone runs it cold)
+    done = make("first-hour", "COLD=0", "PART=library")
+    # Then it passed, and printed its table: each step, its time, and whether it was warm
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print(done.stdout[-2000:])
+    assert re.search(r"first hour \(\d+ cores, load [0-9. ]+\):", done.stdout)
+    assert re.search(r"library: pip install \. \(from the clone\) +[0-9.]+ s +warm", done.stdout)
+    assert re.search(r"library: clone to first call .* +[0-9.]+ s", done.stdout)
