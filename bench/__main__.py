@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from bench import (  # noqa: E402
     coldstart,
+    cost,
     hot,
     http_auth,
     http_inventory,
@@ -133,7 +134,32 @@ def main(argv: list[str] | None = None) -> int:
             run_hot(db, names)
         if not only or "coldstart" in only:
             run_coldstart(db, loaded, names, args.cold_repeat)
+        if not only or "cost" in only:
+            run_cost(db, loaded)
     return 0
+
+
+def run_cost(db: DynamoDBLocal, loaded: dict[str, Any], **sizes: int) -> list[dict[str, Any]]:
+    """Every route's units, calls and CPU per request against its floors (``bench.cost``)."""
+    from local.run import exported
+
+    print("\n## cost (every route, low contention and the seed workload)", flush=True)
+    physical = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
+    environment = {
+        **db.environment(),
+        **template.merged_environment(template.function_environments(loaded, physical)),
+        "POWERTOOLS_METRICS_DISABLED": "false",  # EMF written as in Lambda (to a null stream)
+    }
+    load = os.getloadavg()
+    with exported(environment):
+        rows = cost.run(bare=db.client(config=retry.client_config()), **sizes)
+    document = cost.document(rows, load)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "cost.json").write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\n{document['measured']}\n")
+    print(markdown(rows, cost.COLUMNS))
+    print(f"\n(written: {RESULTS / 'cost.json'})")
+    return rows
 
 
 COLD_TARGET = 1.3  # import + first request of an API function, over the baseline
