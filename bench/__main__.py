@@ -139,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_cost(db: DynamoDBLocal, loaded: dict[str, Any], **sizes: int) -> list[dict[str, Any]]:
+def run_cost(
+    db: DynamoDBLocal, loaded: dict[str, Any], out: Path | None = None, **sizes: int
+) -> dict[str, Any]:
     """Every route's units, calls and CPU per request against its floors (``bench.cost``)."""
     from local.run import exported
 
@@ -154,12 +156,13 @@ def run_cost(db: DynamoDBLocal, loaded: dict[str, Any], **sizes: int) -> list[di
     with exported(environment):
         rows = cost.run(bare=db.client(config=retry.client_config()), **sizes)
     document = cost.document(rows, load)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "cost.json").write_text(json.dumps(document, indent=2) + "\n")
+    path = out or RESULTS / "cost.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\n{document['measured']}\n")
     print(markdown(rows, cost.COLUMNS))
-    print(f"\n(written: {RESULTS / 'cost.json'})")
-    return rows
+    print(f"\n(written: {path})")
+    return document
 
 
 COLD_TARGET = 1.3  # import + first request of an API function, over the baseline

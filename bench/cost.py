@@ -46,6 +46,7 @@ LOW, SEED = "low", "seed"
 SEED_REQUESTS, SEED_USERS, SEED_UNITS = 1000, 100, 100
 LOW_REQUESTS = 200
 UNITS_TARGET, CPU_TARGET = 1.5, 1.3
+UNEXPLAINED = "above its floor, not explained yet"
 COLUMNS = [
     "route",
     "contention",
@@ -433,6 +434,7 @@ CASES: tuple[Case, ...] = (
         1,
         f"{ONE_WRITE}: the version in If-Match is the condition",
         patch_product,
+        "a product this environment has not seen is read once for its shard count",
     ),
     Case("POST /products/{productId}/restocks", 0, 1, f"{ONE_WRITE}: an add", restock),
     Case(
@@ -452,44 +454,59 @@ CASES: tuple[Case, ...] = (
         "a charge made once inside a lease: the lease taken (1) and given back (1), the credit "
         "and its charge record in one transaction (2 items x 2)",
         top_up,
+        "two strongly consistent reads of the wallet: its owner is checked before anything is "
+        "written (a refused caller writes not even the lease), and again under the lease, where "
+        "the answer is final",
     ),
     Case("GET /wallets/{walletId}", 0.5, 0, ONE_READ, read_wallet, CONSISTENT),
     Case(
         "POST /inventory",
         0,
         CREATED_UNITS + 1,
-        f"a put per unit ({CREATED_UNITS} here) and one for the sku's header",
+        f"a put per unit ({CREATED_UNITS} here) and one for the sku's header; the function "
+        "writes the header and a first chunk of units, the creation worker the rest (not "
+        "counted in this row)",
         create_inventory,
+        "the sku's header is read before it is written (a repeated creation answers the first "
+        "one's progress) and after the first chunk",
     ),
     Case("GET /inventory/{sku}", 0.5, 0, f"{ONE_READ}: the sku's summary", read_sku),
     Case(
         "GET /inventory/{sku}/exact",
         0.5,
         0,
-        "the units' states counted from one eventually consistent Query of small items "
-        "(100 units fit in 4 KB of keys and states)",
+        "the units' states counted from one eventually consistent Query of small items",
         read_sku_exact,
+        "it reads every unit of the sku (100 here), consistently: the exact count is the "
+        "administrator's check on the summary, and its cost grows with the units",
     ),
     Case(
         "POST /inventory/{sku}/reservations",
         0.5,
-        1,
-        "one Query page finds a free unit; one conditional write of that unit holds it",
+        2,
+        "one Query page of the claimable index finds a free unit (0.5); one conditional write "
+        "holds it (1) and takes it out of the index (1)",
         reserve,
     ),
     Case(
         "POST /inventory/{sku}/reservations/{reservationId}/confirm",
-        0,
-        1,
-        f"{ONE_WRITE} per held unit (one here): still held by this reservation",
+        0.5,
+        4,
+        "the reservation read for its units (0.5), then its units (one here) and its record "
+        "changed together in one transaction (2 items x 2)",
         confirm,
+        "the reservation is read strongly consistently (1 RCU): a confirm right after the "
+        "reservation must find it",
     ),
     Case(
         "DELETE /inventory/{sku}/reservations/{reservationId}",
-        0,
-        1,
-        f"{ONE_WRITE} per held unit (one here): still held by this reservation",
+        0.5,
+        4,
+        "the reservation read for its units (0.5), then its units (one here) and its record "
+        "changed together in one transaction (2 items x 2)",
         cancel,
+        "the reservation is read strongly consistently (1 RCU), and each freed unit goes back "
+        "into the claimable index (2 more units in the transaction)",
     ),
     Case("POST /events", 0, 1, f"{ONE_WRITE}: put if the id is free", create_event),
     Case("GET /events/{eventId}", 0.5, 0, ONE_READ, read_event, CONSISTENT),
@@ -499,6 +516,8 @@ CASES: tuple[Case, ...] = (
         4,
         "the seat counter and the member item in one transaction (2 items x 2)",
         register,
+        "the member item is also written to the byUser index that GET "
+        "/users/{userId}/registrations reads (2 more units in the transaction)",
     ),
     Case(
         "DELETE /events/{eventId}/registrations/{userId}",
@@ -506,6 +525,7 @@ CASES: tuple[Case, ...] = (
         4,
         "the seat counter and the member item in one transaction (2 items x 2)",
         unregister,
+        "the member item also leaves the byUser index (2 more units in the transaction)",
     ),
     Case(
         "GET /users/{userId}/registrations",
@@ -516,10 +536,12 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "POST /events/{eventId}/registration-requests",
-        0,
+        0.5,
         1,
-        f"{ONE_WRITE}: the PENDING request (the stream consumer decides it later)",
+        f"the event read (it must exist: 404 otherwise), then {ONE_WRITE}: the PENDING request "
+        "(the stream consumer decides it later)",
         request_registration,
+        CONSISTENT,
     ),
     Case(
         "GET /events/{eventId}/registration-requests/{requestId}",
@@ -626,6 +648,7 @@ def measure_case(
         "cpu_ms": round(cpu_ms, 3),
         "bare_cpu_ms": round(bare_ms, 3),
         "cpu_over_bare": round(cpu_ms / bare_ms, 2) if bare_ms else None,
+        "operations": operations(measured.calls, n),
         "requests": n,
         "users": workers,
         "outcomes": dict(Counter(outcome.outcomes)),
@@ -633,8 +656,14 @@ def measure_case(
         "why": "",
     }
     if contention == LOW and over_floor(row) > UNITS_TARGET:
-        row["why"] = case.why or "not explained yet"
+        row["why"] = case.why or UNEXPLAINED
     return row
+
+
+def operations(requests: list[list[tuple[str, dict[str, Any]]]], n: int) -> dict[str, float]:
+    """DynamoDB operations per request, by name (where a row's units go)."""
+    sent = Counter(operation for calls in requests for operation, _ in calls)
+    return {operation: round(count / n, 3) for operation, count in sorted(sent.items())}
 
 
 def over_floor(row: dict[str, Any]) -> float:
@@ -736,3 +765,62 @@ def document(rows: list[dict[str, Any]], load: tuple[float, float, float]) -> di
         "targets": {"units_over_floor": UNITS_TARGET, "cpu_over_bare": CPU_TARGET},
         "routes": rows,
     }
+
+
+PAGE = "docs/cost.md"
+BEGIN = "<!-- generated from bench/results/cost.json by: python -m bench.cost -->"
+END = "<!-- end of the generated part -->"
+SHOWN = ["route", "contention", "rcu", "wcu", "floor_rcu", "floor_wcu", "calls"]
+SHOWN += ["cpu_ms", "bare_cpu_ms", "cpu_over_bare"]
+
+
+def docs_section(document: dict[str, Any]) -> str:
+    """The per-route part of docs/cost.md, from cost.json: what was measured, where, under what
+    load, the table, each floor's reason and why a row stays above its floor."""
+    rows = document["routes"]
+    load = ", ".join(f"{value:g}" for value in document["machine"]["load_average"])
+    lines = [
+        BEGIN,
+        "",
+        f"{document['measured']} Measured on a machine of {document['machine']['cpus']} CPUs "
+        f"shared with other work (load average {load} at the start), Python "
+        f"{document['machine']['python']}. Units are per request; `cpu_ms` and `bare_cpu_ms` "
+        "are milliseconds of CPU per request. DynamoDB Local charges as DynamoDB does per item "
+        "(1 per conditional write, 0.5 per eventually consistent read, twice a transaction's "
+        "items), but a refused write's units are not reported by either (AWS bills them).",
+        "",
+        "| " + " | ".join(SHOWN) + " |",
+        "|" + "---|" * len(SHOWN),
+    ]
+    lines += ["| " + " | ".join(f"{row[c]}" for c in SHOWN) + " |" for row in rows]
+    lines += ["", "Floors, per route:", ""]
+    seen: dict[str, str] = {}
+    for row in rows:
+        seen.setdefault(row["route"], row["floor"])
+    lines += [f"- `{route}`: {floor}." for route, floor in seen.items()]
+    above = [row for row in rows if row["why"]]
+    if above:
+        lines += ["", "Above 1.5 times the floor at low contention, and why:", ""]
+        lines += [f"- `{row['route']}`: {row['why']}." for row in above]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def write_docs(document: dict[str, Any], page: Any) -> None:
+    """Put :func:`docs_section` into ``page`` (a Path), between its markers or at its end."""
+    text = page.read_text()
+    section = docs_section(document)
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        heading = "## Per route: units and CPU against their floors"
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{section}\n"
+    page.write_text(text)
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    write_docs(json.loads((root / "bench/results/cost.json").read_text()), root / PAGE)
