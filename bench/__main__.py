@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_cost(
-    db: DynamoDBLocal, loaded: dict[str, Any], out: Path | None = None, **sizes: int
+    db: DynamoDBLocal, loaded: dict[str, Any], out: Path | None = None, **sizes: Any
 ) -> dict[str, Any]:
     """Every route's units, calls and CPU per request against its floors (``bench.cost``)."""
     from local.run import exported

@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import botocore
 
@@ -64,6 +64,7 @@ COLUMNS = [
 ]
 
 Event = dict[str, Any]
+T = TypeVar("T")
 Handler = Callable[[Event, Any], dict[str, Any]]
 
 
@@ -140,7 +141,7 @@ def _ids(target: Target, kind: str, contention: str, n: int) -> list[str]:
     return [f"cost-{target.run}-{kind}-{i}" for i in range(count)]
 
 
-def _pick(ids: list[str], i: int) -> str:
+def _pick(ids: list[T], i: int) -> T:
     return ids[i % len(ids)]
 
 
@@ -226,7 +227,7 @@ def renew(target: Target, contention: str, n: int) -> Callable[[int], Event]:
     held = _held(target, contention, n)
 
     def event(i: int) -> Event:
-        resource, fence = _pick(held, i)  # type: ignore[misc]
+        resource, fence = _pick(held, i)
         body = {"fence": fence, "ttlSeconds": 600}
         return proxy_event("PUT /locks/{resource}", {"resource": resource}, body, caller=user(0))
 
@@ -237,7 +238,7 @@ def release(target: Target, contention: str, n: int) -> Callable[[int], Event]:
     held = _held(target, contention, n)
 
     def event(i: int) -> Event:
-        resource, fence = _pick(held, i)  # type: ignore[misc]
+        resource, fence = _pick(held, i)
         return proxy_event(
             "DELETE /locks/{resource}", {"resource": resource}, {"fence": fence}, caller=user(0)
         )
@@ -326,7 +327,7 @@ def confirm(target: Target, contention: str, n: int) -> Callable[[int], Event]:
     made = _reservations(target, contention, n)
 
     def event(i: int) -> Event:
-        sku, reservation = _pick(made, i)  # type: ignore[misc]
+        sku, reservation = _pick(made, i)
         params = {"sku": sku, "reservationId": reservation}
         route = "POST /inventory/{sku}/reservations/{reservationId}/confirm"
         return proxy_event(route, params, caller=user(0))
@@ -338,7 +339,7 @@ def cancel(target: Target, contention: str, n: int) -> Callable[[int], Event]:
     made = _reservations(target, contention, n)
 
     def event(i: int) -> Event:
-        sku, reservation = _pick(made, i)  # type: ignore[misc]
+        sku, reservation = _pick(made, i)
         params = {"sku": sku, "reservationId": reservation}
         route = "DELETE /inventory/{sku}/reservations/{reservationId}"
         return proxy_event(route, params, caller=user(0))
@@ -573,7 +574,8 @@ class Recorder:
 
     @contextlib.contextmanager
     def request(self) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-        self._local.calls = calls = []
+        calls: list[tuple[str, dict[str, Any]]] = []
+        self._local.calls = calls
         try:
             yield calls
         finally:
@@ -714,17 +716,18 @@ def handlers() -> dict[str, Handler]:
     from service import catalog
 
     return {
-        spec.name: importlib.import_module(spec.module).handler  # type: ignore[misc]
-        for spec in catalog.API_FUNCTIONS
+        spec.name: importlib.import_module(spec.module).handler for spec in catalog.API_FUNCTIONS
     }
 
 
 def run(
-    cases: tuple[Case, ...] = CASES,
     *,
     bare: Any,
+    cases: tuple[Case, ...] = CASES,
     levels: tuple[str, ...] = (LOW, SEED),
-    **sizes: int,
+    low_requests: int = LOW_REQUESTS,
+    seed_requests: int = SEED_REQUESTS,
+    seed_users: int = SEED_USERS,
 ) -> list[dict[str, Any]]:
     """Every case at every level, in the caller's environment (the functions' variables set)."""
     from service import runtime
@@ -739,7 +742,17 @@ def run(
         for case in cases:
             handler = served[by_route[case.route]]
             for level in levels:
-                rows.append(measure_case(case, level, handler, recorder, bare, **sizes))
+                row = measure_case(
+                    case,
+                    level,
+                    handler,
+                    recorder,
+                    bare,
+                    low_requests=low_requests,
+                    seed_requests=seed_requests,
+                    seed_users=seed_users,
+                )
+                rows.append(row)
     return rows
 
 
