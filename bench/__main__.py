@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from bench import (  # noqa: E402
     coldstart,
+    cost,
     hot,
     http_auth,
     http_inventory,
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             run_coldstart(db, loaded, names, args.cold_repeat)
         if not only or "memory" in only:
             run_memory(db, loaded, args.record_memory)
+        if not only or "cost" in only:
+            run_cost(db, loaded)
     return 0
 
 
@@ -162,6 +165,32 @@ def run_memory(db: DynamoDBLocal, loaded: dict[str, Any], record: bool) -> None:
         memory.record(functions, f"load average {load} before the run")
         print(f"\n(recorded: {memory.CHOICE})")
     print(f"\n(written: {RESULTS / 'memory.json'})")
+
+
+def run_cost(
+    db: DynamoDBLocal, loaded: dict[str, Any], out: Path | None = None, **sizes: Any
+) -> dict[str, Any]:
+    """Every route's units, calls and CPU per request against its floors (``bench.cost``)."""
+    from local.run import exported
+
+    print("\n## cost (every route, low contention and the seed workload)", flush=True)
+    physical = {logical: logical for logical in template.resources(loaded, "AWS::DynamoDB::Table")}
+    environment = {
+        **db.environment(),
+        **template.merged_environment(template.function_environments(loaded, physical)),
+        "POWERTOOLS_METRICS_DISABLED": "false",  # EMF written as in Lambda (to a null stream)
+    }
+    load = os.getloadavg()
+    with exported(environment):
+        rows = cost.run(bare=db.client(config=retry.client_config()), **sizes)
+    document = cost.document(rows, load)
+    path = out or RESULTS / "cost.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\n{document['measured']}\n")
+    print(markdown(rows, cost.COLUMNS))
+    print(f"\n(written: {path})")
+    return document
 
 
 COLD_TARGET = 1.3  # import + first request of an API function, over the baseline

@@ -3,7 +3,7 @@ prices for one region (:data:`REGION`), each price with the page it was read fro
 
     python -m infra.cost                      # the table docs/cost.md shows, from cdk.out
     python -m infra.cost --table-gb 5         # with another assumed size per table
-    python -m infra.cost --per-million bench/cost.json   # USD per million requests per route
+    python -m infra.cost --per-million bench/results/cost.json   # USD per million, per route
 
 Idle means no request at all: API Gateway, Lambda invocations, DynamoDB on-demand reads and
 writes, SQS, streams and X-Ray all bill per use and cost nothing. What is left is billed for
@@ -33,7 +33,7 @@ SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 TABLE_GB = Decimal(1)  # assumed size of each table (items and indexes) for storage and PITR
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY_RECORD = ROOT / "bench" / "memory.json"  # the functions' memory, chosen by measurement
-COST_RECORD = ROOT / "bench" / "cost.json"  # a copy of bench/results/cost.json, kept in the tree
+COST_RECORD = ROOT / "bench" / "results" / "cost.json"  # bench --only cost (kept in the tree)
 
 
 class UnpricedResource(ValueError):

@@ -131,7 +131,8 @@ def catalog() -> dict[str, tuple[str, ...]]:
         "idempotency": _names(declared(lib + "idempotency"), ("ClaimReleaseFailed",), retry),
         "wallets": ("ChargeAlreadySettled", "RefundRefused"),
         "transact": _names(declared(lib + "transact"), retry),
-        "dynamodb": retry,
+        # every call a function's client makes, and the units DynamoDB said it consumed
+        "dynamodb": _names(declared(lib + "consumption"), retry),
         "decider": (
             "RequestAccepted",
             "RequestRejected",

@@ -15,6 +15,7 @@ import boto3
 
 from service import config, snapstart
 from turnstile_ddb import retry, sharded
+from turnstile_ddb.consumption import count_consumption
 from turnstile_ddb.idempotency import IdempotencyStore
 
 T = TypeVar("T")
@@ -55,7 +56,10 @@ snapstart.after_restore(Lazy.reset_all)
 
 
 def _build_dynamodb() -> Any:
-    return boto3.session.Session().client("dynamodb", config=retry.client_config())
+    # every call counts itself and the units DynamoDB says it consumed (pattern ``dynamodb``)
+    return count_consumption(
+        boto3.session.Session().client("dynamodb", config=retry.client_config())
+    )
 
 
 dynamodb: Lazy[Any] = Lazy(_build_dynamodb)

@@ -19,6 +19,7 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``claims``: units as items, reserved in one transaction each.
 - ``sharded``: a counter split over shards, past one key's write ceiling.
 - ``cdk`` (extra ``turnstile-ddb[cdk]``): a table per primitive with its exact grant.
+- ``consumption``: a client that counts its DynamoDB calls and the capacity units each consumed.
 - ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
 - ``errors``: the one exception hierarchy (``TurnstileError``: ``Refused``, ``Retryable``,
   ``OutcomeUnknown``).

@@ -110,11 +110,7 @@ def test_docs_cost_shows_the_memory_chosen_and_the_request_prices():
     assert cost.render_prices(cost.REQUEST_PRICES) in page()
 
 
-def test_docs_cost_shows_the_recorded_route_table_or_says_there_is_none():
-    if cost.COST_RECORD.exists():
-        rows = json.loads(cost.COST_RECORD.read_text())["routes"]
-        record = json.loads(cost.MEMORY_RECORD.read_text())
-        assert cost.render_per_million(rows, record) in page()
-    else:
-        assert "| route | contention |" not in page()
-        assert "no per-route dollar figure" in " ".join(page().split())
+def test_docs_cost_shows_the_recorded_route_table():
+    rows = json.loads(cost.COST_RECORD.read_text())["routes"]
+    record = json.loads(cost.MEMORY_RECORD.read_text())
+    assert cost.render_per_million(rows, record) in page()

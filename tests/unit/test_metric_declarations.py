@@ -14,6 +14,7 @@ from service import observability
 from service.domain import inventory
 from turnstile_ddb import (
     claims,
+    consumption,
     idempotency,
     lease,
     lease_queue,
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COUNTED = re.compile(r'metrics\.(?:count|timing)\(\s*"(\w+)"')
 DECLARING = [
     claims,
+    consumption,
     idempotency,
     lease,
     lease_queue,
@@ -66,7 +68,7 @@ def _retried() -> list[BaseException]:
 
 
 def test_the_catalogue_holds_each_declaration_under_its_pattern_once():
-    for module in (claims, idempotency, sharded, slots, versioned):
+    for module in (claims, consumption, idempotency, sharded, slots, versioned):
         assert set(module.METRICS) <= set(observability.catalog()[module.PATTERN])
     assert set(lease.METRICS) | set(lease_queue.METRICS) <= set(observability.catalog()["lease"])
     assert set(transact.METRICS) <= set(observability.catalog()["transact"])
@@ -98,7 +100,18 @@ RETRY = retry.METRICS
 def test_the_catalogue_reads_each_declaration_as_the_module_holds_it():
     # observability.declared reads METRICS from the source (deploy time imports no runtime); it
     # must give what importing the module gives
-    modules = (claims, idempotency, lease, lease_queue, retry, sharded, slots, transact, versioned)
+    modules = (
+        claims,
+        consumption,
+        idempotency,
+        lease,
+        lease_queue,
+        retry,
+        sharded,
+        slots,
+        transact,
+        versioned,
+    )
     for module in modules:
         assert observability.declared(module.__name__) == module.METRICS, module.__name__
     assert observability.declared("service.domain.inventory") == inventory.METRICS

@@ -119,6 +119,7 @@ class Products:
             )
         except creation.AlreadyExists as exc:
             raise AlreadyExists(f"product {product_id!r} already exists") from exc
+        self.shard_counts.put(product_id, 1)
         return item
 
     def _create_sharded(
@@ -151,8 +152,9 @@ class Products:
 
     def restock(self, product_id: str, units: int) -> dict[str, Any]:
         """Add ``units`` to the stock, exactly, whatever sells meanwhile (+1 catalogue version)."""
-        parent = self._parent(product_id)
-        shards = parent.get("shards", 1)
+        # A known count (it never changes) spares the read: the add's condition refuses a
+        # product that is missing or sharded by itself.
+        shards = self.shard_counts.get(product_id) or self._parent(product_id).get("shards", 1)
         if shards == 1:
             # A commutative add: one write, no read to go stale, so concurrent sales never make
             # it conflict (``attribute_exists(stock)``: never onto a sharded product's parent).
