@@ -121,7 +121,8 @@ def run(client: Any, protocol: Steps[T]) -> T:
         try:
             effect = protocol.send(answer) if failure is None else protocol.throw(failure)
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            value: T = stop.value
+            return value
         answer, failure = None, None
         try:
             answer = _perform(client, effect)
@@ -157,7 +158,8 @@ async def run_async(client: Any, protocol: Steps[T]) -> T:
         try:
             effect = protocol.send(answer) if failure is None else protocol.throw(failure)
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            value: T = stop.value
+            return value
         answer, failure = None, None
         try:
             answer = await _perform_async(client, effect)

@@ -171,7 +171,8 @@ def call(
         retry_on=retry_on,
         pattern=pattern,
     )
-    return _core.run(None, steps)  # type: ignore[no-any-return]
+    answer: T = _core.run(None, steps)
+    return answer
 
 
 def retrying(
