@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sim.ddb import Awaited, create_table, moto_dynamodb
-from turnstile_ddb import aio, codec, metrics, retry, transact, versioned
+from turnstile_ddb import aio, codec, creation, metrics, retry, transact, versioned
 
 TABLE = "products"
 KEY = {"productId": "p1"}
@@ -23,6 +23,7 @@ NOWAIT = retry.Backoff(attempts=3, sleep=lambda seconds: None)
 PAIRS = [
     (retry.call, aio.retry.call),
     (transact.transact_write, aio.transact.transact_write),
+    (creation.create_if_absent, aio.creation.create_if_absent),
     *[(getattr(versioned, name), getattr(aio.versioned, name)) for name in aio.versioned.__all__],
 ]
 
@@ -190,3 +191,25 @@ def test_retry_call_gives_up_alike_on_throttling():
     assert by_async == by_sync
     assert by_sync[1] is retry.RetriesExhausted
     assert by_sync[-1] == {("parity", "Throttle"): 3, ("parity", "RetriesExhausted"): 1}
+
+
+@pytest.mark.parametrize(
+    ("item", "token"),
+    [({"productId": "new"}, None), (KEY, None), ({"productId": "t"}, "req-1")],
+    ids=["created", "exists", "resent"],
+)
+def test_a_create_answers_alike_through_both_front_doors(fresh, item, token):
+    # Given the item "t" already created by request req-1 (a resend finds it as its own)
+    arguments = {"table": TABLE, "item": item, "key_attr": "productId", "backoff": NOWAIT}
+    arguments["token"] = token
+    outcomes = []
+    for run in (
+        lambda client: creation.create_if_absent(client, **arguments),
+        lambda client: asyncio.run(aio.creation.create_if_absent(Awaited(client), **arguments)),
+    ):
+        client = fresh()
+        first = {"productId": "t", creation.TOKEN: "req-1"}
+        client.put_item(TableName=TABLE, Item=codec.encode_item(first))
+        outcomes.append(outcome(lambda client=client, run=run: run(client)))
+    assert outcomes[1] == outcomes[0]
+    assert outcomes[0][0] == ("raised" if item is KEY else "answered")

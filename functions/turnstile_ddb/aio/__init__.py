@@ -8,13 +8,14 @@ the same metrics. Both front doors drive one protocol per primitive
 
 Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 
+- ``aio.creation``: ``create_if_absent``;
 - ``aio.retry``: ``call`` (``operation`` returns an awaitable);
 - ``aio.transact``: ``transact_write``;
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
-Not here yet (use the synchronous modules, from a thread if need be): ``creation``,
-``idempotency``, ``capacity``, ``slots``, ``lease``, ``lease_queue``, ``claims``, ``sharded``.
+Not here yet (use the synchronous modules, from a thread if need be): ``idempotency``,
+``capacity``, ``slots``, ``lease``, ``lease_queue``, ``claims``, ``sharded``.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -22,6 +23,6 @@ an injected sleep is called, and awaited when it returns an awaitable (a corouti
 
 from __future__ import annotations
 
-from turnstile_ddb.aio import retry, transact, versioned
+from turnstile_ddb.aio import creation, retry, transact, versioned
 
-__all__ = ["retry", "transact", "versioned"]
+__all__ = ["creation", "retry", "transact", "versioned"]
