@@ -202,11 +202,15 @@ def test_a_create_answers_alike_through_both_front_doors(fresh, item, token):
     # Given the item "t" already created by request req-1 (a resend finds it as its own)
     arguments = {"table": TABLE, "item": item, "key_attr": "productId", "backoff": NOWAIT}
     arguments["token"] = token
+
+    def by_sync(client: Any) -> Any:
+        return creation.create_if_absent(client, **arguments)
+
+    def by_async(client: Any) -> Any:
+        return asyncio.run(aio.creation.create_if_absent(Awaited(client), **arguments))
+
     outcomes = []
-    for run in (
-        lambda client: creation.create_if_absent(client, **arguments),
-        lambda client: asyncio.run(aio.creation.create_if_absent(Awaited(client), **arguments)),
-    ):
+    for run in (by_sync, by_async):
         client = fresh()
         first = {"productId": "t", creation.TOKEN: "req-1"}
         client.put_item(TableName=TABLE, Item=codec.encode_item(first))
