@@ -6,6 +6,7 @@ compared is the two drivers and the two error edges; tests/integration runs aiob
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -214,6 +215,6 @@ def test_a_create_answers_alike_through_both_front_doors(fresh, item, token):
         client = fresh()
         first = {"productId": "t", creation.TOKEN: "req-1"}
         client.put_item(TableName=TABLE, Item=codec.encode_item(first))
-        outcomes.append(outcome(lambda client=client, run=run: run(client)))
+        outcomes.append(outcome(functools.partial(run, client)))
     assert outcomes[1] == outcomes[0]
     assert outcomes[0][0] == ("raised" if item is KEY else "answered")
