@@ -264,3 +264,24 @@ class SimClient:
             process = task.name.split(":")[0]
             self._stats.disturbances.append(Disturbance(self._scheduler.now, kind, process))
         self._stats.trace.append(f"{self._scheduler.now:.6f} {task.name} {name} {what}")
+
+
+class Awaited:
+    """An aiobotocore-like client over a synchronous one (a :class:`SimClient`, a moto client):
+    ``await client.update_item(...)`` makes the synchronous call. Under the scheduler, the
+    awaited call hands the baton exactly where the synchronous one does (inside that call), so
+    a client running the async front doors on its own event loop, in its own thread, is
+    scheduled as the same client running the sync ones."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._client, name)
+
+        async def call(**params: Any) -> Any:
+            return method(**params)
+
+        return call

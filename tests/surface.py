@@ -25,6 +25,8 @@ SNAPSHOT = Path(__file__).parent / "unit" / "public_surface.txt"
 # Importing these starts Node (jsii loads aws-cdk-lib's JavaScript): the unit tier, which runs
 # without Node, checks every other module; tests/infra checks these.
 NEEDS_NODE = frozenset({"turnstile_ddb.cdk"})
+# Packages whose modules mirror the top level's (turnstile_ddb.aio.versioned, ...).
+SUBPACKAGES = ("turnstile_ddb.aio",)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _SIMPLE = (str, int, float, bool, type(None), bytes)
 
@@ -118,6 +120,10 @@ def modules(*, node: bool = True) -> list[str]:
     for info in pkgutil.iter_modules(turnstile_ddb.__path__):
         if not info.name.startswith("_"):
             names.append(f"turnstile_ddb.{info.name}")
+    for package in SUBPACKAGES:  # their modules are public modules too
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if not info.name.startswith("_"):
+                names.append(f"{package}.{info.name}")
     return sorted(name for name in names if node or name not in NEEDS_NODE)
 
 

@@ -20,6 +20,8 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``sharded``: a counter split over shards, past one key's write ceiling.
 - ``cdk`` (extra ``turnstile-ddb[cdk]``): a table per primitive with its exact grant.
 - ``consumption``: a client that counts its DynamoDB calls and the capacity units each consumed.
+- ``aio`` (extra ``turnstile-ddb[async]``): the primitives ported so far as coroutines taking an
+  aiobotocore client; both front doors run one protocol per primitive (``_core``).
 - ``metrics``: where every primitive reports what contention cost it (conflicts, retries, waits).
 - ``errors``: the one exception hierarchy (``TurnstileError``: ``Refused``, ``Retryable``,
   ``OutcomeUnknown``).

@@ -22,9 +22,10 @@ a bug) pass through unchanged: they are programming errors, not outcomes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
@@ -140,19 +141,49 @@ def _named(
     return error
 
 
+@contextlib.contextmanager
+def _outermost(
+    writes: bool, function: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+) -> Iterator[None]:
+    """Around one public call: when it is the outermost, the SDK errors escaping it leave
+    classified (and named); a call made inside another lets them through raw."""
+    if _inside.get():
+        yield
+        return
+    token = _inside.set(True)
+    try:
+        yield
+    except (ClientError, BotoCoreError) as exc:
+        raise _named(classify(exc, writes=writes), function, args, kwargs) from exc
+    finally:
+        _inside.reset(token)
+
+
 def _edge(writes: bool) -> Callable[[Callable[P, R]], Callable[P, R]]:
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(function)
         def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-            if _inside.get():
+            with _outermost(writes, function, args, kwargs):
                 return function(*args, **kwargs)
-            token = _inside.set(True)
-            try:
-                return function(*args, **kwargs)
-            except (ClientError, BotoCoreError) as exc:
-                raise _named(classify(exc, writes=writes), function, args, kwargs) from exc
-            finally:
-                _inside.reset(token)
+
+        return guarded
+
+    return decorate
+
+
+def _async_edge(
+    writes: bool,
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """:func:`_edge` for a coroutine function (the ``turnstile_ddb.aio`` front doors): the same
+    classification, the same "outermost call only" marker (each asyncio task has its own)."""
+
+    def decorate(
+        function: Callable[P, Coroutine[Any, Any, R]],
+    ) -> Callable[P, Coroutine[Any, Any, R]]:
+        @functools.wraps(function)
+        async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+            with _outermost(writes, function, args, kwargs):
+                return await function(*args, **kwargs)
 
         return guarded
 
@@ -164,3 +195,9 @@ write = _edge(writes=True)
 
 read = _edge(writes=False)
 """Decorate a public function that only reads: a timeout or server error is retryable."""
+
+write_async = _async_edge(writes=True)
+""":func:`write` for a coroutine function."""
+
+read_async = _async_edge(writes=False)
+""":func:`read` for a coroutine function."""

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, retry
+from turnstile_ddb import _contract, _core, codec, errors, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -103,11 +103,34 @@ def create_if_absent(
 
     With a ``token`` (stored in ``token_attr``), an existing item that carries the same token is
     this request's own: the answer is ``Created(item, resent=True)`` (module docstring)."""
+    steps = create_if_absent_protocol(
+        table=table,
+        item=item,
+        key_attr=key_attr,
+        backoff=backoff,
+        pattern=pattern,
+        token=token,
+        token_attr=token_attr,
+    )
+    return _core.run(client, steps)
+
+
+def create_if_absent_protocol(
+    *,
+    table: str,
+    item: Mapping[str, Any],
+    key_attr: str,
+    backoff: retry.Backoff,
+    pattern: str = PATTERN,
+    token: str | int | None = None,
+    token_attr: str = TOKEN,
+) -> _core.Steps[Created]:
+    """:func:`create_if_absent`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
     stored = dict(item) if token is None else _with_token(item, token, token_attr)
     put = put_new_op(table, stored, key_attr)["Put"]
     try:
-        retry.call(
-            lambda: client.put_item(**put),
+        yield from retry.retrying(
+            _core.Call("put_item", put),
             backoff=backoff,
             idempotent=token is not None,  # a resend is recognised by its token
             pattern=pattern,

@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from botocore.config import Config
 from botocore.exceptions import (
@@ -35,7 +35,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from turnstile_ddb import _checks, _contract, errors, metrics
+from turnstile_ddb import _checks, _contract, _core, errors, metrics
 from turnstile_ddb.errors import OutcomeUnknown as OutcomeUnknown  # where callers have caught it
 from turnstile_ddb.errors import RetriesExhausted as RetriesExhausted  # (defined with its kinds)
 
@@ -164,13 +164,34 @@ def call(
     Every retried failure counts under ``pattern`` (see :func:`retried_as`), and so do giving up
     (``RetriesExhausted``) and a write in doubt (``OutcomeUnknown``).
     """
+    steps = retrying(
+        _core.Invoke(operation),
+        backoff=backoff,
+        idempotent=idempotent,
+        retry_on=retry_on,
+        pattern=pattern,
+    )
+    answer: T = _core.run(None, steps)
+    return answer
+
+
+def retrying(
+    attempt_effect: _core.Effect,
+    *,
+    backoff: Backoff,
+    idempotent: bool,
+    retry_on: Callable[[BaseException], bool] = lambda exc: False,
+    pattern: str = "dynamodb",
+) -> _core.Steps[Any]:
+    """:func:`call`'s protocol (:mod:`turnstile_ddb._core`): each attempt yields
+    ``attempt_effect`` (usually a ``Call``) and the answer is the first one that succeeded."""
     attempt = 0
-    started = backoff.clock()
+    started = yield _core.Now(backoff.clock)
     maybe_applied = False
     while True:
         attempt += 1
         try:
-            return operation()
+            return (yield attempt_effect)
         except MAYBE_APPLIED_ERRORS as exc:
             if not idempotent:
                 metrics.count("OutcomeUnknown", pattern=pattern)
@@ -184,7 +205,7 @@ def call(
                 raise
             last = exc
         metrics.count(retried_as(last), pattern=pattern)
-        if backoff.spent(attempt, started):
+        if (yield from spent(backoff, attempt, started)):
             if maybe_applied:
                 metrics.count("OutcomeUnknown", pattern=pattern)
                 raise OutcomeUnknown(
@@ -192,7 +213,22 @@ def call(
                 ) from last
             metrics.count("RetriesExhausted", pattern=pattern)
             raise RetriesExhausted(attempt, last) from last
-        backoff.pause(attempt)
+        yield from pause(backoff, attempt)
+
+
+def spent(backoff: Backoff, attempt: int, started: float) -> _core.Steps[bool]:
+    """:meth:`Backoff.spent` as a protocol step: the clock is read through the driver."""
+    if attempt >= backoff.attempts:
+        return True
+    if backoff.budget is None:
+        return False
+    now: float = yield _core.Now(backoff.clock)
+    return now - started >= backoff.budget
+
+
+def pause(backoff: Backoff, attempt: int) -> _core.Steps[None]:
+    """:meth:`Backoff.pause` as a protocol step: the driver sleeps."""
+    yield _core.Sleep(backoff.delay(attempt), backoff.sleep)
 
 
 def retried_as(exc: BaseException) -> str:

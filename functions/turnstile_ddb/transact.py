@@ -20,15 +20,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, metrics, retry
+from turnstile_ddb import _contract, _core, codec, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 __all__ = ["METRICS", "Cancelled", "Reason", "new_token", "reasons_of", "transact_write"]
 
@@ -115,16 +114,26 @@ def transact_write(
     ``retry_conflicts=False`` a ``TransactionConflict`` is final too (:class:`Cancelled`): for
     callers that would rather pick another item than wait for this one.
     """
-    request_token = token or new_token()
+    steps = transact_write_protocol(
+        items, backoff=backoff, token=token, pattern=pattern, retry_conflicts=retry_conflicts
+    )
+    _core.run(client, steps)
 
-    def send() -> None:
-        # The elements are built as plain dicts by each pattern; their shape is the API's.
-        elements = cast("list[TransactWriteItemTypeDef]", list(items))
-        client.transact_write_items(TransactItems=elements, ClientRequestToken=request_token)
 
+def transact_write_protocol(
+    items: Sequence[dict[str, Any]],
+    *,
+    backoff: retry.Backoff,
+    token: str | None = None,
+    pattern: str = "transact",
+    retry_conflicts: bool = True,
+) -> _core.Steps[None]:
+    """:func:`transact_write`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    # The elements are built as plain dicts by each pattern; their shape is the API's.
+    request = {"TransactItems": list(items), "ClientRequestToken": token or new_token()}
     try:
-        retry.call(
-            send,
+        yield from retry.retrying(
+            _core.Call("transact_write_items", request),
             backoff=backoff,
             idempotent=True,
             retry_on=lambda exc: _is_conflict(exc, conflicts=retry_conflicts),

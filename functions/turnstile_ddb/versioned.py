@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _contract, codec, errors, metrics, retry, transact
+from turnstile_ddb import _contract, _core, codec, errors, metrics, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -233,36 +233,38 @@ def read(
     client: DynamoDBClient, table: str, key: Mapping[str, Any], backoff: retry.Backoff
 ) -> Item | None:
     """Strongly consistent read, retried on throttling and timeouts (reads are idempotent)."""
-    response = retry.call(
-        lambda: client.get_item(TableName=table, Key=codec.encode_item(key), ConsistentRead=True),
-        backoff=backoff,
-        idempotent=True,
-        pattern=PATTERN,
+    return _core.run(client, read_protocol(table, key, backoff))
+
+
+def read_protocol(
+    table: str, key: Mapping[str, Any], backoff: retry.Backoff
+) -> _core.Steps[Item | None]:
+    """:func:`read`'s protocol (:mod:`turnstile_ddb._core`); so are the other ``*_protocol``."""
+    request = {"TableName": table, "Key": codec.encode_item(key), "ConsistentRead": True}
+    response = yield from retry.retrying(
+        _core.Call("get_item", request), backoff=backoff, idempotent=True, pattern=PATTERN
     )
     return codec.decode_item(response.get("Item"))
 
 
 def _update(
-    client: DynamoDBClient,
     table: str,
     key: Mapping[str, Any],
     parts: Mapping[str, Any],
     backoff: retry.Backoff,
     pattern: str,
-) -> Item:
+) -> _core.Steps[Item]:
     """One conditional ``UpdateItem`` (not resent after a timeout: it is not idempotent); the
     item after it, or the ``ClientError`` of a refusal for the caller to read."""
-    response = retry.call(
-        lambda: client.update_item(
-            TableName=table,
-            Key=codec.encode_item(key),
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            **parts,
-        ),
-        backoff=backoff,
-        idempotent=False,
-        pattern=pattern,
+    request = {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        **parts,
+    }
+    response = yield from retry.retrying(
+        _core.Call("update_item", request), backoff=backoff, idempotent=False, pattern=pattern
     )
     return codec.new_item(response)
 
@@ -280,9 +282,29 @@ def update_if_version(
 ) -> Item:
     """One guarded write with a version the *caller* supplies (HTTP ``If-Match``); no read, no retry
     of conflicts. Raises :class:`VersionMismatch` with the current item (None if absent)."""
+    steps = update_if_version_protocol(
+        table=table,
+        key=key,
+        expected=expected,
+        changes=changes,
+        version_attr=version_attr,
+        backoff=backoff,
+    )
+    return _core.run(client, steps)
+
+
+def update_if_version_protocol(
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    expected: int,
+    changes: Mapping[str, Any],
+    version_attr: str = "version",
+    backoff: retry.Backoff,
+) -> _core.Steps[Item]:
     parts = _update_parts(changes, version_attr, expected)
     try:
-        return _update(client, table, key, parts, backoff, PATTERN)
+        return (yield from _update(table, key, parts, backoff, PATTERN))
     except ClientError as exc:
         if retry.condition_failed(exc):
             metrics.count("VersionMismatch", pattern=PATTERN)
@@ -312,8 +334,32 @@ def update_versioned(
     budget), and :class:`turnstile_ddb.retry.OutcomeUnknown` when a plain write timed out (see
     ``retry``).
     """
-    started = conflicts.clock()
-    item = read(client, table, key, backoff)
+    steps = update_versioned_protocol(
+        table=table,
+        key=key,
+        decide=decide,
+        backoff=backoff,
+        conflicts=conflicts,
+        version_attr=version_attr,
+        also=also,
+        token=token,
+    )
+    return _core.run(client, steps)
+
+
+def update_versioned_protocol(
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    decide: Decide,
+    backoff: retry.Backoff,
+    conflicts: retry.Backoff,
+    version_attr: str = "version",
+    also: Also | None = None,
+    token: str | None = None,
+) -> _core.Steps[Written]:
+    started = yield _core.Now(conflicts.clock)
+    item = yield from read_protocol(table, key, backoff)
     attempt = 0
     while True:
         attempt += 1
@@ -321,14 +367,14 @@ def update_versioned(
         expected = None if item is None else int(item[version_attr])
         update = _guarded(table, key, _update_parts(changes, version_attr, expected))
         extra = None if also is None else also(item, changes)
-        landed, current = _write(client, update, extra, backoff, token)
+        landed, current = yield from _write(update, extra, backoff, token)
         if landed:
             metrics.count("VersionedWrite", pattern=PATTERN)
             written = {**(item or {}), **key, **changes, version_attr: (expected or 0) + 1}
             return Written(item=written, attempts=attempt)
         item = current
         token = None  # a different transaction now: a reused token would be refused
-        _lost_race(conflicts, attempt, started, item)
+        yield from _lost_race(conflicts, attempt, started, item)
 
 
 def _guarded(table: str, key: Mapping[str, Any], parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -342,27 +388,26 @@ def _guarded(table: str, key: Mapping[str, Any], parts: Mapping[str, Any]) -> di
 
 
 def _write(
-    client: DynamoDBClient,
     update: dict[str, Any],
     extra: Sequence[dict[str, Any]] | None,
     backoff: retry.Backoff,
     token: str | None,
-) -> tuple[bool, Item | None]:
+) -> _core.Steps[tuple[bool, Item | None]]:
     """One attempt: the update alone (never resent after a timeout), or with ``extra`` in one
     transaction. ``(True, None)`` when it landed; ``(False, current)`` when the version
     check refused it, ``current`` being the item that beat it (ALL_OLD). Any other failure
     raises."""
     try:
         if extra is None:
-            retry.call(
-                lambda: client.update_item(**update),
+            yield from retry.retrying(
+                _core.Call("update_item", update),
                 backoff=backoff,
                 idempotent=False,
                 pattern=PATTERN,
             )
         else:
-            transact.transact_write(
-                client, [{"Update": update}, *extra], backoff=backoff, token=token, pattern=PATTERN
+            yield from transact.transact_write_protocol(
+                [{"Update": update}, *extra], backoff=backoff, token=token, pattern=PATTERN
             )
     except ClientError as exc:
         if not retry.condition_failed(exc):
@@ -377,14 +422,14 @@ def _write(
 
 def _lost_race(
     conflicts: retry.Backoff, attempt: int, started: float, current: Item | None
-) -> None:
+) -> _core.Steps[None]:
     """Count a lost race; give up (:class:`VersionConflict`) when ``conflicts`` is spent, else
     wait before the next attempt."""
     metrics.count("VersionConflict", pattern=PATTERN)
-    if conflicts.spent(attempt, started):
+    if (yield from retry.spent(conflicts, attempt, started)):
         metrics.count("ConflictGiveUp", pattern=PATTERN)
         raise VersionConflict(attempt, current)
-    conflicts.pause(attempt)
+    yield from retry.pause(conflicts, attempt)
 
 
 def _and(parts: dict[str, Any], guard: str, condition: Condition | None) -> dict[str, Any]:
@@ -402,7 +447,6 @@ def _and(parts: dict[str, Any], guard: str, condition: Condition | None) -> dict
 
 
 def _adjust(
-    client: DynamoDBClient,
     table: str,
     key: Mapping[str, Any],
     attr: str,
@@ -412,7 +456,7 @@ def _adjust(
     condition: Condition | None,
     backoff: retry.Backoff,
     pattern: str,
-) -> Item:
+) -> _core.Steps[Item]:
     names = {"#n": attr}
     values = {":amount": codec.encode(abs(delta))}
     sets = [f"#n = #n {'+' if delta > 0 else '-'} :amount"]
@@ -430,7 +474,7 @@ def _adjust(
         condition,
     )
     try:
-        return _update(client, table, key, parts, backoff, pattern)
+        return (yield from _update(table, key, parts, backoff, pattern))
     except ClientError as exc:
         if not retry.condition_failed(exc):
             raise
@@ -471,18 +515,33 @@ def decrement(
     (the item has no ``attr``), :class:`NoSuchItem`,
     :class:`ConditionFailed` when ``condition`` refused, and
     :class:`turnstile_ddb.OutcomeUnknown` when the write timed out (it is never resent)."""
-    return _adjust(
-        client,
-        table,
-        key,
-        attr,
-        -_positive(amount),
-        "#n >= :amount",
-        version_attr,
-        condition,
-        backoff,
-        pattern,
+    steps = decrement_protocol(
+        table=table,
+        key=key,
+        attr=attr,
+        amount=amount,
+        backoff=backoff,
+        version_attr=version_attr,
+        condition=condition,
+        pattern=pattern,
     )
+    return _core.run(client, steps)
+
+
+def decrement_protocol(
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    attr: str,
+    amount: int,
+    backoff: retry.Backoff,
+    version_attr: str | None = "version",
+    condition: Condition | None = None,
+    pattern: str = PATTERN,
+) -> _core.Steps[Item]:
+    delta = -_positive(amount)
+    guard = "#n >= :amount"
+    return _adjust(table, key, attr, delta, guard, version_attr, condition, backoff, pattern)
 
 
 @_contract.write
@@ -504,18 +563,33 @@ def increment(
     Raises :class:`NoSuchItem`, :class:`NoSuchAttribute` (a :class:`ConditionFailed`: ``attr``
     is missing), :class:`ConditionFailed` (``condition`` refused) and
     :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
-    return _adjust(
-        client,
-        table,
-        key,
-        attr,
-        _positive(amount),
-        "attribute_exists(#n)",
-        version_attr,
-        condition,
-        backoff,
-        pattern,
+    steps = increment_protocol(
+        table=table,
+        key=key,
+        attr=attr,
+        amount=amount,
+        backoff=backoff,
+        version_attr=version_attr,
+        condition=condition,
+        pattern=pattern,
     )
+    return _core.run(client, steps)
+
+
+def increment_protocol(
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    attr: str,
+    amount: int,
+    backoff: retry.Backoff,
+    version_attr: str | None = "version",
+    condition: Condition | None = None,
+    pattern: str = PATTERN,
+) -> _core.Steps[Item]:
+    delta = _positive(amount)
+    guard = "attribute_exists(#n)"
+    return _adjust(table, key, attr, delta, guard, version_attr, condition, backoff, pattern)
 
 
 def _bump_parts(
@@ -581,9 +655,31 @@ def bump(
     ``UpdateItem`` (``If-Match: *``: writes racing with it cannot make it fail). Returns the item
     after the write. Raises :class:`NoSuchItem`, :class:`ConditionFailed` when ``condition``
     refused, and :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
+    steps = bump_protocol(
+        table=table,
+        key=key,
+        changes=changes,
+        backoff=backoff,
+        version_attr=version_attr,
+        condition=condition,
+        pattern=pattern,
+    )
+    return _core.run(client, steps)
+
+
+def bump_protocol(
+    *,
+    table: str,
+    key: Mapping[str, Any],
+    changes: Mapping[str, Any],
+    backoff: retry.Backoff,
+    version_attr: str = "version",
+    condition: Condition | None = None,
+    pattern: str = PATTERN,
+) -> _core.Steps[Item]:
     parts = _bump_parts(changes, None, version_attr, condition)
     try:
-        return _update(client, table, key, parts, backoff, pattern)
+        return (yield from _update(table, key, parts, backoff, pattern))
     except ClientError as exc:
         if not retry.condition_failed(exc):
             raise

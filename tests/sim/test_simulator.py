@@ -136,10 +136,11 @@ def test_a_failing_seed_is_described_with_its_repro_line(unversioned_purchases):
 def test_a_keyed_purchase_committed_without_its_version_condition_is_caught(monkeypatch):
     """Only the transactional path (a keyed purchase: the versioned write and its stored answer in
     one transaction) loses its version check; before this simulator only the short nemesis run
-    in make test caught it."""
-    real = transact.transact_write
+    in make test caught it. (versioned runs transact's protocol, so the mutant is put there: both
+    front doors, sync and turnstile_ddb.aio, run it.)"""
+    real = transact.transact_write_protocol
 
-    def unversioned(client, items, **kwargs):
+    def unversioned(items, **kwargs):
         first = items[0].get("Update", {})
         if first.get("TableName") == PRODUCTS_TABLE and "ConditionExpression" in first:
             values = {k: v for k, v in first["ExpressionAttributeValues"].items()}
@@ -147,9 +148,9 @@ def test_a_keyed_purchase_committed_without_its_version_condition_is_caught(monk
             first = {**first, "ExpressionAttributeValues": values}
             first.pop("ConditionExpression")
             items = [{"Update": first}, *items[1:]]
-        return real(client, items, **kwargs)
+        return real(items, **kwargs)
 
-    monkeypatch.setattr(transact, "transact_write", unversioned)
+    monkeypatch.setattr(transact, "transact_write_protocol", unversioned)
     found = _first_violations(Config(purchase_clients=5, lease_clients=0), range(8))
     assert any(name.startswith("purchases/") for name in found), found
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, assert_type
 
 import turnstile_ddb
 from turnstile_ddb import (
+    aio,
     capacity,
     claims,
     codec,
@@ -52,6 +53,28 @@ def versioned_api(client: DynamoDBClient, backoff: retry.Backoff) -> None:
         versioned.bump(client, table="t", key=key, changes={"a": 1}, backoff=backoff),
         dict[str, Any],
     )
+
+
+async def async_api(client: Any, backoff: retry.Backoff) -> None:
+    """turnstile_ddb.aio infers what the sync front doors do, awaited."""
+    key = {"id": "1"}
+    assert_type(await aio.versioned.read(client, "t", key, backoff), dict[str, Any] | None)
+    written = await aio.versioned.update_versioned(
+        client, table="t", key=key, decide=lambda item: {"a": 1}, backoff=backoff, conflicts=backoff
+    )
+    assert_type(written, versioned.Written)
+    assert_type(
+        await aio.versioned.decrement(
+            client, table="t", key=key, attr="n", amount=1, backoff=backoff
+        ),
+        dict[str, Any],
+    )
+    assert_type(await aio.transact.transact_write(client, [], backoff=backoff), None)
+
+    async def three() -> int:
+        return 3
+
+    assert_type(await aio.retry.call(three, backoff=backoff, idempotent=True), int)
 
 
 def lease_api(client: DynamoDBClient, waits: retry.Backoff) -> None:

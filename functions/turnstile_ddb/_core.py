@@ -1,0 +1,190 @@
+"""The protocol core: each primitive's decisions written once, without I/O, and two drivers.
+
+A primitive's protocol is a generator. It never sends a request, sleeps or reads a clock: it
+*yields* an effect saying what it needs, and whoever drives it performs the effect and sends the
+answer back in (or throws the SDK's exception in, at the ``yield``, so the protocol's own
+``try/except ClientError`` reads exactly as it did when it called boto3 itself). Protocols
+compose with ``yield from``: ``versioned.update_versioned`` runs ``transact``'s protocol, which
+runs ``retry``'s. The effects:
+
+* :class:`Call`: one DynamoDB request (``operation`` is the client's method name);
+* :class:`Gather`: independent requests, answered in order, each a response or an exception;
+* :class:`Sleep`: wait ``seconds`` with the sleep the caller injected (``Backoff.sleep``);
+* :class:`Now`: read the clock the caller injected (``Backoff.clock``);
+* :class:`Invoke`: run an operation the caller supplied (``retry.call``'s argument).
+
+:func:`run` drives a protocol with a boto3 client (requests in order, the injected sleep), and
+:func:`run_async` with an aiobotocore client (a :class:`Gather` concurrently, ``asyncio.sleep``
+unless another sleep was injected). The drivers decide nothing; metrics are counted inside the
+protocols (counting is not I/O), so both front doors count the same.
+
+Why generators and not generated code. The alternative is to write the async code and generate
+the sync code from it by rewriting ``await``/``async`` away (unasync, as httpcore does): two
+copies on disk, kept equal by a build step, and a protocol's logic still interleaved with its
+I/O. The sans-I/O libraries (h11, h2, wsproto) go further: a state machine fed bytes, which
+suits a wire protocol whose events arrive unasked, but a DynamoDB primitive is a short
+request/answer dialogue, which a generator states directly, top to bottom, as ordinary code.
+The decisions exist once, the drivers are a few lines each, and the simulator can drive either.
+
+Writing a protocol (the pattern each primitive follows)::
+
+    def decrement_protocol(*, table, key, attr, amount, backoff, ...) -> Steps[Item]:
+        ...build the request (pure)...
+        try:
+            response = yield from retry.retrying(Call("update_item", params), backoff=..., ...)
+        except ClientError as exc:
+            ...decide what the refusal means, raise the library's error...
+        return codec.new_item(response)
+
+    @_contract.write                                  # versioned.py: the sync front door
+    def decrement(client, *, table, key, ...) -> Item:
+        return _core.run(client, decrement_protocol(table=table, key=key, ...))
+
+    @_contract.write_async                            # aio/versioned.py: the async one
+    async def decrement(client, *, table, key, ...) -> Item:
+        return await _core.run_async(client, versioned.decrement_protocol(table=table, ...))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One DynamoDB request: the client's method ``operation`` with keyword ``params``."""
+
+    operation: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Independent requests; the answer is a list in the same order, each item the response or
+    the exception that call raised (an ``Exception``; anything else propagates)."""
+
+    calls: tuple[Call, ...]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds`` with ``sleep`` (the caller's injected sleep; ``time.sleep`` by default)."""
+
+    seconds: float
+    sleep: Callable[[float], object]
+
+
+@dataclass(frozen=True)
+class Now:
+    """Read ``clock`` (the caller's injected clock); the answer is its float."""
+
+    clock: Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Invoke:
+    """Run ``operation()``, an operation the caller supplied; the sync driver calls it, the async
+    driver awaits what it returns."""
+
+    operation: Callable[[], Any]
+
+
+Effect: TypeAlias = Call | Gather | Sleep | Now | Invoke
+Steps: TypeAlias = Generator[Effect, Any, T]
+
+
+class AsyncDynamoDBClient(Protocol):
+    """What :func:`run_async` needs of an aiobotocore DynamoDB client: its operations, awaited
+    (``await client.update_item(...)``). Only those a protocol names are looked up."""
+
+    def __getattr__(self, operation: str) -> Callable[..., Awaitable[Any]]: ...
+
+
+def send(operation: str, **params: Any) -> Steps[Any]:
+    """One request (as ``yield from send("get_item", TableName=...)``); its response."""
+    return (yield Call(operation, params))
+
+
+def run(client: Any, protocol: Steps[T]) -> T:
+    """Drive ``protocol`` with a boto3 ``client``: each request in order, sleeps and clocks as
+    injected. Its return value is the protocol's; what it raises, the protocol raised."""
+    answer: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            effect = protocol.send(answer) if failure is None else protocol.throw(failure)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+        answer, failure = None, None
+        try:
+            answer = _perform(client, effect)
+        except BaseException as exc:  # noqa: BLE001 - thrown into the protocol, which decides
+            failure = exc
+
+
+def _perform(client: Any, effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return getattr(client, effect.operation)(**effect.params)
+    if isinstance(effect, Gather):
+        answers: list[Any] = []
+        for call in effect.calls:
+            try:
+                answers.append(getattr(client, call.operation)(**call.params))
+            except Exception as exc:  # noqa: BLE001 - an answer like any other
+                answers.append(exc)
+        return answers
+    if isinstance(effect, Sleep):
+        return effect.sleep(effect.seconds)
+    if isinstance(effect, Now):
+        return effect.clock()
+    return effect.operation()
+
+
+async def run_async(client: Any, protocol: Steps[T]) -> T:
+    """Drive ``protocol`` with an aiobotocore ``client``: a :class:`Gather`'s requests at once;
+    ``time.sleep`` (the default ``Backoff.sleep``) becomes ``asyncio.sleep``, an injected sleep
+    is called and awaited if it returns an awaitable."""
+    answer: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            effect = protocol.send(answer) if failure is None else protocol.throw(failure)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+        answer, failure = None, None
+        try:
+            answer = await _perform_async(client, effect)
+        except BaseException as exc:  # noqa: BLE001 - thrown into the protocol (cancelling too)
+            failure = exc
+
+
+async def _perform_async(client: Any, effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return await getattr(client, effect.operation)(**effect.params)
+    if isinstance(effect, Gather):
+        calls = [getattr(client, call.operation)(**call.params) for call in effect.calls]
+        answers = await asyncio.gather(*calls, return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(answer, Exception):
+                raise answer
+        return answers
+    if isinstance(effect, Sleep):
+        if effect.sleep is time.sleep:
+            return await asyncio.sleep(effect.seconds)
+        return await _maybe_await(effect.sleep(effect.seconds))
+    if isinstance(effect, Now):
+        return effect.clock()
+    return await _maybe_await(effect.operation())
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

@@ -1,0 +1,28 @@
+"""``turnstile_ddb.aio``: the primitives for asyncio callers, taking an aiobotocore client.
+
+Each module here mirrors the synchronous module of the same name: the same function names and
+parameters, the same options objects (``retry.Backoff``, ``versioned.Condition``, ...), the same
+errors (the classes of the synchronous modules themselves, so one ``except`` serves both) and
+the same metrics. Both front doors drive one protocol per primitive
+(:mod:`turnstile_ddb._core`): only the requests, sleeps and clock reads are done differently.
+
+Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
+
+- ``aio.creation``: ``create_if_absent``;
+- ``aio.retry``: ``call`` (``operation`` returns an awaitable);
+- ``aio.transact``: ``transact_write``;
+- ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
+  ``increment``, ``bump``.
+
+Not here yet (use the synchronous modules, from a thread if need be): ``idempotency``,
+``capacity``, ``slots``, ``lease``, ``lease_queue``, ``claims``, ``sharded``.
+
+A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
+an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
+"""
+
+from __future__ import annotations
+
+from turnstile_ddb.aio import creation, retry, transact, versioned
+
+__all__ = ["creation", "retry", "transact", "versioned"]

@@ -1,0 +1,165 @@
+"""The protocol core's two drivers (turnstile_ddb._core): they perform each effect a protocol
+yields and nothing else, throw a call's exception back in where the protocol can catch it, and
+answer a Gather in order (the async one with its requests in flight together)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from turnstile_ddb import _core
+
+
+class Recording:
+    """A boto3-like client that answers each operation with its params (``fail``: raises)."""
+
+    def __init__(self, fail: dict[str, Exception] | None = None) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.fail = fail or {}
+
+    def __getattr__(self, operation: str) -> Any:
+        def call(**params: Any) -> Any:
+            self.calls.append((operation, params))
+            if operation in self.fail:
+                raise self.fail[operation]
+            return {"op": operation, **params}
+
+        return call
+
+
+class AsyncRecording(Recording):
+    """The same, awaited; each call waits ``delay`` and notes how many were in flight."""
+
+    def __init__(self, fail: dict[str, Exception] | None = None, delay: float = 0.0) -> None:
+        super().__init__(fail)
+        self.delay = delay
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def __getattr__(self, operation: str) -> Any:
+        answer = super().__getattr__(operation)
+
+        async def call(**params: Any) -> Any:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            try:
+                await asyncio.sleep(self.delay)
+                return answer(**params)
+            finally:
+                self.in_flight -= 1
+
+        return call
+
+
+def dialogue(slept: list[float]) -> _core.Steps[list[Any]]:
+    """A protocol touching every effect: a call, a failing call caught, a gather, a sleep, a
+    clock read and an operation of the caller's."""
+    seen: list[Any] = [(yield from _core.send("get_item", Key=1))]
+    try:
+        yield _core.Call("update_item", {"Key": 2})
+    except KeyError as exc:
+        seen.append(f"caught {exc}")
+    seen.append((yield _core.Gather((_core.Call("a", {"n": 1}), _core.Call("update_item", {})))))
+    seen.append((yield _core.Sleep(0.25, slept.append)))
+    seen.append((yield _core.Now(lambda: 42.0)))
+    seen.append((yield _core.Invoke(lambda: "invoked")))
+    return seen
+
+
+def test_the_sync_driver_performs_each_effect_and_throws_failures_in() -> None:
+    # Given a client whose update_item fails
+    client = Recording(fail={"update_item": KeyError("refused")})
+    slept: list[float] = []
+    # When the sync driver runs the dialogue
+    seen = _core.run(client, dialogue(slept))
+    # Then each answer came back in, the failure was caught inside, the sleep was the injected one
+    assert seen[0] == {"op": "get_item", "Key": 1}
+    assert seen[1] == "caught 'refused'"
+    gathered = seen[2]
+    assert gathered[0] == {"op": "a", "n": 1} and isinstance(gathered[1], KeyError)
+    assert seen[3:] == [None, 42.0, "invoked"]
+    assert slept == [0.25]
+    assert [op for op, _ in client.calls] == ["get_item", "update_item", "a", "update_item"]
+
+
+def test_the_async_driver_gives_the_same_answers_and_gathers_concurrently() -> None:
+    # Given the same failing client, awaited, each call taking a little while
+    client = AsyncRecording(fail={"update_item": KeyError("refused")}, delay=0.01)
+    slept: list[float] = []
+    # When the async driver runs the dialogue
+    seen = asyncio.run(_core.run_async(client, dialogue(slept)))
+    # Then the answers are the sync driver's, and the gather had both requests in flight at once
+    assert seen[0] == {"op": "get_item", "Key": 1}
+    assert seen[1] == "caught 'refused'"
+    assert seen[2][0] == {"op": "a", "n": 1} and isinstance(seen[2][1], KeyError)
+    assert seen[3:] == [None, 42.0, "invoked"]
+    assert slept == [0.25]
+    assert client.most_in_flight == 2
+
+
+def test_an_uncaught_failure_leaves_both_drivers_as_the_protocol_raised_it() -> None:
+    # Given a protocol that does not catch what its call raises
+    def bare() -> _core.Steps[Any]:
+        return (yield _core.Call("get_item", {}))
+
+    refused = ValueError("no")
+    # Then both drivers raise that very exception
+    with pytest.raises(ValueError) as sync_raised:
+        _core.run(Recording(fail={"get_item": refused}), bare())
+    with pytest.raises(ValueError) as async_raised:
+        asyncio.run(_core.run_async(AsyncRecording(fail={"get_item": refused}), bare()))
+    assert sync_raised.value is refused and async_raised.value is refused
+
+
+def test_the_async_driver_awaits_an_injected_async_sleep_and_replaces_time_sleep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a coroutine sleep, and time.sleep (Backoff's default)
+    awaited: list[float] = []
+
+    async def nap(seconds: float) -> None:
+        awaited.append(seconds)
+
+    def napping() -> _core.Steps[None]:
+        yield _core.Sleep(0.5, nap)
+        yield _core.Sleep(0.0, time.sleep)
+
+    real_sleep = asyncio.sleep
+    used: list[float] = []
+
+    async def counting(seconds: float) -> None:
+        used.append(seconds)
+        await real_sleep(0)
+
+    # When the async driver runs them (asyncio.sleep observed)
+    monkeypatch.setattr(asyncio, "sleep", counting)
+    asyncio.run(_core.run_async(None, napping()))
+    # Then the coroutine was awaited, and time.sleep became asyncio.sleep
+    assert awaited == [0.5]
+    assert used == [0.0]
+
+
+def test_cancelling_a_task_runs_the_protocols_cleanup() -> None:
+    # Given a protocol with cleanup around a call that never answers
+    cleaned: list[str] = []
+
+    def guarded() -> _core.Steps[Any]:
+        try:
+            return (yield _core.Call("get_item", {}))
+        finally:
+            cleaned.append("cleaned")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(_core.run_async(AsyncRecording(delay=60.0), guarded()))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    # When its task is cancelled mid-call
+    asyncio.run(main())
+    # Then the protocol's finally ran (the cancellation was thrown into it)
+    assert cleaned == ["cleaned"]
