@@ -18,7 +18,7 @@ from service import config, runtime
 from service.domain.events import Events
 from service.domain.registration_requests import ACCEPTED, REJECTED, RegistrationRequests
 from service.handlers import registration_consumer
-from tests.helpers import registration_items, table_environment
+from tests.helpers import metric_totals, registration_items, table_environment
 from turnstile_ddb import metrics, retry
 
 pytestmark = pytest.mark.integration
@@ -71,10 +71,8 @@ def stack(
 
 @pytest.fixture
 def tally() -> Iterator[metrics.Tally]:
-    counted = metrics.Tally()
-    metrics.add_sink(counted)
-    yield counted
-    metrics.remove_sink(counted)
+    with metric_totals() as counted:
+        yield counted
 
 
 def state(
