@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from chaos.checkers import Report
@@ -664,64 +666,71 @@ def inventory_views(ops: list[Op]) -> Report:
     return report
 
 
-def live_on_arrival(ops: list[Op]) -> Report:
-    """A reservation answered as held has a hold still live on its client's clock when the
-    answer came (``answered``, epoch ms): one whose ``expiresAt`` had passed is dead on arrival
-    (its confirm can only be refused, and its units are anyone's)."""
-    report = Report()
-    for op in ops:
-        if op.f != "reserve" or op.type != OK or "answered" not in op.args:
-            continue
-        expires, answered = int(op.value["expiresAt"]), int(op.args["answered"])
-        report.expect(
-            expires > answered,
-            "inventory",
-            "a reservation is answered with a live hold",
-            f"{op.args['sku']}: {op.process}'s reservation was answered at {answered} (its clock,"
-            f" ms) with a hold that ended at {expires}",
-            [op],
-        )
-    return report
+@dataclass(frozen=True)
+class OpRule:
+    """A property each op it ``applies`` to must have on its own (``holds``); ``message`` says
+    how one broke it."""
+
+    pattern: str
+    check: str
+    applies: Callable[[Op], bool]
+    holds: Callable[[Op], bool]
+    message: Callable[[Op], str]
+
+    def __call__(self, ops: list[Op]) -> Report:
+        report = Report()
+        for op in ops:
+            if self.applies(op):
+                report.expect(self.holds(op), self.pattern, self.check, self.message(op), [op])
+        return report
 
 
-def intruders_refused(ops: list[Op]) -> Report:
-    """No call of an intruder (``<client>:intruder``, :mod:`sim.adversary`) is acknowledged: a
-    caller that presents another holder's fence under an owner name of its own may neither renew,
-    nor release, nor write fenced."""
-    report = Report()
-    for op in ops:
-        if not op.process.endswith(":intruder"):
-            continue
-        report.expect(
-            op.type != OK,
-            "adversary",
-            "a caller that does not hold a lease is refused",
-            f"{op.process}'s {op.f} of {op.args['resource']} under {op.args['owner']}'s fence"
-            f" {op.args['fence']} was acknowledged (its clock read {op.args.get('now')})",
-            [op],
-        )
-    return report
+# A reservation answered as held has a hold still live on its client's clock when the answer
+# came (``answered``, epoch ms): one whose ``expiresAt`` had passed is dead on arrival (its
+# confirm can only be refused, and its units are anyone's).
+live_on_arrival = OpRule(
+    "inventory",
+    "a reservation is answered with a live hold",
+    applies=lambda op: op.f == "reserve" and op.type == OK and "answered" in op.args,
+    holds=lambda op: int(op.value["expiresAt"]) > int(op.args["answered"]),
+    message=lambda op: (
+        f"{op.args['sku']}: {op.process}'s reservation was answered at"
+        f" {int(op.args['answered'])} (its clock, ms) with a hold that ended at"
+        f" {int(op.value['expiresAt'])}"
+    ),
+)
 
+# No call of an intruder (``<client>:intruder``, :mod:`sim.adversary`) is acknowledged: a caller
+# that presents another holder's fence under an owner name of its own may neither renew, nor
+# release, nor write fenced.
+intruders_refused = OpRule(
+    "adversary",
+    "a caller that does not hold a lease is refused",
+    applies=lambda op: op.process.endswith(":intruder"),
+    holds=lambda op: op.type != OK,
+    message=lambda op: (
+        f"{op.process}'s {op.f} of {op.args['resource']} under {op.args['owner']}'s fence"
+        f" {op.args['fence']} was acknowledged (its clock read {op.args.get('now')})"
+    ),
+)
 
-def live_releases(ops: list[Op]) -> Report:
-    """A holder's release sent while its lease was live on its own clock (``now`` up to its
-    ``expiresAt`` included: the release accepts ``expiresAt >= :now``) is not refused as lost,
-    when nobody else could take the lease (:mod:`sim.adversary`: a resource of the holder's
-    own, which its intruders cannot acquire)."""
-    report = Report()
-    for op in ops:
-        if op.f != "release" or not op.args.get("holder") or "now" not in op.args:
-            continue
-        lost = op.type == FAIL and (op.value or {}).get("error") == "LeaseLost"
-        report.expect(
-            not lost or int(op.args["now"]) > int(op.args["expiresAt"]),
-            "adversary",
-            "a holder's release of its live lease is accepted",
-            f"{op.process}'s release of {op.args['resource']} at {op.args['now']} (its clock, ms)"
-            f" was refused although its lease ran until {op.args['expiresAt']}",
-            [op],
-        )
-    return report
+# A holder's release sent while its lease was live on its own clock (``now`` up to its
+# ``expiresAt`` included: the release accepts ``expiresAt >= :now``) is not refused as lost, when
+# nobody else could take the lease (:mod:`sim.adversary`: a resource of the holder's own, which
+# its intruders cannot acquire).
+live_releases = OpRule(
+    "adversary",
+    "a holder's release of its live lease is accepted",
+    applies=lambda op: op.f == "release" and bool(op.args.get("holder")) and "now" in op.args,
+    holds=lambda op: (
+        not (op.type == FAIL and (op.value or {}).get("error") == "LeaseLost")
+        or int(op.args["now"]) > int(op.args["expiresAt"])
+    ),
+    message=lambda op: (
+        f"{op.process}'s release of {op.args['resource']} at {op.args['now']} (its clock, ms)"
+        f" was refused although its lease ran until {op.args['expiresAt']}"
+    ),
+)
 
 
 def takeovers_after_lock(ops: list[Op]) -> Report:

@@ -161,10 +161,12 @@ class AwsOutcomeUnknown(AwsCause, OutcomeUnknown):
         super().__init__(self._wrap(cause, code, aws_message, operation))
 
 
-class TableNotFound(AwsRefused):
-    """``ResourceNotFoundException``: the table ``table`` does not exist in this account and
-    region (or is not ACTIVE yet). ``table`` is "" when the call did not name one; several
-    tables of a transaction are named together."""
+class _TableRefusal(AwsRefused):
+    """An AWS refusal about the table ``table`` ("" when the call did not name one): its message
+    says what that means (``_SAYS``, formatted with the error's attributes and ``aws``, AWS's own
+    words) before AWS's words."""
+
+    _SAYS: str  # set by each subclass
 
     def __init__(
         self,
@@ -177,13 +179,26 @@ class TableNotFound(AwsRefused):
     ) -> None:
         super().__init__(cause, code, aws_message, operation)
         self.table = table
-        self.args = (f"table {table!r} not found in this account and region: {self.args[0]}",)
+        self.args = (self._SAYS.format(aws=self.args[0], **vars(self)),)
 
 
-class KeyMismatch(AwsRefused):
+class TableNotFound(_TableRefusal):
+    """``ResourceNotFoundException``: the table ``table`` does not exist in this account and
+    region (or is not ACTIVE yet). ``table`` is "" when the call did not name one; several
+    tables of a transaction are named together."""
+
+    _SAYS = "table {table!r} not found in this account and region: {aws}"
+
+
+class KeyMismatch(_TableRefusal):
     """A ``ValidationException`` about the key: the key the library sent (attribute
     ``key_attr`` of ``table``) is not the table's key. Pass the table's own partition key as
     ``key_attr=`` (``Leases``, ``IdempotencyStore``, ``ShardedCounter``) or a key of its schema."""
+
+    _SAYS = (
+        "table {table!r} is not keyed by {key_attr!r}, the key attribute this call used: "
+        "pass key_attr=<the table's partition key> ({aws})"
+    )
 
     def __init__(
         self,
@@ -195,10 +210,5 @@ class KeyMismatch(AwsRefused):
         table: str = "",
         key_attr: str = "",
     ) -> None:
-        super().__init__(cause, code, aws_message, operation)
-        self.table = table
         self.key_attr = key_attr
-        self.args = (
-            f"table {table!r} is not keyed by {key_attr!r}, the key attribute this call used: "
-            f"pass key_attr=<the table's partition key> ({self.args[0]})",
-        )
+        super().__init__(cause, code, aws_message, operation, table=table)

@@ -116,3 +116,39 @@ def test_a_hold_lapsed_before_any_round_never_says_after_0_attempts(moto_ddb, mo
         )
     assert "after 0 attempts" not in str(lapsed.value)
     assert not isinstance(lapsed.value.last, RuntimeError)
+
+
+def test_a_missing_table_and_a_key_mismatch_keep_their_messages_and_attributes():
+    # Given the refusal AWS sent
+    cause = RuntimeError("AWS said no")
+    # When each error is made of it
+    missing = errors.TableNotFound(cause, "ResourceNotFoundException", "gone", "GetItem", table="t")
+    keyed = errors.KeyMismatch(
+        cause, "ValidationException", "bad key", "PutItem", table="t", key_attr="pk"
+    )
+    # Then each says what it means for the table before AWS's words, and keeps its attributes
+    assert str(missing) == (
+        "table 't' not found in this account and region: GetItem: ResourceNotFoundException: gone"
+    )
+    assert str(keyed) == (
+        "table 't' is not keyed by 'pk', the key attribute this call used: pass "
+        "key_attr=<the table's partition key> (PutItem: ValidationException: bad key)"
+    )
+    common = {"cause": cause, "table": "t"}
+    assert vars(missing) == {
+        **common, "code": "ResourceNotFoundException", "aws_message": "gone", "operation": "GetItem"
+    }  # fmt: skip
+    assert vars(keyed) == {
+        **common, "code": "ValidationException", "aws_message": "bad key", "operation": "PutItem",
+        "key_attr": "pk",
+    }  # fmt: skip
+    assert isinstance(missing, errors.AwsRefused) and isinstance(keyed, errors.AwsRefused)
+
+
+def test_the_table_refusals_share_one_constructor():
+    # The refusals about a table are built one way: one base names the table and puts what the
+    # refusal means before AWS's words; a missing table adds nothing to it
+    shared = errors.TableNotFound.__mro__[1]
+    assert shared is not errors.AwsRefused and issubclass(shared, errors.AwsRefused)
+    assert errors.KeyMismatch.__mro__[1] is shared
+    assert "__init__" not in vars(errors.TableNotFound)
