@@ -2,8 +2,9 @@
 
 1. Build the wheel from pyproject.toml (hatchling, without build isolation: the pinned hatchling
    is in the dev venv, so no download).
-2. Make a fresh venv under ``.examples/`` and install the wheel plus boto3/botocore at the versions
-   the dev venv has (the lock): nothing from the source tree is importable there.
+2. Make a fresh venv under ``.examples/`` and install the wheel with its ``async`` extra, plus
+   boto3/botocore/aiobotocore at the versions the dev venv has (the lock): nothing from the source
+   tree is importable there.
 3. Start DynamoDB Local (``local.dynamodb_local``), run each ``examples/*.py`` with that venv's
    Python, and end with ``examples: N passed, M failed`` (exit status 1 if any failed).
 
@@ -50,12 +51,14 @@ def build_wheel(out: Path) -> Path:
 
 
 def fresh_venv(path: Path, wheel: Path) -> Path:
-    """A new venv at ``path`` with ``wheel`` and the locked boto3/botocore; returns its python."""
+    """A new venv at ``path`` with ``wheel[async]`` and the locked SDK; returns its python."""
     shutil.rmtree(path, ignore_errors=True)
     _run([sys.executable, "-m", "venv", str(path)])
     python = path / "bin" / "python"
-    pins = [f"{name}=={importlib.metadata.version(name)}" for name in ("boto3", "botocore")]
-    _run([str(python), *PIP, str(wheel), *pins])
+    # The async extra too (aiobotocore, for the asyncio examples), at the lock's versions.
+    pinned = ("boto3", "botocore", "aiobotocore")
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in pinned]
+    _run([str(python), *PIP, f"{wheel}[async]", *pins])
     return python
 
 
