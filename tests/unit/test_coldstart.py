@@ -4,7 +4,11 @@ bench proper runs the synthesized asset plus the layer); no timing is asserted, 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -103,3 +107,71 @@ def test_the_local_stack_logs_each_functions_init_duration(caplog):
     (line,) = [r.getMessage() for r in caplog.records if "INIT_REPORT" in r.getMessage()]
     assert line.startswith("INIT_REPORT Function: products Handler: json.dumps Init Duration: ")
     assert line.endswith("ms (already imported)")  # json was imported: nothing to initialize
+
+
+# What a fresh interpreter reports after the products function's first requests, then after its
+# OpenAPI document: the pydantic models it has built that only the document needs (each route's
+# error body, ``<Operation>Error``, and its success body) and the modules it has loaded.
+_DOCUMENT_ONLY_PROBE = """
+import json, sys
+from pydantic import BaseModel
+from service.handlers import products
+
+ONLY_DOCUMENTED = {"Product", "PurchaseReceipt", *(
+    "".join(p.title() for p in op.split("_")) + "Error" for op in products.app.declarations)}
+
+def seen():
+    models, todo = set(), list(BaseModel.__subclasses__())
+    while todo:
+        model = todo.pop()
+        models.add(model.__name__)
+        todo.extend(model.__subclasses__())
+    return {"models": sorted(models & ONLY_DOCUMENTED),
+            "answers": "service.api.answers.products" in sys.modules}
+
+class Context:
+    function_name = "products"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:products"
+    aws_request_id = "coldstart"
+    def get_remaining_time_in_millis(self):
+        return 10_000
+
+answers = [products.handler(event, Context()) for event in json.loads(sys.argv[1])]
+statuses = [[a["statusCode"], json.loads(a["body"])["error"]] for a in answers]
+answered = seen()
+document = json.loads(products.app.get_openapi_json_schema(title="t", version="1"))
+print(json.dumps({"statuses": statuses, "answered": answered, "documented": seen(),
+                  "responses": sorted(document["paths"]["/products/{productId}/purchases"]
+                                      ["post"]["responses"])}))
+"""
+
+
+def test_an_api_function_builds_the_models_only_its_openapi_document_needs_when_asked_for_it():
+    # Given the products function, cold, and two first requests that reach its resolver: one
+    # without a token, one authenticated purchase whose body is invalid (validated, nothing run)
+    spec = catalog.spec("products")
+    events = [
+        coldstart.route_event(spec),
+        coldstart.route_event(spec, "purchase", coldstart.CLAIMS, {"quantity": 0}),
+    ]
+    # When a fresh interpreter imports it and answers them, then builds its OpenAPI document
+    completed = subprocess.run(
+        [sys.executable, "-c", _DOCUMENT_ONLY_PROBE, json.dumps(events)],
+        env={**os.environ, **ENVIRONMENT, "PYTHONPATH": os.pathsep.join(TREE)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    found = json.loads(completed.stdout.splitlines()[-1])
+    # Then both were answered as before (401, 400) without building the error and success
+    # bodies the document describes, or importing the module of the success bodies
+    assert found["statuses"] == [[401, "UNAUTHORIZED"], [400, "VALIDATION_ERROR"]]
+    assert found["answered"] == {"models": [], "answers": False}
+    # and the document, asked for, has them, every status of the route described
+    assert "PurchaseError" in found["documented"]["models"]
+    assert "PurchaseReceipt" in found["documented"]["models"]
+    assert found["documented"]["answers"] is True
+    assert {"201", "400", "401", "404", "409"} <= set(found["responses"])

@@ -22,9 +22,10 @@ them about 80 ms). Here: the shared types, the base classes and the error body;
 
 Request bodies are named as requests (``PurchaseRequest``); what a route answers is an
 :class:`Answer`, named after the resource or receipt it is (``Product``, ``PurchaseReceipt``),
-in the same module as its function's requests. Answers are documentation, never validation: the
-server answers its domain's dicts, and ``tests/e2e/test_declared_vs_sent.py`` checks, against
-the local stack, that those are what the answers declare (no field more, none never sent).
+in ``service.api.answers.<function>``. Answers are documentation, never validation: only the
+OpenAPI document imports them (a request never does), the server answers its domain's dicts,
+and ``tests/e2e/test_declared_vs_sent.py`` checks, against the local stack, that those are what
+the answers declare (no field more, none never sent).
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ def body(name: str) -> type[Body]:
 
 
 def answer(function: str, name: str) -> type[Answer]:
-    """The answer model ``name`` of ``function``'s module (``service.api.bodies.<function>``)."""
-    found: type[Answer] = getattr(importlib.import_module(f"service.api.bodies.{function}"), name)
+    """The answer model ``name`` of ``function``'s module (``service.api.answers.<function>``)."""
+    found: type[Answer] = getattr(importlib.import_module(f"service.api.answers.{function}"), name)
     return found
 
 

@@ -16,6 +16,14 @@ steps of resolving, middleware stacks built once), it goes through one adapter m
 Before Powertools sees a request, :func:`service.api.envelope.problem` checks its envelope (size,
 media type, a body where none is taken), so nothing a client puts in ``Content-Type`` reaches
 Powertools' own body parsing (a multipart type without a boundary used to be a 500).
+
+What each route answers, for the OpenAPI document (:func:`responses`: an error model per route,
+the success models of ``service.api.answers``), is built only when the document is asked for:
+the resolver that serves requests registers its routes without it, and
+:meth:`Resolver.get_openapi_schema` registers the same route functions, with their responses, on
+a second resolver that only documents. Serving never reads them (Powertools would build a
+pydantic schema of each on a route's first request), so neither the cold start nor a first
+request pays for them.
 """
 
 from __future__ import annotations
@@ -339,6 +347,8 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
         self,
         function: str,
         idempotency_store: Callable[[], Any] = lambda: runtime.idempotency.get(),
+        *,
+        documenting: bool = False,
     ) -> None:
         adapter.RequestState.__init__(self, function)  # before Powertools sets self.context
         APIGatewayRestResolver.__init__(
@@ -350,6 +360,10 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
         self._idempotency_store = idempotency_store
         self._ready = False
         self._ready_lock = threading.Lock()
+        self._documenting = documenting  # a resolver that only builds the OpenAPI document
+        self._served: list[Callable[..., Any]] = []  # the route functions, as declared
+        self._document: Resolver | None = None
+        self._document_lock = threading.Lock()
         self.exception_handler([DomainError, HttpError, retry.OutcomeUnknown])(self._answer)
         self.exception_handler([retry.RetriesExhausted, errors.AwsRetryable, transact.Cancelled])(
             self._answer
@@ -429,10 +443,24 @@ class Resolver(adapter.RequestState, APIGatewayRestResolver):
             description=f"Who may call: {policy.access_of(route) or 'nobody (no rule)'}.",
             operation_id=route.operation,
             tags=[self.function],
-            responses=responses(route),
+            responses=responses(route) if self._documenting else None,
             middlewares=middlewares,
         )(_taking_the_key(func) if route.idempotent else func)
+        self._served.append(func)
         return func
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        """Powertools' OpenAPI document of this function's routes, with each route's responses:
+        from the documenting resolver (built on the first call, then kept), which has them."""
+        if self._documenting:
+            return super().get_openapi_schema(*args, **kwargs)
+        with self._document_lock:
+            if self._document is None:
+                document = Resolver(self.function, self._idempotency_store, documenting=True)
+                for func in self._served:
+                    document.declared(func)
+                self._document = document
+        return self._document.get_openapi_schema(*args, **kwargs)
 
     def claim(self, answer: Callable[[Any], Response] | None = None) -> Any:
         """The in-progress record of this request's Idempotency-Key, for routes that commit its

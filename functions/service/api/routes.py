@@ -45,7 +45,7 @@ class Route:
     idempotent: bool = False
     headers: tuple[str, ...] = ()
     returns: tuple[str, ...] = ()  # ids its success body carries that other routes take
-    answer_name: str | None = None  # the model of its success body (its function's module)
+    answer_name: str | None = None  # its success body's model (``service.api.answers.<function>``)
     sends: tuple[str, ...] = ()  # headers its success sends (ETag, Location)
 
     @property

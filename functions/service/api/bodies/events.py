@@ -1,16 +1,13 @@
-"""Events' request bodies and answers."""
+"""Events' request bodies (their answers: ``service.api.answers.events``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
-from pydantic.json_schema import SkipJsonSchema
 
 from service import config
-from service.api.models import INTEGRAL, Answer, Body, Identifier, Name, OnBehalfOf, Shards, absent
+from service.api.models import INTEGRAL, Body, Identifier, Name, OnBehalfOf, Shards
 
 
 class CreateEventRequest(Body):
@@ -22,50 +19,3 @@ class CreateEventRequest(Body):
 
 class RegistrationRequest(Body):
     userId: str = OnBehalfOf  # type: ignore[assignment]
-
-
-class Event(Answer):
-    """An event (its ETag is its ``version``)."""
-
-    eventId: str
-    name: str
-    capacity: int = Field(ge=1)
-    registered: int = Field(ge=0)
-    version: int = Field(ge=1)
-    shards: Annotated[int, Field(ge=2)] | SkipJsonSchema[None] = absent(
-        "a sharded event's shards (more than 1)"
-    )
-
-
-class EventRegistration(Answer):
-    eventId: str
-    userId: str
-    registeredAt: datetime
-
-
-class UserRegistrations(Answer):
-    items: list[EventRegistration]
-
-
-class RequestStatus(StrEnum):
-    PENDING = "PENDING"
-    ACCEPTED = "ACCEPTED"
-    REJECTED = "REJECTED"
-
-
-# the code the synchronous registration would have answered (service.domain.registration_requests)
-RejectionReason = Literal["EVENT_FULL", "ALREADY_REGISTERED", "NOT_FOUND"]
-
-
-class RegistrationRequestReceipt(Answer):
-    """A registration request taken: decided later, in order (poll its Location)."""
-
-    requestId: str
-    status: Literal["PENDING"]
-
-
-class RegistrationRequestState(Answer):
-    requestId: str
-    userId: str
-    status: RequestStatus
-    reason: RejectionReason | SkipJsonSchema[None] = absent("why it was REJECTED (only then)")

@@ -1,14 +1,13 @@
-"""Products' request bodies and answers."""
+"""Products' request bodies (their answers: ``service.api.answers.products``)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
-from pydantic.json_schema import SkipJsonSchema
 
 from service import config
-from service.api.models import INTEGRAL, Answer, Body, Identifier, Name, Shards, Stock, absent
+from service.api.models import INTEGRAL, Body, Identifier, Name, Shards, Stock
 
 
 class CreateProductRequest(Body):
@@ -44,28 +43,3 @@ class RestockRequest(Body):
 class PurchaseRequest(Body):
     quantity: Annotated[int, Field(ge=1, le=config.MAX_PURCHASE_QUANTITY), INTEGRAL]
     strategy: Literal["atomic", "versioned"] = "atomic"
-
-
-Version = Annotated[int, Field(ge=1, description="the product's version, also its ETag")]
-Shards2 = Annotated[int, Field(ge=2)]  # shards, when there are several
-
-
-class Product(Answer):
-    """A product as every products route answers it (its ETag is its ``version``)."""
-
-    productId: str
-    name: str
-    stock: int = Field(ge=0)
-    version: Version
-    shards: Shards2 | SkipJsonSchema[None] = absent("a sharded product's shards (more than 1)")
-
-
-class PurchaseReceipt(Answer):
-    purchaseId: str
-    productId: str
-    quantity: int = Field(ge=1)
-    remainingStock: int = Field(ge=0)
-    version: Version
-    shard: Annotated[int, Field(ge=0)] | SkipJsonSchema[None] = absent(
-        "the shard sold from (a sharded product)"
-    )

@@ -1,33 +1,14 @@
-"""Wallets' request bodies and answers."""
+"""Wallets' request bodies (their answers: ``service.api.answers.wallets``)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from pydantic import Field
-from pydantic.json_schema import SkipJsonSchema
 
 from service import config
-from service.api.models import INTEGRAL, Answer, Body, absent
+from service.api.models import INTEGRAL, Body
 
 
 class TopUpRequest(Body):
     amount: Annotated[int, Field(ge=1, le=config.MAX_TOP_UP), INTEGRAL]
-
-
-class TopUpReceipt(Answer):
-    topUpId: str
-    walletId: str
-    amount: int = Field(ge=1)
-    balance: int = Field(description="the wallet's balance after this top-up, in minor units")
-    fence: int = Field(
-        ge=1, description="the fence of the wallet's lease the credit was made under"
-    )
-    chargeId: str = Field(description="the payment provider's charge")
-
-
-class Wallet(Answer):
-    walletId: str
-    balance: int = Field(description="in minor units")
-    topUps: int = Field(ge=0)
-    owner: str | SkipJsonSchema[None] = absent("who the wallet belongs to (since its first top-up)")

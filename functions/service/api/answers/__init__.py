@@ -1,0 +1,1 @@
+"""Each API function's answers, one module per function, for its OpenAPI document."""
