@@ -184,12 +184,13 @@ def _json(value: Any) -> str:
 
 
 @dataclass
-class _Records:
-    """An idempotency table's options and every decision about its records, without I/O: the
-    ``*_protocol`` methods (:mod:`turnstile_ddb._core`) that :class:`IdempotencyStore` and its
-    asyncio twin (``turnstile_ddb.aio.idempotency``) both drive with their own ``client``."""
+class IdempotencyStore:
+    """The records of one table: ``begin`` a key, then ``complete`` it with the answer or
+    ``release`` it (module docstring). Its decisions are the ``_*_protocol`` methods
+    (:mod:`turnstile_ddb._core`), which never touch ``client``: the asyncio store
+    (``turnstile_ddb.aio.idempotency``) drives the same ones."""
 
-    client: Any
+    client: DynamoDBClient
     table: str
     backoff: retry.Backoff = field(default_factory=retry.Backoff)
     lock_ms: int = 30_000
@@ -221,7 +222,7 @@ class _Records:
         }
         return {k: every[k] for k in placeholders}
 
-    def begin_protocol(
+    def _begin_protocol(
         self, key: str, request_fingerprint: str
     ) -> _core.Steps[InProgress | Replay]:
         """:meth:`IdempotencyStore.begin`'s protocol; so are the other ``*_protocol``."""
@@ -314,7 +315,7 @@ class _Records:
             }
         }
 
-    def complete_protocol(self, in_progress: InProgress, answer: Any) -> _core.Steps[bool]:
+    def _complete_protocol(self, in_progress: InProgress, answer: Any) -> _core.Steps[bool]:
         """:meth:`IdempotencyStore.complete`'s protocol."""
         if in_progress.completed:
             return True
@@ -333,7 +334,7 @@ class _Records:
         in_progress.completed = True
         return True
 
-    def release_protocol(self, in_progress: InProgress) -> _core.Steps[None]:
+    def _release_protocol(self, in_progress: InProgress) -> _core.Steps[None]:
         """:meth:`IdempotencyStore.release`'s protocol."""
         request = {
             "TableName": self.table,
@@ -357,25 +358,17 @@ class _Records:
             return  # no longer this request's (taken over): nothing of ours to give back
         metrics.count("ClaimReleased", pattern=PATTERN)
 
-
-@dataclass
-class IdempotencyStore(_Records):
-    """The records of one table: ``begin`` a key, then ``complete`` it with the answer or
-    ``release`` it (module docstring)."""
-
-    client: DynamoDBClient
-
     @_contract.write
     def begin(self, key: str, request_fingerprint: str) -> InProgress | Replay:
         """Take ``key`` for this request (:class:`InProgress`), or the first answer under it
         (:class:`Replay`). Raises :class:`KeyReused` (another request took the key) and
         :class:`StillRunning` (the first request has not answered yet)."""
-        return _core.run(self.client, self.begin_protocol(key, request_fingerprint))
+        return _core.run(self.client, self._begin_protocol(key, request_fingerprint))
 
     @_contract.write
     def complete(self, in_progress: InProgress, answer: Any) -> bool:
         """Store the answer outside a transaction; False if the record was taken over meanwhile."""
-        return _core.run(self.client, self.complete_protocol(in_progress, answer))
+        return _core.run(self.client, self._complete_protocol(in_progress, answer))
 
     @_contract.write
     def release(self, in_progress: InProgress) -> None:
@@ -383,4 +376,4 @@ class IdempotencyStore(_Records):
 
         Raises :class:`turnstile_ddb.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
         stays away: the caller still has its answer, and the record lapses at ``lockedUntil``."""
-        _core.run(self.client, self.release_protocol(in_progress))
+        _core.run(self.client, self._release_protocol(in_progress))

@@ -233,7 +233,7 @@ def test_a_create_answers_alike_through_both_front_doors(fresh, item, token):
 
 # capacity, slots and the idempotency store: the same pairs, then the same outcomes on one table
 # (a counter "c" with room for one, a member table and slots all in TABLE, keyed by productId).
-STORE_METHODS = ("begin", "complete", "release")
+STORE_METHODS = ("begin", "complete", "release", "complete_op")
 PAIRS_MORE = [
     *[(getattr(capacity, name), getattr(aio.capacity, name)) for name in aio.capacity.__all__],
     *[(getattr(slots, name), getattr(aio.slots, name)) for name in aio.slots.__all__],
@@ -250,7 +250,7 @@ COUNTER = capacity.CapacityRow(TABLE, {"productId": "c"})
 
 @pytest.mark.parametrize(("sync", "coroutine"), PAIRS_MORE, ids=lambda f: f.__qualname__)
 def test_the_ported_capacity_slots_and_store_take_the_same_parameters(sync, coroutine):
-    assert inspect.iscoroutinefunction(coroutine)
+    assert inspect.iscoroutinefunction(coroutine) or sync.__name__ == "complete_op"
     assert sync.__name__ == coroutine.__name__
     assert parameters(coroutine) == parameters(sync)
 
@@ -258,9 +258,16 @@ def test_the_ported_capacity_slots_and_store_take_the_same_parameters(sync, coro
 def test_the_async_store_has_the_sync_ones_fields():
     sync_fields = inspect.signature(idempotency.IdempotencyStore).parameters
     async_fields = inspect.signature(aio.idempotency.IdempotencyStore).parameters
-    assert [(p.name, p.kind) for p in async_fields.values()] == [
-        (p.name, p.kind) for p in sync_fields.values()
+    assert [(p.name, p.kind, p.default) for p in async_fields.values()] == [
+        (p.name, p.kind, p.default) for p in sync_fields.values()
     ]
+    # and refuses the same layouts with the same words
+    names = idempotency.RecordNames(token="expiresAt")
+    with pytest.raises(ValueError) as by_sync:
+        idempotency.IdempotencyStore(None, "t", names=names)  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as by_async:
+        aio.idempotency.IdempotencyStore(None, "t", names=names)  # type: ignore[arg-type]
+    assert str(by_async.value) == str(by_sync.value)
 
 
 def member(name: str) -> capacity.Member:
