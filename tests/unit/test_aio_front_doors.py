@@ -302,7 +302,7 @@ MORE_CASES: list[tuple[str, str, str, tuple[Any, ...]]] = [
 def seeded(client: Any) -> Any:
     """KEY plus counters "c" (limit 2, one member "m0") and "f" (full), slots s1 (held by h0)
     and s2."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"productId": "c", "count": 1, "limit": 2, "version": 1},
         {"productId": "f", "count": 1, "limit": 1, "version": 4},
         {"productId": "m0", "kind": "member"},
@@ -333,16 +333,12 @@ def test_capacity_and_slots_answer_and_raise_alike(fresh, name, module, primitiv
 
 def test_the_store_begins_replays_refuses_and_releases_alike(fresh):
     def store_for(client: Any, asynchronous: bool) -> Any:
-        kind = aio.idempotency.IdempotencyStore if asynchronous else idempotency.IdempotencyStore
         ticks = iter(range(1_000, 2_000))
         clock = lambda: float(next(ticks))  # noqa: E731 - a clock that moves one second a read
-        return kind(
-            Awaited(client) if asynchronous else client,
-            TABLE,
-            backoff=NOWAIT,
-            clock=clock,
-            key_attr="productId",
-        )
+        options: dict[str, Any] = {"backoff": NOWAIT, "clock": clock, "key_attr": "productId"}
+        if asynchronous:
+            return aio.idempotency.IdempotencyStore(Awaited(client), TABLE, **options)
+        return idempotency.IdempotencyStore(client, TABLE, **options)
 
     def script(store: Any, awaited: Callable[[Any], Any]) -> list[Any]:
         steps: list[Any] = []
