@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from turnstile_ddb import _checks, _contract, codec, errors, retry, transact
+from turnstile_ddb import _checks, _contract, _core, codec, errors, retry, transact
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -191,13 +191,22 @@ def join(
     token: str | None = None,
 ) -> None:
     """Add ``member`` and count it, atomically, or raise why not (see the module docstring)."""
+    _core.run(client, join_protocol(counter, member, backoff=backoff, also=also, token=token))
+
+
+def join_protocol(
+    counter: CapacityRow,
+    member: Member,
+    *,
+    backoff: retry.Backoff,
+    also: Sequence[dict[str, Any]] = (),
+    token: str | None = None,
+) -> _core.Steps[None]:
+    """:func:`join`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    items = [*join_ops(counter, member), *also]
     try:
-        transact.transact_write(
-            client,
-            [*join_ops(counter, member), *also],
-            backoff=backoff,
-            token=token,
-            pattern=PATTERN,
+        yield from transact.transact_write_protocol(
+            items, backoff=backoff, token=token, pattern=PATTERN
         )
     except transact.Cancelled as exc:
         if any(exc.failed_at(ALSO_OFFSET + index) for index in range(len(also))):
@@ -224,9 +233,21 @@ def leave(
     """Remove ``member`` and uncount it, atomically. Raises :class:`NotMember` or
     :class:`NoCounter`; a counter at zero with a member present is a broken invariant and
     surfaces as :class:`transact.Cancelled`."""
+    _core.run(client, leave_protocol(counter, member, backoff=backoff, token=token))
+
+
+def leave_protocol(
+    counter: CapacityRow,
+    member: Member,
+    *,
+    backoff: retry.Backoff,
+    token: str | None = None,
+) -> _core.Steps[None]:
+    """:func:`leave`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    items = leave_ops(counter, member)
     try:
-        transact.transact_write(
-            client, leave_ops(counter, member), backoff=backoff, token=token, pattern=PATTERN
+        yield from transact.transact_write_protocol(
+            items, backoff=backoff, token=token, pattern=PATTERN
         )
     except transact.Cancelled as exc:
         if exc.failed_at(1):

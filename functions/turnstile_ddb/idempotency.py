@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry
+from turnstile_ddb import _checks, _contract, _core, codec, deprecation, errors, metrics, retry
 from turnstile_ddb.record_keys import record_id as record_id  # re-exported (deploy-safe)
 
 if TYPE_CHECKING:
@@ -186,7 +186,9 @@ def _json(value: Any) -> str:
 @dataclass
 class IdempotencyStore:
     """The records of one table: ``begin`` a key, then ``complete`` it with the answer or
-    ``release`` it (module docstring)."""
+    ``release`` it (module docstring). Its decisions are the ``_*_protocol`` methods
+    (:mod:`turnstile_ddb._core`), which never touch ``client``: the asyncio store
+    (``turnstile_ddb.aio.idempotency``) drives the same ones."""
 
     client: DynamoDBClient
     table: str
@@ -220,12 +222,11 @@ class IdempotencyStore:
         }
         return {k: every[k] for k in placeholders}
 
-    @_contract.write
-    def begin(self, key: str, request_fingerprint: str) -> InProgress | Replay:
-        """Take ``key`` for this request (:class:`InProgress`), or the first answer under it
-        (:class:`Replay`). Raises :class:`KeyReused` (another request took the key) and
-        :class:`StillRunning` (the first request has not answered yet)."""
-        now_ms = int(self.clock() * 1000)
+    def _begin_protocol(
+        self, key: str, request_fingerprint: str
+    ) -> _core.Steps[InProgress | Replay]:
+        """:meth:`IdempotencyStore.begin`'s protocol; so are the other ``*_protocol``."""
+        now_ms = int((yield _core.Now(self.clock)) * 1000)
         begun = InProgress(
             key=key,
             token=uuid.uuid4().hex,
@@ -239,25 +240,26 @@ class IdempotencyStore:
             n.fingerprint: request_fingerprint,
             n.token: begun.token,
             n.locked_until: begun.locked_until,
-            self.expiry_attr: int(self.clock()) + self.keep_seconds,
+            self.expiry_attr: int((yield _core.Now(self.clock))) + self.keep_seconds,
+        }
+        request = {
+            "TableName": self.table,
+            "Item": codec.encode_item(item),
+            "ConditionExpression": (
+                "attribute_not_exists(#id) OR (#status = :in_progress "
+                "AND #lockedUntil < :now AND #fingerprint = :fingerprint)"
+            ),
+            "ExpressionAttributeNames": self._names(
+                "#id", "#status", "#lockedUntil", "#fingerprint"
+            ),
+            "ExpressionAttributeValues": codec.values(
+                in_progress=IN_PROGRESS, now=now_ms, fingerprint=request_fingerprint
+            ),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         try:
-            retry.call(
-                lambda: self.client.put_item(
-                    TableName=self.table,
-                    Item=codec.encode_item(item),
-                    ConditionExpression=(
-                        "attribute_not_exists(#id) OR (#status = :in_progress "
-                        "AND #lockedUntil < :now AND #fingerprint = :fingerprint)"
-                    ),
-                    ExpressionAttributeNames=self._names(
-                        "#id", "#status", "#lockedUntil", "#fingerprint"
-                    ),
-                    ExpressionAttributeValues=codec.values(
-                        in_progress=IN_PROGRESS, now=now_ms, fingerprint=request_fingerprint
-                    ),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
+            yield from retry.retrying(
+                _core.Call("put_item", request),
                 backoff=self.backoff,
                 idempotent=False,
                 pattern=PATTERN,
@@ -313,15 +315,14 @@ class IdempotencyStore:
             }
         }
 
-    @_contract.write
-    def complete(self, in_progress: InProgress, answer: Any) -> bool:
-        """Store the answer outside a transaction; False if the record was taken over meanwhile."""
+    def _complete_protocol(self, in_progress: InProgress, answer: Any) -> _core.Steps[bool]:
+        """:meth:`IdempotencyStore.complete`'s protocol."""
         if in_progress.completed:
             return True
         update = self.complete_op(in_progress, answer)["Update"]
         try:
-            retry.call(
-                lambda: self.client.update_item(**update),
+            yield from retry.retrying(
+                _core.Call("update_item", update),
                 backoff=self.backoff,
                 idempotent=True,
                 pattern=PATTERN,
@@ -333,23 +334,20 @@ class IdempotencyStore:
         in_progress.completed = True
         return True
 
-    @_contract.write
-    def release(self, in_progress: InProgress) -> None:
-        """Give the key back (the request changed nothing; a retry must run it again).
-
-        Raises :class:`turnstile_ddb.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
-        stays away: the caller still has its answer, and the record lapses at ``lockedUntil``."""
+    def _release_protocol(self, in_progress: InProgress) -> _core.Steps[None]:
+        """:meth:`IdempotencyStore.release`'s protocol."""
+        request = {
+            "TableName": self.table,
+            "Key": codec.encode_item({self.key_attr: in_progress.key}),
+            "ConditionExpression": "#token = :token AND #status = :in_progress",
+            "ExpressionAttributeNames": self._names("#token", "#status"),
+            "ExpressionAttributeValues": codec.values(
+                token=in_progress.token, in_progress=IN_PROGRESS
+            ),
+        }
         try:
-            retry.call(
-                lambda: self.client.delete_item(
-                    TableName=self.table,
-                    Key=codec.encode_item({self.key_attr: in_progress.key}),
-                    ConditionExpression="#token = :token AND #status = :in_progress",
-                    ExpressionAttributeNames=self._names("#token", "#status"),
-                    ExpressionAttributeValues=codec.values(
-                        token=in_progress.token, in_progress=IN_PROGRESS
-                    ),
-                ),
+            yield from retry.retrying(
+                _core.Call("delete_item", request),
                 backoff=self.backoff,
                 idempotent=True,  # a resend finds the item gone (condition fails): same end state
                 pattern=PATTERN,
@@ -359,3 +357,23 @@ class IdempotencyStore:
                 raise
             return  # no longer this request's (taken over): nothing of ours to give back
         metrics.count("ClaimReleased", pattern=PATTERN)
+
+    @_contract.write
+    def begin(self, key: str, request_fingerprint: str) -> InProgress | Replay:
+        """Take ``key`` for this request (:class:`InProgress`), or the first answer under it
+        (:class:`Replay`). Raises :class:`KeyReused` (another request took the key) and
+        :class:`StillRunning` (the first request has not answered yet)."""
+        return _core.run(self.client, self._begin_protocol(key, request_fingerprint))
+
+    @_contract.write
+    def complete(self, in_progress: InProgress, answer: Any) -> bool:
+        """Store the answer outside a transaction; False if the record was taken over meanwhile."""
+        return _core.run(self.client, self._complete_protocol(in_progress, answer))
+
+    @_contract.write
+    def release(self, in_progress: InProgress) -> None:
+        """Give the key back (the request changed nothing; a retry must run it again).
+
+        Raises :class:`turnstile_ddb.retry.RetriesExhausted` / ``OutcomeUnknown`` when the database
+        stays away: the caller still has its answer, and the record lapses at ``lockedUntil``."""
+        _core.run(self.client, self._release_protocol(in_progress))

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry
+from turnstile_ddb import _checks, _contract, _core, codec, deprecation, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -110,17 +110,29 @@ def create(
 
     New slots start at version 1 (``version_attr``) without a holder.
     """
+    steps = create_protocol(table, slots, backoff=backoff, version_attr=version_attr)
+    return _core.run(client, steps)
+
+
+def create_protocol(
+    table: str,
+    slots: Iterable[Mapping[str, Any]],
+    *,
+    backoff: retry.Backoff,
+    version_attr: str = VERSION,
+) -> _core.Steps[int]:
+    """:func:`create`'s protocol (:mod:`turnstile_ddb._core`); so are the other ``*_protocol``."""
     created = 0
     for slot in slots:
-        partition = next(iter(slot))
+        request = {
+            "TableName": table,
+            "Item": codec.encode_item({version_attr: 1, **slot}),
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": next(iter(slot))},
+        }
         try:
-            retry.call(
-                lambda slot=slot, partition=partition: client.put_item(  # type: ignore[misc]
-                    TableName=table,
-                    Item=codec.encode_item({version_attr: 1, **slot}),
-                    ConditionExpression="attribute_not_exists(#pk)",
-                    ExpressionAttributeNames={"#pk": partition},
-                ),
+            yield from retry.retrying(
+                _core.Call("put_item", request),
                 backoff=backoff,
                 idempotent=True,  # a resend either creates it or finds it: same end state
                 pattern=PATTERN,
@@ -146,26 +158,40 @@ def book(
 ) -> dict[str, Any]:
     """Take the slot at ``key`` for ``holder``; returns the slot item after the booking.
     Raises :class:`SlotTaken` (another holder has it) and :class:`NoSuchSlot`."""
+    names = (holder_attr, version_attr)
+    return _core.run(client, book_protocol(table, key, holder, backoff=backoff, names=names))
+
+
+def book_protocol(
+    table: str,
+    key: Mapping[str, Any],
+    holder: str,
+    *,
+    backoff: retry.Backoff,
+    names: tuple[str, str] = (HOLDER, VERSION),
+) -> _core.Steps[dict[str, Any]]:
+    """:func:`book`'s protocol; ``names`` is (holder attribute, version attribute)."""
+    holder_attr, version_attr = names
     _distinct(key, holder_attr, version_attr)
-    partition = next(iter(key))
+    request = {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "UpdateExpression": "SET #holder = :holder, #version = #version + :one",
+        "ConditionExpression": (
+            "attribute_exists(#pk) AND (attribute_not_exists(#holder) OR #holder = :holder)"
+        ),
+        "ExpressionAttributeNames": {
+            "#pk": next(iter(key)),
+            "#holder": holder_attr,
+            "#version": version_attr,
+        },
+        "ExpressionAttributeValues": codec.values(holder=holder, one=1),
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
     try:
-        response = retry.call(
-            lambda: client.update_item(
-                TableName=table,
-                Key=codec.encode_item(key),
-                UpdateExpression="SET #holder = :holder, #version = #version + :one",
-                ConditionExpression=(
-                    "attribute_exists(#pk) AND (attribute_not_exists(#holder) OR #holder = :holder)"
-                ),
-                ExpressionAttributeNames={
-                    "#pk": partition,
-                    "#holder": holder_attr,
-                    "#version": version_attr,
-                },
-                ExpressionAttributeValues=codec.values(holder=holder, one=1),
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ),
+        response = yield from retry.retrying(
+            _core.Call("update_item", request),
             backoff=backoff,
             idempotent=True,  # see the docstring: a resend by the same holder finds it its own
             pattern=PATTERN,
@@ -193,17 +219,22 @@ def book_any(
     version_attr: str = VERSION,
 ) -> dict[str, Any] | None:
     """Book the first free slot among ``keys`` (in order); None when every one is taken."""
+    names = (holder_attr, version_attr)
+    return _core.run(client, book_any_protocol(table, keys, holder, backoff=backoff, names=names))
+
+
+def book_any_protocol(
+    table: str,
+    keys: Iterable[Mapping[str, Any]],
+    holder: str,
+    *,
+    backoff: retry.Backoff,
+    names: tuple[str, str] = (HOLDER, VERSION),
+) -> _core.Steps[dict[str, Any] | None]:
+    """:func:`book_any`'s protocol: :func:`book_protocol` for each key until one is free."""
     for key in keys:
         try:
-            return book(
-                client,
-                table,
-                key,
-                holder,
-                backoff=backoff,
-                holder_attr=holder_attr,
-                version_attr=version_attr,
-            )
+            return (yield from book_protocol(table, key, holder, backoff=backoff, names=names))
         except SlotTaken:
             continue
     return None
@@ -221,18 +252,33 @@ def release(
     version_attr: str = VERSION,
 ) -> None:
     """Give the slot back; only its holder can. Raises :class:`NotHolder` otherwise."""
+    names = (holder_attr, version_attr)
+    _core.run(client, release_protocol(table, key, holder, backoff=backoff, names=names))
+
+
+def release_protocol(
+    table: str,
+    key: Mapping[str, Any],
+    holder: str,
+    *,
+    backoff: retry.Backoff,
+    names: tuple[str, str] = (HOLDER, VERSION),
+) -> _core.Steps[None]:
+    """:func:`release`'s protocol; ``names`` is (holder attribute, version attribute)."""
+    holder_attr, version_attr = names
     _distinct(key, holder_attr, version_attr)
+    request = {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "UpdateExpression": "REMOVE #holder SET #version = #version + :one",
+        "ConditionExpression": "#holder = :holder",
+        "ExpressionAttributeNames": {"#holder": holder_attr, "#version": version_attr},
+        "ExpressionAttributeValues": codec.values(holder=holder, one=1),
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
     try:
-        retry.call(
-            lambda: client.update_item(
-                TableName=table,
-                Key=codec.encode_item(key),
-                UpdateExpression="REMOVE #holder SET #version = #version + :one",
-                ConditionExpression="#holder = :holder",
-                ExpressionAttributeNames={"#holder": holder_attr, "#version": version_attr},
-                ExpressionAttributeValues=codec.values(holder=holder, one=1),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ),
+        yield from retry.retrying(
+            _core.Call("update_item", request),
             backoff=backoff,
             # Not idempotent: a resend after a lost answer finds no holder and would say
             # NotHolder although the release happened. Surface OutcomeUnknown instead.

@@ -207,3 +207,27 @@ def deprecation_keeps_the_signature() -> None:
 
     assert_type(old(1), str)
     assert_type(TurnstileDeprecationWarning("x"), TurnstileDeprecationWarning)
+
+
+async def async_places_api(client: Any, backoff: retry.Backoff) -> None:
+    """turnstile_ddb.aio's capacity, slots and idempotency store, awaited."""
+    row = capacity.CapacityRow(table="t", key={"id": "e"})
+    member = capacity.Member(table="t", key={"id": "e", "u": "1"}, item={"id": "e", "u": "1"})
+    assert_type(await aio.capacity.join(client, row, member, backoff=backoff), None)
+    assert_type(await aio.capacity.leave(client, row, member, backoff=backoff), None)
+    assert_type(await aio.slots.create(client, "t", [{"id": "1"}], backoff=backoff), int)
+    assert_type(
+        await aio.slots.book(client, "t", {"id": "1"}, "me", backoff=backoff), dict[str, Any]
+    )
+    assert_type(
+        await aio.slots.book_any(client, "t", [{"id": "1"}], "me", backoff=backoff),
+        dict[str, Any] | None,
+    )
+    assert_type(await aio.slots.release(client, "t", {"id": "1"}, "me", backoff=backoff), None)
+    store = aio.idempotency.IdempotencyStore(client, "answers", key_attr="pk")
+    begun = await store.begin("k", idempotency.fingerprint("POST", "/orders"))
+    assert_type(begun, idempotency.InProgress | idempotency.Replay)
+    if isinstance(begun, idempotency.InProgress):
+        assert_type(await store.complete(begun, {"status": 201}), bool)
+        assert_type(await store.release(begun), None)
+        assert_type(store.complete_op(begun, {"status": 201}), dict[str, Any])

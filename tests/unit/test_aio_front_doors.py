@@ -15,7 +15,18 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sim.ddb import Awaited, create_table, moto_dynamodb
-from turnstile_ddb import aio, codec, creation, metrics, retry, transact, versioned
+from turnstile_ddb import (
+    aio,
+    capacity,
+    codec,
+    creation,
+    idempotency,
+    metrics,
+    retry,
+    slots,
+    transact,
+    versioned,
+)
 
 TABLE = "products"
 KEY = {"productId": "p1"}
@@ -218,3 +229,135 @@ def test_a_create_answers_alike_through_both_front_doors(fresh, item, token):
         outcomes.append(outcome(functools.partial(run, client)))
     assert outcomes[1] == outcomes[0]
     assert outcomes[0][0] == ("raised" if item is KEY else "answered")
+
+
+# capacity, slots and the idempotency store: the same pairs, then the same outcomes on one table
+# (a counter "c" with room for one, a member table and slots all in TABLE, keyed by productId).
+STORE_METHODS = ("begin", "complete", "release", "complete_op")
+PAIRS_MORE = [
+    *[(getattr(capacity, name), getattr(aio.capacity, name)) for name in aio.capacity.__all__],
+    *[(getattr(slots, name), getattr(aio.slots, name)) for name in aio.slots.__all__],
+    *[
+        (
+            getattr(idempotency.IdempotencyStore, name),
+            getattr(aio.idempotency.IdempotencyStore, name),
+        )
+        for name in STORE_METHODS
+    ],
+]
+COUNTER = capacity.CapacityRow(TABLE, {"productId": "c"})
+
+
+@pytest.mark.parametrize(("sync", "coroutine"), PAIRS_MORE, ids=lambda f: f.__qualname__)
+def test_the_ported_capacity_slots_and_store_take_the_same_parameters(sync, coroutine):
+    assert inspect.iscoroutinefunction(coroutine) or sync.__name__ == "complete_op"
+    assert sync.__name__ == coroutine.__name__
+    assert parameters(coroutine) == parameters(sync)
+
+
+def test_the_async_store_has_the_sync_ones_fields():
+    sync_fields = inspect.signature(idempotency.IdempotencyStore).parameters
+    async_fields = inspect.signature(aio.idempotency.IdempotencyStore).parameters
+    assert [(p.name, p.kind, p.default) for p in async_fields.values()] == [
+        (p.name, p.kind, p.default) for p in sync_fields.values()
+    ]
+    # and refuses the same layouts with the same words
+    names = idempotency.RecordNames(token="expiresAt")
+    with pytest.raises(ValueError) as by_sync:
+        idempotency.IdempotencyStore(None, "t", names=names)  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as by_async:
+        aio.idempotency.IdempotencyStore(None, "t", names=names)  # type: ignore[arg-type]
+    assert str(by_async.value) == str(by_sync.value)
+
+
+def member(name: str) -> capacity.Member:
+    return capacity.Member(TABLE, {"productId": name}, {"kind": "member"})
+
+
+# (name, module, primitive, positional arguments after the client)
+MORE_CASES: list[tuple[str, str, str, tuple[Any, ...]]] = [
+    ("join", "capacity", "join", (COUNTER, member("m1"))),
+    (
+        "join full",
+        "capacity",
+        "join",
+        (capacity.CapacityRow(TABLE, {"productId": "f"}), member("m2")),
+    ),
+    ("join again", "capacity", "join", (COUNTER, member("m0"))),
+    ("join no counter", "capacity", "join", (capacity.CapacityRow(TABLE, KEY), member("m1"))),
+    ("leave", "capacity", "leave", (COUNTER, member("m0"))),
+    ("leave not member", "capacity", "leave", (COUNTER, member("m9"))),
+    ("create", "slots", "create", (TABLE, [{"productId": "s3"}, {"productId": "s1"}])),
+    ("book", "slots", "book", (TABLE, {"productId": "s2"}, "h1")),
+    ("book taken", "slots", "book", (TABLE, {"productId": "s1"}, "h1")),
+    ("book own", "slots", "book", (TABLE, {"productId": "s1"}, "h0")),
+    ("book none", "slots", "book", (TABLE, {"productId": "s9"}, "h1")),
+    ("book any", "slots", "book_any", (TABLE, [{"productId": "s1"}, {"productId": "s2"}], "h1")),
+    ("book any none", "slots", "book_any", (TABLE, [{"productId": "s1"}], "h1")),
+    ("release", "slots", "release", (TABLE, {"productId": "s1"}, "h0")),
+    ("release other", "slots", "release", (TABLE, {"productId": "s1"}, "h1")),
+]
+
+
+def seeded(client: Any) -> Any:
+    """KEY plus counters "c" (limit 2, one member "m0") and "f" (full), slots s1 (held by h0)
+    and s2."""
+    rows: list[dict[str, Any]] = [
+        {"productId": "c", "count": 1, "limit": 2, "version": 1},
+        {"productId": "f", "count": 1, "limit": 1, "version": 4},
+        {"productId": "m0", "kind": "member"},
+        {"productId": "s1", "holder": "h0", "version": 2},
+        {"productId": "s2", "version": 1},
+    ]
+    for row in rows:
+        client.put_item(TableName=TABLE, Item=codec.encode_item(row))
+    return client
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "primitive", "args"), MORE_CASES, ids=[c[0] for c in MORE_CASES]
+)
+def test_capacity_and_slots_answer_and_raise_alike(fresh, name, module, primitive, args):
+    sync = getattr({"capacity": capacity, "slots": slots}[module], primitive)
+    coroutine = getattr(getattr(aio, module), primitive)
+    client = seeded(fresh())
+    by_sync = outcome(lambda: sync(client, *args, backoff=NOWAIT))
+    table_after_sync = client.scan(TableName=TABLE)["Items"]
+    client = seeded(fresh())
+    by_async = outcome(lambda: asyncio.run(coroutine(Awaited(client), *args, backoff=NOWAIT)))
+    assert by_async == by_sync
+    assert sorted(map(str, client.scan(TableName=TABLE)["Items"])) == sorted(
+        map(str, table_after_sync)
+    )
+
+
+def test_the_store_begins_replays_refuses_and_releases_alike(fresh):
+    def store_for(client: Any, asynchronous: bool) -> Any:
+        ticks = iter(range(1_000, 2_000))
+        clock = lambda: float(next(ticks))  # noqa: E731 - a clock that moves one second a read
+        options: dict[str, Any] = {"backoff": NOWAIT, "clock": clock, "key_attr": "productId"}
+        if asynchronous:
+            return aio.idempotency.IdempotencyStore(Awaited(client), TABLE, **options)
+        return idempotency.IdempotencyStore(client, TABLE, **options)
+
+    def script(store: Any, awaited: Callable[[Any], Any]) -> list[Any]:
+        steps: list[Any] = []
+        first = awaited(store.begin("k1", "fp1"))
+        steps.append(outcome(lambda: awaited(store.begin("k1", "fp1"))))  # still running
+        steps.append(outcome(lambda: awaited(store.complete(first, {"status": 201}))))
+        steps.append(outcome(lambda: awaited(store.begin("k1", "fp1"))))  # replay
+        steps.append(outcome(lambda: awaited(store.begin("k1", "fp2"))))  # key reused
+        second = awaited(store.begin("k2", "fp1"))
+        steps.append(outcome(lambda: awaited(store.release(second))))
+        steps.append(outcome(lambda: awaited(store.release(second))))  # nothing left to give
+        return [(s[0], s[1] if s[0] == "raised" else repr(s[1]), s[-1]) for s in steps]
+
+    by_sync = script(store_for(fresh(), False), lambda value: value)
+    by_async = script(store_for(fresh(), True), asyncio.run)
+    assert by_async == by_sync
+    assert [s[1] for s in by_sync][:4] == [
+        idempotency.StillRunning,
+        "True",
+        repr(idempotency.Replay({"status": 201})),
+        idempotency.KeyReused,
+    ]
