@@ -9,13 +9,15 @@ the same metrics. Both front doors drive one protocol per primitive
 Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 
 - ``aio.creation``: ``create_if_absent``;
+- ``aio.lease``: ``Leases`` (``acquire``, ``acquire_wait``, ``renew``, ``release``,
+  ``transact``, ``guard``, ``async with leases.hold(...)``) and ``fenced_update``;
 - ``aio.retry``: ``call`` (``operation`` returns an awaitable);
 - ``aio.transact``: ``transact_write``;
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
 Not here yet (use the synchronous modules, from a thread if need be): ``idempotency``,
-``capacity``, ``slots``, ``lease``, ``lease_queue``, ``claims``, ``sharded``.
+``capacity``, ``slots``, ``lease_queue``, ``claims``, ``sharded``.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -23,6 +25,6 @@ an injected sleep is called, and awaited when it returns an awaitable (a corouti
 
 from __future__ import annotations
 
-from turnstile_ddb.aio import creation, retry, transact, versioned
+from turnstile_ddb.aio import creation, lease, retry, transact, versioned
 
-__all__ = ["creation", "retry", "transact", "versioned"]
+__all__ = ["creation", "lease", "retry", "transact", "versioned"]
