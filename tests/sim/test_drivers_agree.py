@@ -4,6 +4,8 @@ turnstile_ddb.aio gives the same history, call for call and answer for answer.""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -13,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from sim import stock
+from sim import leasing, stock
 from sim.mutants import ROOT, mutants
-from turnstile_ddb import _core
+from turnstile_ddb import _core, lease
+from turnstile_ddb.aio import lease as aio_lease
 from turnstile_ddb.aio import versioned as aio_versioned
 
 SEEDS = range(40)
@@ -102,3 +105,42 @@ def test_a_mutant_of_a_ported_primitive_is_killed_through_both_drivers(number, t
     print(mutant.name, first)
     assert set(first) == {"sync", "async"}, first
     assert first["sync"] == first["async"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_lease_seed_gives_one_history_through_either_driver(seed):
+    # Given the lease workload (sim.leasing), when one seed runs through each driver
+    by_sync, sync_report = leasing.run(seed, "sync")
+    by_async, async_report = leasing.run(seed, "async")
+    # Then the histories are the same, call for call, and both are clean
+    assert by_async == by_sync
+    assert sync_report.violations == [] and async_report.violations == []
+    assert "transact_write_items ok" in by_sync
+
+
+def test_a_lease_front_door_that_drifts_is_caught(monkeypatch):
+    # Given an async release that renews first (one request more than the sync release)
+    real = aio_lease.Leases.release
+
+    async def drifted(self: Any, held: Any) -> None:
+        with contextlib.suppress(lease.LeaseLost):
+            await self.renew(held, 1_000)
+        await real(self, held)
+
+    monkeypatch.setattr(aio_lease.Leases, "release", drifted)
+    # Then some seed's histories differ
+    assert any(leasing.run(seed, "sync")[0] != leasing.run(seed, "async")[0] for seed in range(3))
+
+
+def test_the_lease_checks_catch_a_fence_handed_out_twice(monkeypatch):
+    # Given a sync acquisition that reports the fence it found, not the one it wrote
+    real = lease.Leases._taken
+
+    def stale(resource: str, write: Any, previous: Any, attempts: int) -> Any:
+        taken = real(resource, write, previous, attempts)
+        return dataclasses.replace(taken, fence=max(1, taken.fence - 1))
+
+    monkeypatch.setattr(lease.Leases, "_taken", staticmethod(stale))
+    # Then the fences check fails on some seed
+    reports = [leasing.run(seed, "sync")[1] for seed in range(5)]
+    assert any(v.check == "fences unique" for report in reports for v in report.violations)
