@@ -207,3 +207,21 @@ def deprecation_keeps_the_signature() -> None:
 
     assert_type(old(1), str)
     assert_type(TurnstileDeprecationWarning("x"), TurnstileDeprecationWarning)
+
+
+async def async_lease_api(client: Any, waits: retry.Backoff) -> None:
+    """turnstile_ddb.aio.lease infers what the sync Leases do, awaited; hold is async with."""
+    leases = aio.lease.Leases(client=client, table="leases")
+    held = await leases.acquire("r", "me", 1000)
+    assert_type(held, lease.Lease)
+    assert_type(await leases.acquire_wait("r", "me", 1000, wait_ms=50, waits=waits), lease.Lease)
+    assert_type(await leases.renew(held, 1000), lease.Lease)
+    assert_type(await leases.transact(held, []), None)
+    assert_type(await leases.release(held), None)
+    assert_type(leases.guard(held), dict[str, Any])
+    async with leases.hold("r", "me", 1000, wait_ms=50, waits=waits) as holding:
+        assert_type(holding.fence, int)
+    updated = await aio.lease.fenced_update(
+        client, table="t", key={"id": "1"}, fence=held.fence, changes={"a": 1}, backoff=waits
+    )
+    assert_type(updated, dict[str, Any])
