@@ -7,9 +7,11 @@ it runs the synchronous front door with the :class:`sim.ddb.SimClient`, or the a
 event loop of its own, in its own thread, with the client awaited (:class:`sim.ddb.Awaited`):
 one seed gives one history through both drivers (tests/sim/test_drivers_agree.py).
 
-Judged by the fences: no two acknowledged acquisitions of a resource share a fence, and the
-lease item's fence counts every acquisition that landed; each counter counts the acknowledged
-guarded writes, give or take those whose outcome is unknown.
+Judged by the fences: no two acknowledged acquisitions of a resource share a fence, the lease
+item's fence counts every acquisition that landed, and no acquisition is acknowledged while the
+previous holder still held (had neither started its release nor run out, clock skew allowed);
+each counter counts the acknowledged guarded writes, give or take those whose outcome is
+unknown.
 """
 
 from __future__ import annotations
@@ -119,6 +121,15 @@ class Leasing:
                 "every acquisition counted",
                 f"{resource}: fence {item.get('fence')}, {len(taken)}..{len(landed)}",
             )
+            for earlier, later in _handovers(mine):
+                report.expect(
+                    later.completed >= _held_until(mine, earlier),
+                    PATTERN,
+                    "one holder at a time",
+                    f"{resource}: fence {later.value['fence']} taken while "
+                    f"{earlier.args['owner']} (fence {earlier.value['fence']}) held it",
+                    [earlier, later],
+                )
             writes = [op for op in mine if op.f == "transact"]
             sure = sum(1 for op in writes if op.type == OK)
             unsure = sum(1 for op in writes if op.type == UNKNOWN)
@@ -138,6 +149,31 @@ class Leasing:
             )
             for name in (LEASES_TABLE, COUNTERS_TABLE)
         }
+
+
+# Clients' clocks differ by less than this (each is off by up to 0.2 s: sim.leasing.run).
+SKEW = 0.4
+
+
+def _handovers(ops: list[Any]) -> list[tuple[Any, Any]]:
+    """Acknowledged acquisitions of one resource, each with the one of the next fence."""
+    taken = {op.value["fence"]: op for op in ops if op.f == "acquire" and op.type == OK}
+    return [(taken[f], taken[f + 1]) for f in sorted(taken) if f + 1 in taken]
+
+
+def _held_until(ops: list[Any], acquired: Any) -> float:
+    """The earliest a successor may take the lease ``acquired`` (virtual seconds): when its
+    holder started releasing it, or its expiry less the clock skew (renewals counted; one whose
+    outcome is unknown may have extended it, to as long as it asked: another 2 s)."""
+    owner = acquired.args["owner"]
+    expires = acquired.value["expires"]
+    for op in ops:
+        if op.args["owner"] == owner and op.f == "renew" and op.type == OK:
+            expires = max(expires, op.value["expires"])
+        elif op.args["owner"] == owner and op.f == "renew" and op.type == UNKNOWN:
+            expires = max(expires, op.invoked + 0.2 + 2.0)
+    released = [op.invoked for op in ops if op.args["owner"] == owner and op.f == "release"]
+    return min([expires - SKEW, *released])
 
 
 def _get(real: Any, table: str, key: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +227,9 @@ async def _settle_async(recorder: Recorder, op: Any, call: Callable[[], Awaitabl
 
 
 def _answered(recorder: Recorder, op: Any, answer: Any) -> Any:
-    shown = {"fence": answer.fence} if isinstance(answer, lease.Lease) else None
+    shown = None
+    if isinstance(answer, lease.Lease):
+        shown = {"fence": answer.fence, "expires": answer.expires_at_ms / 1000}
     recorder.complete(op, OK, shown)
     return answer
 
