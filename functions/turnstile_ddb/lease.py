@@ -480,8 +480,12 @@ class Leases:
         caller does is. Raises :class:`Held` at the end; ``attempts`` (on the lease or on
         :class:`Held`) counts the DynamoDB calls of every attempt.
         """
-        steps = acquire_wait_protocol(self, resource, owner, ttl_ms, wait_ms, waits, remaining_ms)
-        return _core.run(self.client, steps)
+        attempt = _core.Invoke(
+            lambda: self.acquire(resource, owner, ttl_ms, remaining_ms=remaining_ms)
+        )
+        return _core.run(
+            self.client, acquire_wait_protocol(self, attempt, wait_ms, waits, remaining_ms)
+        )
 
     # -- renew, release --------------------------------------------------------------------------
 
@@ -644,14 +648,13 @@ def _clear_stale_queue(
 
 def acquire_wait_protocol(
     leases: Leases,
-    resource: str,
-    owner: str,
-    ttl_ms: int,
+    try_once: _core.Invoke,
     wait_ms: int,
     waits: retry.Backoff,
     remaining_ms: Callable[[], int] | None,
 ) -> _core.Steps[Lease]:
-    """:meth:`Leases.acquire_wait`'s protocol (its sleeps: ``Sleep`` effects, ``waits.sleep``)."""
+    """:meth:`Leases.acquire_wait`'s protocol: each try is ``try_once`` (the front door's own
+    ``acquire``, as 1.x called it), its sleeps ``Sleep`` effects (``waits.sleep``)."""
     start = yield from now_protocol(leases)
     deadline = start + wait_ms
     if remaining_ms is not None:
@@ -660,7 +663,7 @@ def acquire_wait_protocol(
     while True:
         attempt += 1
         try:
-            lease = yield from acquire_protocol(leases, resource, owner, ttl_ms, remaining_ms)
+            lease: Lease = yield try_once
         except Held as held:
             calls += held.attempts
             now = yield from now_protocol(leases)

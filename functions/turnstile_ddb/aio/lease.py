@@ -94,9 +94,10 @@ class Leases:
     ) -> Lease:
         """:meth:`turnstile_ddb.lease.Leases.acquire_wait`, awaited (the wait does not block
         the event loop)."""
-        steps = sync.acquire_wait_protocol(
-            self._config(), resource, owner, ttl_ms, wait_ms, waits, remaining_ms
+        attempt = _core.Invoke(
+            lambda: self.acquire(resource, owner, ttl_ms, remaining_ms=remaining_ms)
         )
+        steps = sync.acquire_wait_protocol(self._config(), attempt, wait_ms, waits, remaining_ms)
         return await _core.run_async(self.client, steps)
 
     @_contract.write_async
