@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
-from turnstile_ddb import _checks, codec, errors, retry
+from botocore.exceptions import ClientError
+
+from turnstile_ddb import _checks, _core, codec, errors, metrics, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -247,6 +249,23 @@ def stale_queue_times(now: int, expiry_ms: int, idle_ms: int) -> tuple[int, int]
     return since - expiry_ms, since - idle_ms
 
 
+def stale_queue(item: Mapping[str, Any], now: int, stale: int, idle: int) -> bool:
+    """Free, waiters queued, and ``STALE_QUEUE`` holds (it decides; this only saves a call
+    that would fail)."""
+    if not item or int(item.get("expiresAt", 0)) >= now:
+        return False
+    head = int(item.get("head", 1))
+    if head > int(item.get("tickets", 0)):
+        return False
+    if any(int(item.get(name, 0)) >= stale for name in ("expiresAt", "releasedAt", "skippedAt")):
+        return False
+    if int(item.get("queuedAt", 0)) >= idle:
+        return False
+    if int(item.get("beatTicket", 0)) == head:
+        return int(item.get("beatAt", 0)) < stale
+    return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
+
+
 # -- the lease's duration --------------------------------------------------------------------------
 
 
@@ -281,10 +300,10 @@ def new_acquisition() -> str:
     return uuid.uuid4().hex
 
 
-class LeaseTable(Protocol):
-    """What the acquisition write needs of a :class:`turnstile_ddb.lease.Leases`."""
+class LeaseConfig(Protocol):
+    """What the acquisition write's protocol needs of a lease table (no client: it sends
+    nothing itself)."""
 
-    client: DynamoDBClient
     table: str
     backoff: retry.Backoff
     attributes: LeaseAttributes
@@ -292,6 +311,12 @@ class LeaseTable(Protocol):
     def wire_key(self, resource: str) -> dict[str, Any]: ...
 
     def names(self, *placeholders: str) -> dict[str, str]: ...
+
+
+class LeaseTable(LeaseConfig, Protocol):
+    """What the acquisition write needs of a :class:`turnstile_ddb.lease.Leases`."""
+
+    client: DynamoDBClient
 
 
 @dataclass(frozen=True)
@@ -329,6 +354,13 @@ class Acquisition:
 
 
 def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any] | None:
+    """The one acquisition write (:func:`take_protocol`), sent with ``leases.client``."""
+    return _core.run(leases.client, take_protocol(leases, resource, write))
+
+
+def take_protocol(
+    leases: LeaseConfig, resource: str, write: Acquisition
+) -> _core.Steps[dict[str, Any] | None]:
     """The one acquisition write, for every kind of acquisition (plain, queued, the fast path)::
 
         UpdateItem <resource>
@@ -343,20 +375,18 @@ def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any
     the ClientError. Not resent after a timeout (``ADD``): that is ``OutcomeUnknown``.
     """
     update = write.update
-    response = retry.call(
-        lambda: leases.client.update_item(
-            TableName=leases.table,
-            Key=leases.wire_key(resource),
-            UpdateExpression=update,
-            ConditionExpression=write.condition,
-            ExpressionAttributeNames=leases.names(*used(update, write.condition)),
-            ExpressionAttributeValues=write.expression_values(),
-            ReturnValues="ALL_OLD",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        ),
-        backoff=leases.backoff,
-        idempotent=False,
-        pattern=PATTERN,
+    params = {
+        "TableName": leases.table,
+        "Key": leases.wire_key(resource),
+        "UpdateExpression": update,
+        "ConditionExpression": write.condition,
+        "ExpressionAttributeNames": leases.names(*used(update, write.condition)),
+        "ExpressionAttributeValues": write.expression_values(),
+        "ReturnValues": "ALL_OLD",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    response = yield from retry.retrying(
+        _core.Call("update_item", params), backoff=leases.backoff, idempotent=False, pattern=PATTERN
     )
     return logical(leases.attributes, codec.decode_item(response.get("Attributes")))
 
@@ -408,3 +438,65 @@ class QueueSettings:
 
 # Public (and shown, pickled, documented) as turnstile_ddb.lease_queue.QueueSettings.
 QueueSettings.__module__ = "turnstile_ddb.lease_queue"
+
+
+# -- the fenced write (turnstile_ddb.lease.fenced_update) ----------------------------------------
+
+
+class StaleFence(errors.Refused):
+    """A fenced write was refused: the item already accepted this fence or a newer one."""
+
+    def __init__(self, fence: int, current: dict[str, Any] | None):
+        super().__init__(f"fence {fence} is stale")
+        self.fence = fence
+        self.current = current
+
+
+StaleFence.__module__ = "turnstile_ddb.lease"  # public there; defined beside its protocol
+
+
+def fenced_update_protocol(
+    table: str,
+    key: Mapping[str, Any],
+    fence: int,
+    changes: Mapping[str, Any],
+    backoff: retry.Backoff,
+    fence_attr: str = "lastFence",
+    extra: Mapping[str, Any] | None = None,
+) -> _core.Steps[dict[str, Any]]:
+    """:func:`fenced_update`'s protocol."""
+    names = {"#lastFence": fence_attr}
+    values = codec.values(fence=fence)
+    assignments = []
+    for index, (name, value) in enumerate(changes.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = codec.encode(value)
+        assignments.append(f"#c{index} = :c{index}")
+    if extra:
+        assignments.extend(extra.get("set", ()))
+        names.update(extra.get("names", {}))
+        values.update(extra.get("values", {}))
+    assignments.append("#lastFence = :fence")
+    params = {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "UpdateExpression": "SET " + ", ".join(assignments),
+        "ConditionExpression": "attribute_not_exists(#lastFence) OR #lastFence < :fence",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    try:
+        response = yield from retry.retrying(
+            _core.Call("update_item", params),
+            backoff=backoff,
+            idempotent=False,  # a resend would meet its own fence and look stale
+            pattern=PATTERN,
+        )
+    except ClientError as exc:
+        if retry.condition_failed(exc):
+            metrics.count("FencedWriteRefused", pattern=PATTERN)
+            raise StaleFence(fence, codec.old_item(exc)) from exc
+        raise
+    return codec.new_item(response)

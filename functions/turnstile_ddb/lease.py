@@ -137,9 +137,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import _checks, _contract, codec, errors, metrics, retry, transact
+from turnstile_ddb import _checks, _contract, _core, codec, errors, metrics, retry, transact
 from turnstile_ddb import _lease_item as _item
-from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft
+from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft, StaleFence
 from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated, renamed
 
 if TYPE_CHECKING:
@@ -357,15 +357,6 @@ class LeaseLost(errors.Refused):
         self.current = current
 
 
-class StaleFence(errors.Refused):
-    """A fenced write was refused: the item already accepted this fence or a newer one."""
-
-    def __init__(self, fence: int, current: dict[str, Any] | None):
-        super().__init__(f"fence {fence} is stale")
-        self.fence = fence
-        self.current = current
-
-
 @dataclass
 class Leases:
     """Lease operations on one lease table. ``clock`` returns epoch seconds (inject it in tests).
@@ -430,52 +421,7 @@ class Leases:
         Not retried after a timeout (``ADD`` is not idempotent): that surfaces as
         :class:`turnstile_ddb.retry.OutcomeUnknown`, and a lease taken that way simply expires.
         """
-        now = self.now_ms()
-        write = _item.Acquisition(
-            owner, now + self._duration_ms(ttl_ms, remaining_ms), now, _item.FREE_AND_NO_QUEUE
-        )
-        metrics.count("LeaseAttempt", pattern=PATTERN)
-        try:
-            previous = _item.take(self, resource, write)
-        except ClientError as exc:
-            if not retry.condition_failed(exc):
-                raise
-            metrics.count("LeaseBusy", pattern=PATTERN)
-            previous = self._clear_stale_queue(resource, write, self._old(exc) or {})
-            return self._taken(resource, write, previous, attempts=2)
-        return self._taken(resource, write, previous, attempts=1)
-
-    def _clear_stale_queue(
-        self, resource: str, write: _item.Acquisition, item: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """Refused: take the lease past a queue whose waiters are gone (a restore, dead waiters:
-        the queue itself would have passed its head over I ago, and nobody queued since), with
-        the queue cleared in the same write; :class:`Held` (from the refusal) otherwise."""
-        now = write.now_ms
-        stale, idle = _item.stale_queue_times(now, *_item.queue_times(item))
-        left = _item.left_queue(item) if int(item.get("expiresAt", 0)) < now else None
-        if left is not None:
-            condition, values = left  # every waiter left: nobody is queued
-        elif self._stale_queue(item, now, stale, idle):
-            condition = _item.STALE_QUEUE
-            values = codec.values(head=int(item.get("head", 1)), stale=stale, idle=idle)
-        else:
-            raise _refused(resource, item, now)
-        clear = replace(
-            write,
-            condition=condition,
-            also_set=", #head = #tickets + :one",
-            also_remove=", #left",
-            values=values,
-        )
-        try:
-            previous = _item.take(self, resource, clear)
-        except ClientError as again:
-            if not retry.condition_failed(again):
-                raise
-            raise _refused(resource, self._old(again), now, attempts=2) from again
-        metrics.count("LeaseQueueCleared", pattern=PATTERN)
-        return previous
+        return _core.run(self.client, acquire_protocol(self, resource, owner, ttl_ms, remaining_ms))
 
     @staticmethod
     def _taken(
@@ -490,25 +436,6 @@ class Leases:
     def _old(self, exc: BaseException) -> dict[str, Any] | None:
         """The ALL_OLD item of a refusal, with the default names."""
         return _item.logical(self.attributes, codec.old_item(exc))
-
-    @staticmethod
-    def _stale_queue(item: Mapping[str, Any], now: int, stale: int, idle: int) -> bool:
-        """Free, waiters queued, and ``STALE_QUEUE`` holds (it decides; this only saves a call
-        that would fail)."""
-        if not item or int(item.get("expiresAt", 0)) >= now:
-            return False
-        head = int(item.get("head", 1))
-        if head > int(item.get("tickets", 0)):
-            return False
-        if any(
-            int(item.get(name, 0)) >= stale for name in ("expiresAt", "releasedAt", "skippedAt")
-        ):
-            return False
-        if int(item.get("queuedAt", 0)) >= idle:
-            return False
-        if int(item.get("beatTicket", 0)) == head:
-            return int(item.get("beatAt", 0)) < stale
-        return all(int(item.get(name, 0)) < idle for name in ("acquiredAt", "skippedAt"))
 
     @deprecated(since="1.0.0", removed_in="2.0.0", use="Leases.acquire or LeaseQueue.acquire")
     @_contract.write
@@ -553,33 +480,12 @@ class Leases:
         caller does is. Raises :class:`Held` at the end; ``attempts`` (on the lease or on
         :class:`Held`) counts the DynamoDB calls of every attempt.
         """
-        start = self.now_ms()
-        deadline = start + wait_ms
-        if remaining_ms is not None:
-            deadline = min(deadline, start + remaining_ms() - 2 * self.safety_margin_ms)
-        attempt = calls = 0
-        while True:
-            attempt += 1
-            try:
-                lease = self.acquire(resource, owner, ttl_ms, remaining_ms=remaining_ms)
-            except Held as held:
-                calls += held.attempts
-                now = self.now_ms()
-                if now >= deadline:
-                    held.attempts = calls
-                    metrics.timing("LeaseWait", now - start, pattern=PATTERN)
-                    metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
-                    raise
-                until_expiry_ms = max(0, held.expires_at_ms - now)
-                delay_ms = min(
-                    waits.delay(attempt) * 1000,
-                    until_expiry_ms + waits.rand() * waits.base * 1000,
-                    deadline - now,
-                )
-                waits.sleep(delay_ms / 1000)
-                continue
-            metrics.timing("LeaseWait", self.now_ms() - start, pattern=PATTERN)
-            return replace(lease, attempts=calls + lease.attempts)
+        attempt = _core.Invoke(
+            lambda: self.acquire(resource, owner, ttl_ms, remaining_ms=remaining_ms)
+        )
+        return _core.run(
+            self.client, acquire_wait_protocol(self, attempt, wait_ms, waits, remaining_ms)
+        )
 
     # -- renew, release --------------------------------------------------------------------------
 
@@ -589,15 +495,7 @@ class Leases:
     ) -> Lease:
         """Extend ``lease`` to now + ``ttl_ms``; :class:`LeaseLost` if it is no longer this
         lease."""
-        expires_at_ms = self.now_ms() + self._duration_ms(ttl_ms, remaining_ms)
-        self._owned_update(
-            lease,
-            "SET #expiresAt = :expiresAt",
-            "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
-            self.names("#owner", "#fence", "#expiresAt", "#releasedAt"),
-            codec.values(expiresAt=expires_at_ms),
-        )
-        return replace(lease, expires_at_ms=expires_at_ms)
+        return _core.run(self.client, renew_protocol(self, lease, ttl_ms, remaining_ms))
 
     @_contract.write
     def release(self, lease: Lease) -> None:
@@ -607,63 +505,16 @@ class Leases:
         Only a live lease is written: one already released, or run out with nobody taking it,
         is answered as released without a write (metric ``LeaseReleaseRepeated``), so a resent
         or late release never moves ``releasedAt``, the clock the queue passes a dead head by."""
-        now = self.now_ms()
-        self._owned_update(
-            lease,
-            "SET #expiresAt = :zero, #releasedAt = :now",
-            "#owner = :owner AND #fence = :fence "
-            "AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now",
-            self.names("#owner", "#fence", "#expiresAt", "#releasedAt"),
-            codec.values(zero=0, now=now),
-            already=lambda item: (
-                int(item.get("fence", -1)) == lease.fence and item.get("owner") == lease.owner
-            ),
-        )
-
-    def _owned_update(
-        self,
-        lease: Lease,
-        update: str,
-        condition: str,
-        names: dict[str, str],
-        values: dict[str, Any],
-        already: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> None:
-        """The update of ``lease``'s own item; refused, :class:`LeaseLost`, unless ``already``
-        says the item as it is (its ALL_OLD image) is the update's outcome already."""
-        try:
-            retry.call(
-                lambda: self.client.update_item(
-                    TableName=self.table,
-                    Key=self.wire_key(lease.resource),
-                    UpdateExpression=update,
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues={
-                        **values,
-                        **codec.values(owner=lease.owner, fence=lease.fence),
-                    },
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ),
-                backoff=self.backoff,
-                idempotent=True,  # same values, same condition: a resend changes nothing more
-                pattern=PATTERN,
-            )
-        except ClientError as exc:
-            if retry.condition_failed(exc):
-                current = self._old(exc)
-                if already is not None and current is not None and already(current):
-                    metrics.count("LeaseReleaseRepeated", pattern=PATTERN)
-                    return
-                metrics.count("LeaseLost", pattern=PATTERN)
-                raise LeaseLost(lease.resource, current) from exc
-            raise
+        _core.run(self.client, release_protocol(self, lease))
 
     # -- fenced writes ---------------------------------------------------------------------------
 
     def guard(self, lease: Lease) -> dict[str, Any]:
         """A ``TransactWriteItems`` element that holds only while ``lease`` is the current one:
         this owner and fence, not released, not expired."""
+        return self._guard(lease, self.now_ms())
+
+    def _guard(self, lease: Lease, now: int) -> dict[str, Any]:
         return {
             "ConditionCheck": {
                 "TableName": self.table,
@@ -676,7 +527,7 @@ class Leases:
                     "#owner", "#fence", "#releasedAt", "#expiresAt"
                 ),
                 "ExpressionAttributeValues": codec.values(
-                    owner=lease.owner, fence=lease.fence, now=self.now_ms()
+                    owner=lease.owner, fence=lease.fence, now=now
                 ),
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -691,21 +542,7 @@ class Leases:
         Other cancellations (a condition of one of ``items``) are raised as
         :class:`turnstile_ddb.transact.Cancelled` with reasons aligned to ``items`` (guard removed).
         """
-        try:
-            transact.transact_write(
-                self.client,
-                [self.guard(lease), *items],
-                backoff=self.backoff,
-                token=token,
-                pattern=PATTERN,
-            )
-        except transact.Cancelled as exc:
-            if exc.failed_at(0):
-                metrics.count("FencedWriteRefused", pattern=PATTERN)
-                raise LeaseLost(
-                    lease.resource, _item.logical(self.attributes, exc.reasons[0].item)
-                ) from exc
-            raise transact.Cancelled(exc.reasons[1:]) from exc
+        _core.run(self.client, transact_protocol(self, lease, items, token))
 
     @contextmanager
     def hold(
@@ -734,10 +571,206 @@ class Leases:
             yield lease
         finally:
             # Taken over already, or the database is away: either way it expires by itself.
-            with contextlib.suppress(
-                LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown, errors.TurnstileError
-            ):
+            with contextlib.suppress(*_RELEASE_NOT_RAISED):
                 self.release(lease)
+
+
+# What a release on leaving ``hold`` does not raise (the lease then ends at expiresAt).
+_RELEASE_NOT_RAISED = (
+    LeaseLost, retry.RetriesExhausted, retry.OutcomeUnknown, errors.TurnstileError,
+)  # fmt: skip
+
+
+# -- the protocols (turnstile_ddb._core), driven by Leases here and by turnstile_ddb.aio.lease ----
+# The clock (Leases.clock) is read through the driver (a Now effect), as Backoff.clock is: the
+# protocol reads it at exactly the points the 1.x code did. ``remaining_ms`` (the invocation's
+# remaining time) is called directly: it is the caller's pure read of its own context.
+
+
+def now_protocol(leases: Leases) -> _core.Steps[int]:
+    """:meth:`Leases.now_ms`, the clock read through the driver."""
+    now: float = yield _core.Now(leases.clock)
+    return int(now * 1000)
+
+
+def acquire_protocol(
+    leases: Leases, resource: str, owner: str, ttl_ms: int, remaining_ms: Callable[[], int] | None
+) -> _core.Steps[Lease]:
+    """:meth:`Leases.acquire`'s protocol, for both front doors."""
+    now = yield from now_protocol(leases)
+    write = _item.Acquisition(
+        owner, now + leases._duration_ms(ttl_ms, remaining_ms), now, _item.FREE_AND_NO_QUEUE
+    )
+    metrics.count("LeaseAttempt", pattern=PATTERN)
+    try:
+        previous = yield from _item.take_protocol(leases, resource, write)
+    except ClientError as exc:
+        if not retry.condition_failed(exc):
+            raise
+        metrics.count("LeaseBusy", pattern=PATTERN)
+        previous = yield from _clear_stale_queue(leases, resource, write, leases._old(exc) or {})
+        return leases._taken(resource, write, previous, attempts=2)
+    return leases._taken(resource, write, previous, attempts=1)
+
+
+def _clear_stale_queue(
+    leases: Leases, resource: str, write: _item.Acquisition, item: dict[str, Any]
+) -> _core.Steps[dict[str, Any] | None]:
+    """Refused: take the lease past a queue whose waiters are gone (a restore, dead waiters:
+    the queue itself would have passed its head over I ago, and nobody queued since), with
+    the queue cleared in the same write; :class:`Held` (from the refusal) otherwise."""
+    now = write.now_ms
+    stale, idle = _item.stale_queue_times(now, *_item.queue_times(item))
+    left = _item.left_queue(item) if int(item.get("expiresAt", 0)) < now else None
+    if left is not None:
+        condition, values = left  # every waiter left: nobody is queued
+    elif _item.stale_queue(item, now, stale, idle):
+        condition = _item.STALE_QUEUE
+        values = codec.values(head=int(item.get("head", 1)), stale=stale, idle=idle)
+    else:
+        raise _refused(resource, item, now)
+    clear = replace(
+        write,
+        condition=condition,
+        also_set=", #head = #tickets + :one",
+        also_remove=", #left",
+        values=values,
+    )
+    try:
+        previous = yield from _item.take_protocol(leases, resource, clear)
+    except ClientError as again:
+        if not retry.condition_failed(again):
+            raise
+        raise _refused(resource, leases._old(again), now, attempts=2) from again
+    metrics.count("LeaseQueueCleared", pattern=PATTERN)
+    return previous
+
+
+def acquire_wait_protocol(
+    leases: Leases,
+    try_once: _core.Invoke,
+    wait_ms: int,
+    waits: retry.Backoff,
+    remaining_ms: Callable[[], int] | None,
+) -> _core.Steps[Lease]:
+    """:meth:`Leases.acquire_wait`'s protocol: each try is ``try_once`` (the front door's own
+    ``acquire``, as 1.x called it), its sleeps ``Sleep`` effects (``waits.sleep``)."""
+    start = yield from now_protocol(leases)
+    deadline = start + wait_ms
+    if remaining_ms is not None:
+        deadline = min(deadline, start + remaining_ms() - 2 * leases.safety_margin_ms)
+    attempt = calls = 0
+    while True:
+        attempt += 1
+        try:
+            lease: Lease = yield try_once
+        except Held as held:
+            calls += held.attempts
+            now = yield from now_protocol(leases)
+            if now >= deadline:
+                held.attempts = calls
+                metrics.timing("LeaseWait", now - start, pattern=PATTERN)
+                metrics.count("LeaseWaitGaveUp", pattern=PATTERN)
+                raise
+            until_expiry_ms = max(0, held.expires_at_ms - now)
+            delay_ms = min(
+                waits.delay(attempt) * 1000,
+                until_expiry_ms + waits.rand() * waits.base * 1000,
+                deadline - now,
+            )
+            yield _core.Sleep(delay_ms / 1000, waits.sleep)
+            continue
+        metrics.timing("LeaseWait", (yield from now_protocol(leases)) - start, pattern=PATTERN)
+        return replace(lease, attempts=calls + lease.attempts)
+
+
+def renew_protocol(
+    leases: Leases, lease: Lease, ttl_ms: int, remaining_ms: Callable[[], int] | None
+) -> _core.Steps[Lease]:
+    """:meth:`Leases.renew`'s protocol."""
+    expires_at_ms = (yield from now_protocol(leases)) + leases._duration_ms(ttl_ms, remaining_ms)
+    yield from _owned_update(
+        leases,
+        lease,
+        "SET #expiresAt = :expiresAt",
+        "#owner = :owner AND #fence = :fence AND attribute_not_exists(#releasedAt)",
+        codec.values(expiresAt=expires_at_ms),
+    )
+    return replace(lease, expires_at_ms=expires_at_ms)
+
+
+def release_protocol(leases: Leases, lease: Lease) -> _core.Steps[None]:
+    """:meth:`Leases.release`'s protocol."""
+    now = yield from now_protocol(leases)
+    yield from _owned_update(
+        leases,
+        lease,
+        "SET #expiresAt = :zero, #releasedAt = :now",
+        "#owner = :owner AND #fence = :fence "
+        "AND attribute_not_exists(#releasedAt) AND #expiresAt >= :now",
+        codec.values(zero=0, now=now),
+        already=lambda item: (
+            int(item.get("fence", -1)) == lease.fence and item.get("owner") == lease.owner
+        ),
+    )
+
+
+def _owned_update(
+    leases: Leases,
+    lease: Lease,
+    update: str,
+    condition: str,
+    values: dict[str, Any],
+    already: Callable[[dict[str, Any]], bool] | None = None,
+) -> _core.Steps[None]:
+    """The update of ``lease``'s own item; refused, :class:`LeaseLost`, unless ``already``
+    says the item as it is (its ALL_OLD image) is the update's outcome already."""
+    params = {
+        "TableName": leases.table,
+        "Key": leases.wire_key(lease.resource),
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": leases.names("#owner", "#fence", "#expiresAt", "#releasedAt"),
+        "ExpressionAttributeValues": {
+            **values,
+            **codec.values(owner=lease.owner, fence=lease.fence),
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    try:
+        yield from retry.retrying(
+            _core.Call("update_item", params),
+            backoff=leases.backoff,
+            idempotent=True,  # same values, same condition: a resend changes nothing more
+            pattern=PATTERN,
+        )
+    except ClientError as exc:
+        if retry.condition_failed(exc):
+            current = leases._old(exc)
+            if already is not None and current is not None and already(current):
+                metrics.count("LeaseReleaseRepeated", pattern=PATTERN)
+                return
+            metrics.count("LeaseLost", pattern=PATTERN)
+            raise LeaseLost(lease.resource, current) from exc
+        raise
+
+
+def transact_protocol(
+    leases: Leases, lease: Lease, items: Sequence[dict[str, Any]], token: str | None
+) -> _core.Steps[None]:
+    """:meth:`Leases.transact`'s protocol: the guard's ``:now`` read through the driver."""
+    guard = leases._guard(lease, (yield from now_protocol(leases)))
+    try:
+        yield from transact.transact_write_protocol(
+            [guard, *items], backoff=leases.backoff, token=token, pattern=PATTERN
+        )
+    except transact.Cancelled as exc:
+        if exc.failed_at(0):
+            metrics.count("FencedWriteRefused", pattern=PATTERN)
+            raise LeaseLost(
+                lease.resource, _item.logical(leases.attributes, exc.reasons[0].item)
+            ) from exc
+        raise transact.Cancelled(exc.reasons[1:]) from exc
 
 
 @_contract.write
@@ -758,37 +791,5 @@ def fenced_update(
     and values: keys ``set`` (extra SET assignments), ``names``, ``values``. Returns the new item.
     Raises :class:`StaleFence` with the current item when the fence is refused.
     """
-    names = {"#lastFence": fence_attr}
-    values = codec.values(fence=fence)
-    assignments = []
-    for index, (name, value) in enumerate(changes.items()):
-        names[f"#c{index}"] = name
-        values[f":c{index}"] = codec.encode(value)
-        assignments.append(f"#c{index} = :c{index}")
-    if extra:
-        assignments.extend(extra.get("set", ()))
-        names.update(extra.get("names", {}))
-        values.update(extra.get("values", {}))
-    assignments.append("#lastFence = :fence")
-    try:
-        response = retry.call(
-            lambda: client.update_item(
-                TableName=table,
-                Key=codec.encode_item(key),
-                UpdateExpression="SET " + ", ".join(assignments),
-                ConditionExpression="attribute_not_exists(#lastFence) OR #lastFence < :fence",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            ),
-            backoff=backoff,
-            idempotent=False,  # a resend would meet its own fence and look stale
-            pattern=PATTERN,
-        )
-    except ClientError as exc:
-        if retry.condition_failed(exc):
-            metrics.count("FencedWriteRefused", pattern=PATTERN)
-            raise StaleFence(fence, codec.old_item(exc)) from exc
-        raise
-    return codec.new_item(response)
+    steps = _item.fenced_update_protocol(table, key, fence, changes, backoff, fence_attr, extra)
+    return _core.run(client, steps)

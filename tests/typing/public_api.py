@@ -231,3 +231,21 @@ async def async_places_api(client: Any, backoff: retry.Backoff) -> None:
         assert_type(await store.complete(begun, {"status": 201}), bool)
         assert_type(await store.release(begun), None)
         assert_type(store.complete_op(begun, {"status": 201}), dict[str, Any])
+
+
+async def async_lease_api(client: Any, waits: retry.Backoff) -> None:
+    """turnstile_ddb.aio.lease infers what the sync Leases do, awaited; hold is async with."""
+    leases = aio.lease.Leases(client=client, table="leases")
+    held = await leases.acquire("r", "me", 1000)
+    assert_type(held, lease.Lease)
+    assert_type(await leases.acquire_wait("r", "me", 1000, wait_ms=50, waits=waits), lease.Lease)
+    assert_type(await leases.renew(held, 1000), lease.Lease)
+    assert_type(await leases.transact(held, []), None)
+    assert_type(await leases.release(held), None)
+    assert_type(leases.guard(held), dict[str, Any])
+    async with leases.hold("r", "me", 1000, wait_ms=50, waits=waits) as holding:
+        assert_type(holding.fence, int)
+    updated = await aio.lease.fenced_update(
+        client, table="t", key={"id": "1"}, fence=held.fence, changes={"a": 1}, backoff=waits
+    )
+    assert_type(updated, dict[str, Any])

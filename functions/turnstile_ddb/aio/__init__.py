@@ -12,14 +12,16 @@ Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 - ``aio.creation``: ``create_if_absent``;
 - ``aio.idempotency``: ``IdempotencyStore`` (``begin``, ``complete``, ``release`` awaited;
   ``complete_op`` as in the synchronous store);
+- ``aio.lease``: ``Leases`` (``acquire``, ``acquire_wait``, ``renew``, ``release``,
+  ``transact``, ``guard``, ``async with leases.hold(...)``) and ``fenced_update``;
 - ``aio.retry``: ``call`` (``operation`` returns an awaitable);
 - ``aio.slots``: ``create``, ``book``, ``book_any``, ``release``;
 - ``aio.transact``: ``transact_write``;
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
-Not here yet (use the synchronous modules, from a thread if need be): ``lease``,
-``lease_queue``, ``claims``, ``sharded``.
+Not here yet (use the synchronous modules, from a thread if need be): ``lease_queue``,
+``claims``, ``sharded``.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -27,6 +29,24 @@ an injected sleep is called, and awaited when it returns an awaitable (a corouti
 
 from __future__ import annotations
 
-from turnstile_ddb.aio import capacity, creation, idempotency, retry, slots, transact, versioned
+from turnstile_ddb.aio import (
+    capacity,
+    creation,
+    idempotency,
+    lease,
+    retry,
+    slots,
+    transact,
+    versioned,
+)
 
-__all__ = ["capacity", "creation", "idempotency", "retry", "slots", "transact", "versioned"]
+__all__ = [
+    "capacity",
+    "creation",
+    "idempotency",
+    "lease",
+    "retry",
+    "slots",
+    "transact",
+    "versioned",
+]
