@@ -24,9 +24,8 @@ from typing import Any
 
 from chaos.checkers import Report
 from chaos.history import FAIL, OK, UNKNOWN
-from sim.ddb import Awaited, Faults, SimClient, Stats, create_table
-from sim.model import Model
-from sim.scheduler import Crashed, Scheduler, Task
+from sim.ddb import Awaited, create_table
+from sim.scheduler import Crashed, Task
 from sim.workloads import Recorder
 from turnstile_ddb import aio, codec, errors, lease, retry
 
@@ -248,24 +247,7 @@ def _failed(recorder: Recorder, op: Any, exc: BaseException) -> None:
 
 def run(seed: int, driver: str, *, clients: int = 4, rounds: int = 3) -> tuple[str, Report]:
     """One seed of the lease workload alone, through ``driver``: its history and its report."""
-    from sim.run import render, seeded_ids
+    from sim.run import run_alone
 
-    scheduler = Scheduler(seed)
-    recorder = Recorder(scheduler)
-    stats = Stats()
     workload = Leasing(rounds=rounds, driver=driver)
-    real = Model()
-    with seeded_ids(seed):
-        workload.setup(real)
-        for i in range(clients):
-            client = SimClient(real, scheduler, Faults(), stats)
-            skew = round(scheduler.rng.uniform(-0.2, 0.2), 6)
-            scheduler.spawn(f"lease{i}", workload.body(recorder, client), skew=skew)
-        finished = scheduler.run()
-    report = workload.check(recorder, stats, real)
-    for task in scheduler.tasks:
-        report.expect(
-            task.error is None, "sim", "no unexpected exception", f"{task.name}: {task.error!r}"
-        )
-    report.expect(finished, "sim", "finished", "stopped at max_steps")
-    return render(recorder, stats, workload.final(real)), report
+    return run_alone(seed, workload, "lease", workload.check, clients=clients)

@@ -19,9 +19,9 @@ from typing import Any
 
 from chaos.checkers import Report
 from chaos.history import FAIL, OK, UNKNOWN
-from sim.ddb import Awaited, Faults, SimClient, Stats, create_table
+from sim.ddb import Awaited, Stats, create_table
 from sim.model import Model
-from sim.scheduler import Crashed, Scheduler, Task
+from sim.scheduler import Crashed, Task
 from sim.workloads import Recorder
 from turnstile_ddb import aio, capacity, codec, errors, retry, slots
 
@@ -136,24 +136,11 @@ def _complete(recorder: Recorder, op: Any, exc: BaseException | None, answer: An
 
 def run(seed: int, driver: str, *, clients: int = 4, operations: int = 6) -> tuple[str, Report]:
     """One seed of the places workload alone, through ``driver``: its history and its report."""
-    from sim.run import render, seeded_ids
+    from sim.run import run_alone
 
-    scheduler = Scheduler(seed)
-    recorder = Recorder(scheduler)
-    stats = Stats()
     workload = Places(operations=operations, driver=driver)
-    real = Model()
-    with seeded_ids(seed):
-        workload.setup(real)
-        for i in range(clients):
-            client = SimClient(real, scheduler, Faults(), stats)
-            skew = round(scheduler.rng.uniform(-0.2, 0.2), 6)
-            scheduler.spawn(f"places{i}", workload.body(recorder, client), skew=skew)
-        finished = scheduler.run()
-    report = workload.check(recorder, real)
-    for task in scheduler.tasks:
-        report.expect(
-            task.error is None, "sim", "no unexpected exception", f"{task.name}: {task.error!r}"
-        )
-    report.expect(finished, "sim", "finished", "stopped at max_steps")
-    return render(recorder, stats, workload.final(real)), report
+
+    def check(recorder: Recorder, stats: Stats, real: Model) -> Report:
+        return workload.check(recorder, real)  # the places checks need no call counts
+
+    return run_alone(seed, workload, "places", check, clients=clients)

@@ -7,7 +7,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -315,3 +315,34 @@ def summary(results: list[Result], wall: float) -> str:
         f"{sum(r.violations for r in results)} violations, {calls / wall:.0f} ops/s, "
         f"{simulated / wall:.1f} sim-s/s"
     )
+
+
+def run_alone(
+    seed: int,
+    workload: Any,
+    name: str,
+    check: Callable[[Recorder, Stats, Model], Report],
+    *,
+    clients: int = 4,
+) -> tuple[str, Report]:
+    """One seed of one driver-parameterised workload on its own (the drift workloads: stock,
+    places, leasing): ``clients`` of its bodies under the seeded scheduler, checked by ``check``,
+    plus "no unexpected exception" and "finished"; returns the rendered history and the report."""
+    scheduler = Scheduler(seed)
+    recorder = Recorder(scheduler)
+    stats = Stats()
+    real = Model()
+    with seeded_ids(seed):
+        workload.setup(real)
+        for i in range(clients):
+            client = SimClient(real, scheduler, Faults(), stats)
+            skew = round(scheduler.rng.uniform(-0.2, 0.2), 6)
+            scheduler.spawn(f"{name}{i}", workload.body(recorder, client), skew=skew)
+        finished = scheduler.run()
+    report = check(recorder, stats, real)
+    for task in scheduler.tasks:
+        report.expect(
+            task.error is None, "sim", "no unexpected exception", f"{task.name}: {task.error!r}"
+        )
+    report.expect(finished, "sim", "finished", "stopped at max_steps")
+    return render(recorder, stats, workload.final(real)), report
