@@ -50,15 +50,18 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def fresh_venv(path: Path, wheel: Path) -> Path:
-    """A new venv at ``path`` with ``wheel[async]`` and the locked SDK; returns its python."""
+def fresh_venv(path: Path, wheel: Path, *, with_async: bool = False) -> Path:
+    """A new venv at ``path`` with ``wheel`` and the locked SDK; returns its python.
+
+    ``with_async`` adds the ``async`` extra (aiobotocore, for the asyncio examples).
+    """
     shutil.rmtree(path, ignore_errors=True)
     _run([sys.executable, "-m", "venv", str(path)])
     python = path / "bin" / "python"
-    # The async extra too (aiobotocore, for the asyncio examples), at the lock's versions.
-    pinned = ("boto3", "botocore", "aiobotocore")
+    pinned = ("boto3", "botocore", "aiobotocore") if with_async else ("boto3", "botocore")
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in pinned]
-    _run([str(python), *PIP, f"{wheel}[async]", *pins])
+    target = f"{wheel}[async]" if with_async else str(wheel)
+    _run([str(python), *PIP, target, *pins])
     return python
 
 
@@ -87,7 +90,7 @@ def main() -> int:
     from local.dynamodb_local import DynamoDBLocal
 
     wheel = build_wheel(WORK / "dist")
-    python = fresh_venv(WORK / "venv", wheel)
+    python = fresh_venv(WORK / "venv", wheel, with_async=True)
     cdk_python = cdk_venv(WORK / "venv-cdk", python)
     scripts = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
     scripts = [p for p in scripts if p.name not in {"run.py", "__init__.py"}]
