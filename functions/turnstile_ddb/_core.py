@@ -40,21 +40,25 @@ Writing a protocol (the pattern each primitive follows)::
     def decrement(client, *, table, key, ...) -> Item:
         return _core.run(client, decrement_protocol(table=table, key=key, ...))
 
-    @_contract.write_async                            # aio/versioned.py: the async one
-    async def decrement(client, *, table, key, ...) -> Item:
-        return await _core.run_async(client, versioned.decrement_protocol(table=table, ...))
+    # aio/versioned.py: the async one, made from the same protocol (see awaited)
+    decrement = _contract.write_async(_core.awaited(versioned.decrement_protocol))
+
+A class whose methods run protocols (``aio.lease.Leases``) writes its async methods by hand, each
+building the protocol and ``return await _core.run_async(self.client, steps)``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, cast
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,33 @@ async def _perform_async(client: Any, effect: Effect) -> Any:
     if isinstance(effect, Now):
         return effect.clock()
     return await _maybe_await(effect.operation())
+
+
+def awaited(
+    protocol: Callable[P, Steps[T]],
+) -> Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]]:
+    """The async front door of a primitive whose sync one is ``run(client, protocol(...))``:
+    ``await front(client, ...)`` drives ``protocol(...)`` with :func:`run_async`. Its name is
+    the protocol's without ``_protocol``, its parameters ``client`` and the protocol's (so they
+    are the sync front door's, which the parity test holds), its doc a line naming the twin."""
+    name = protocol.__name__.removesuffix("_protocol")
+
+    async def front(*args: Any, **kwargs: Any) -> Any:
+        client, rest = (kwargs.pop("client"), args) if "client" in kwargs else (args[0], args[1:])
+        return await run_async(client, protocol(*rest, **kwargs))
+
+    signature = inspect.signature(protocol)
+    answer = re.sub(r"^(?:_core\.)?Steps\[(.*)\]$", r"\1", str(signature.return_annotation))
+    client = inspect.Parameter(
+        "client", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="_core.AsyncDynamoDBClient"
+    )
+    front.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[client, *signature.parameters.values()],
+        return_annotation=answer,
+    )
+    front.__name__ = front.__qualname__ = name
+    front.__doc__ = f":func:`{protocol.__module__}.{name}`, awaited."
+    return cast(Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]], front)
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -188,6 +188,21 @@ def test_a_read_and_a_cancelled_transaction_agree(fresh):
     assert by_sync[1][1] is transact.Cancelled
 
 
+def test_a_front_door_takes_its_client_by_position_or_by_name(fresh):
+    # Given the sync read, which takes its client either way
+    client = fresh()
+    expected = versioned.read(client=client, table=TABLE, key=KEY, backoff=NOWAIT)
+    awaited = Awaited(client)
+    # Then the async one, built from the same protocol, answers the same either way
+    by_name = asyncio.run(aio.versioned.read(client=awaited, table=TABLE, key=KEY, backoff=NOWAIT))
+    by_position = asyncio.run(aio.versioned.read(awaited, TABLE, KEY, backoff=NOWAIT))
+    assert by_name == by_position == expected
+    assert expected is not None and expected["stock"] == 3
+    # And it is named and documented after its sync twin
+    assert aio.versioned.read.__name__ == "read"
+    assert aio.versioned.read.__doc__ == ":func:`turnstile_ddb.versioned.read`, awaited."
+
+
 def test_retry_call_gives_up_alike_on_throttling():
     # Given an operation that is always throttled, as a function and as a coroutine function
     def sync_operation() -> None:

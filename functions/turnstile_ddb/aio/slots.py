@@ -13,18 +13,7 @@ from turnstile_ddb.slots import HOLDER, VERSION
 __all__ = ["book", "book_any", "create", "release"]
 
 
-@_contract.write_async
-async def create(
-    client: _core.AsyncDynamoDBClient,
-    table: str,
-    slots: Iterable[Mapping[str, Any]],
-    *,
-    backoff: retry.Backoff,
-    version_attr: str = VERSION,
-) -> int:
-    """:func:`turnstile_ddb.slots.create`, awaited (one slot after another, as there)."""
-    steps = sync.create_protocol(table, slots, backoff=backoff, version_attr=version_attr)
-    return await _core.run_async(client, steps)
+create = _contract.write_async(_core.awaited(sync.create_protocol))
 
 
 @_contract.write_async
