@@ -42,8 +42,8 @@ help:
 	@echo "  make soak    every route at a fixed arrival rate for minutes, then the invariants (MINUTES=10 RATE=20)"
 	@echo "  make soak-step  the rate raised by half every STEP_SECONDS from RATE until p99 > 2 s or errors; the highest held"
 	@echo "  make chaos   every pattern at once under a seeded nemesis (SECONDS=600 SEED=random)"
-	@echo "  make sim     the deterministic simulator over the real library (SEEDS=20, or SEED=S to replay one)"
-	@echo "  make mutants the mutant kill table (tests/mutants, docs/mutants.md): LAYERS=sim,tests (or sim, chaos, ...)"
+	@echo "  make sim     the deterministic simulator over the real library, then its drift workloads through both front doors (SEEDS=20, or SEED=S to replay one)"
+	@echo "  make mutants the mutant kill table (tests/mutants, docs/mutants.md): LAYERS=sim,async,tests (or sim, chaos, ...)"
 	@echo "  make fuzz    schemathesis against the local stack, every check, more examples (EXAMPLES=50 SEED=random)"
 	@echo "  make synth   synthesize the CDK stack into cdk.out/ (offline, cdk-nag included; skipped if no input changed)"
 	@echo "  make deploy  npx cdk deploy the stack (AWS credentials; STACK, STAGE, REGION, DESTROY_WITH_STACK)"
@@ -352,13 +352,15 @@ chaos: install-local layers synth
 	$(BIN)/python -m chaos --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 # The deterministic simulator (sim/, docs/sim.md): no DynamoDB Local, no synth; SEED replays one.
+# Then the drift workloads (sim/drift.py) over as many seeds through the sync and async front doors.
 SEEDS ?= 20
 sim: $(VENV)/.installed
 	$(BIN)/python -m sim $(if $(SEED),--seed $(SEED) --show,--seeds $(SEEDS))
+	$(if $(SEED),,$(BIN)/python -m sim.drift --seeds $(SEEDS))
 
 # The mutant set's kill table (tests/mutants/*.patch, docs/mutants.md): each patch applied to a
 # temporary copy of the tree, never to this one; chaos needs a synth and is slow.
-LAYERS ?= sim,tests
+LAYERS ?= sim,async,tests
 mutants: $(VENV)/.installed-dev
 	$(BIN)/python -m sim.mutants --layers $(LAYERS)
 

@@ -6,6 +6,8 @@ copies the tree to a temporary directory (the real tree is never modified), appl
 there with ``git apply`` and runs each requested layer against the copy:
 
 * ``sim``: ``python -m sim --seeds S --no-shrink`` (killed: it reports a violation);
+* ``async``: ``python -m sim.drift --driver async --seeds S``, the drift workloads through
+  ``turnstile_ddb.aio`` (killed: a violation), the mutant table's column for the async path;
 * ``tests``: pytest over the unit and integration files that exercise the mutated module
   (:data:`TESTS`; DynamoDB Local is started by the tests' own fixtures) (killed: a test fails);
 * ``chaos``: ``python -m chaos --seconds 120`` (needs a synthesized stack; slow) (killed: a
@@ -36,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "tests" / "mutants"
 RESULTS = ROOT / "bench" / "results" / "mutants.md"
-LAYERS = ("sim", "tests", "chaos")
+LAYERS = ("sim", "async", "tests", "chaos")
 SIM_SEEDS = 30
 CHAOS_SECONDS = 120
 
@@ -239,6 +241,16 @@ def run_sim(tree: Path, mutant: Mutant, seeds: int) -> Outcome:
     return Outcome("error", took, _last(output), output)
 
 
+def run_async(tree: Path, mutant: Mutant, seeds: int) -> Outcome:
+    command = [sys.executable, "-m", "sim.drift", "--driver", "async", "--seeds", str(seeds)]
+    code, output, took = _run(command, tree, 600)
+    if code == 0:
+        return Outcome("survived", took, _last(output), output)
+    if code == 1 and " 0 violations" not in _last(output):
+        return Outcome("killed", took, _last(output), output)
+    return Outcome("error", took, _last(output), output)
+
+
 def run_tests(tree: Path, mutant: Mutant) -> Outcome:
     files = sorted({f for changed in mutant.files for f in TESTS.get(changed, ())})
     if not files:
@@ -297,7 +309,9 @@ def table(rows: list[tuple[Mutant, dict[str, Outcome]]], layers: Sequence[str]) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim.mutants", description=__doc__)
-    parser.add_argument("--layers", default="sim,tests", help="comma-separated: sim,tests,chaos")
+    parser.add_argument(
+        "--layers", default="sim,async,tests", help="comma-separated: sim,async,tests,chaos"
+    )
     parser.add_argument("--only", action="append", default=[], help="a mutant's number or name")
     parser.add_argument("--seeds", type=int, default=SIM_SEEDS, help="sim: seeds per mutant")
     parser.add_argument("--chaos-seconds", type=int, default=CHAOS_SECONDS)
@@ -324,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
             for layer in layers:
                 if layer == "sim":
                     outcomes[layer] = run_sim(tree, mutant, args.seeds)
+                elif layer == "async":
+                    outcomes[layer] = run_async(tree, mutant, args.seeds)
                 elif layer == "tests":
                     outcomes[layer] = run_tests(tree, mutant)
                 else:

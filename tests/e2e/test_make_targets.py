@@ -155,3 +155,14 @@ def test_make_first_hour_prints_each_steps_time():
     assert re.search(r"first hour \(\d+ cores, load [0-9. ]+\):", done.stdout)
     assert re.search(r"library: pip install \. \(from the clone\) +[0-9.]+ s +warm", done.stdout)
     assert re.search(r"library: clone to first call .* +[0-9.]+ s", done.stdout)
+
+
+def test_make_sim_runs_the_simulator_then_the_drift_workloads_through_both_front_doors():
+    # When make sim runs a few seeds (SEEDS=2000 is the long run docs/sim.md describes)
+    done = make("sim", "SEEDS=2")
+    # Then the simulator judged its seeds, and the drift workloads ran through both drivers
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"^sim: 2 seeds, .* 0 violations", done.stdout, re.MULTILINE)
+    assert re.search(
+        r"through sync and async: 0 violations, 0 drifts over 2 seeds", done.stdout
+    ), done.stdout[-2000:]
