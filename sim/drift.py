@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "functions"))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from chaos.checkers import Report
-from sim import leasing, places, stock
+from sim import keyed, leasing, places, stock
 
 Run = Callable[[int, str], tuple[str, Report]]
 # Each workload's one-seed run: (seed, driver) -> (history, report).
@@ -34,6 +34,7 @@ WORKLOADS: dict[str, Run] = {
     "stock": stock.run,
     "places": places.run,
     "leasing": leasing.run,
+    "keyed": keyed.run,
 }
 DRIVERS = ("sync", "async")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.checkers import Report
-from chaos.history import FAIL, OK, UNKNOWN
+from chaos.history import OK
 from sim.ddb import Awaited, Stats, create_table
 from sim.model import Model
 from sim.scheduler import Crashed, Task
@@ -123,15 +123,8 @@ def _slot(name: str, args: tuple[Any, ...]) -> str:
 
 
 def _complete(recorder: Recorder, op: Any, exc: BaseException | None, answer: Any = None) -> None:
-    if exc is None:
-        shown = {"pk": answer["pk"]} if isinstance(answer, dict) else None
-        recorder.complete(op, OK, shown)
-    elif isinstance(exc, REFUSED):
-        recorder.complete(op, FAIL, {"error": type(exc).__name__})
-    elif isinstance(exc, errors.OutcomeUnknown | Crashed):
-        recorder.complete(op, UNKNOWN)
-    else:
-        raise exc
+    shown = {"pk": answer["pk"]} if isinstance(answer, dict) else None
+    recorder.outcome(op, exc, shown, REFUSED)
 
 
 def run(seed: int, driver: str, *, clients: int = 4, operations: int = 6) -> tuple[str, Report]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.checkers import Report
-from chaos.history import FAIL, OK, UNKNOWN
+from chaos.history import OK, UNKNOWN
 from sim import checks
 from sim.ddb import Awaited, create_table
 from sim.scheduler import Crashed, Task
@@ -253,14 +253,7 @@ def _invoked(recorder: Recorder, task: Task, name: str, arguments: dict[str, Any
 
 
 def _complete(recorder: Recorder, op: Any, exc: BaseException | None, answer: Any = None) -> None:
-    if exc is None:
-        recorder.complete(op, OK, _shown(answer))
-    elif isinstance(exc, REFUSED):
-        recorder.complete(op, FAIL, {"error": type(exc).__name__})
-    elif isinstance(exc, errors.OutcomeUnknown | Crashed):
-        recorder.complete(op, UNKNOWN)
-    else:
-        raise exc
+    recorder.outcome(op, exc, _shown(answer), REFUSED)
 
 
 def _shown(answer: Any) -> Any:

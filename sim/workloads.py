@@ -39,7 +39,7 @@ from service.domain.inventory import Inventory, unit_id
 from service.domain.products import Products
 from sim.ddb import create_table
 from sim.scheduler import Crashed, Scheduler, Task
-from turnstile_ddb import claims, codec, idempotency, lease, lease_queue, retry, sharded
+from turnstile_ddb import claims, codec, errors, idempotency, lease, lease_queue, retry, sharded
 
 PRODUCTS_TABLE = "sim-products"
 IDEMPOTENCY_TABLE = "sim-idempotency"
@@ -99,6 +99,21 @@ class Recorder:
         op.type, op.value = outcome, value
         op.completed = float("inf") if outcome == UNKNOWN else now
         op.completed_ms = int(now * 1000)
+
+    def outcome(
+        self, op: Op, exc: BaseException | None, shown: Any, refused: tuple[type[Exception], ...]
+    ) -> None:
+        """Complete ``op`` as the drift workloads do: OK with ``shown`` (what its answer shows),
+        FAIL on one of ``refused`` (the error's name), UNKNOWN on a lost outcome or a crash;
+        any other exception is raised again (the run reports it)."""
+        if exc is None:
+            self.complete(op, OK, shown)
+        elif isinstance(exc, refused):
+            self.complete(op, FAIL, {"error": type(exc).__name__})
+        elif isinstance(exc, errors.OutcomeUnknown | Crashed):
+            self.complete(op, UNKNOWN)
+        else:
+            raise exc
 
 
 @dataclass
