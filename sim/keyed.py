@@ -21,7 +21,7 @@ Judged from the history and the table:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +29,8 @@ from chaos.checkers import Report
 from chaos.history import OK, Op
 from sim.ddb import Awaited, Stats, create_table
 from sim.model import Model
-from sim.scheduler import Crashed, Task
-from sim.workloads import Recorder
+from sim.scheduler import Task
+from sim.workloads import Blocking, Recorder, settled
 from turnstile_ddb import codec, errors, idempotency, retry
 from turnstile_ddb.aio.idempotency import IdempotencyStore as AsyncStore
 from turnstile_ddb.idempotency import IdempotencyStore as SyncStore
@@ -57,7 +57,7 @@ class Keyed:
         one they are ``turnstile_ddb.aio``'s, on the same event loop of the task's own."""
         if self.driver == "sync":
             return lambda task: asyncio.run(
-                self._run(recorder, task, _Blocking(self._store(task, client, SyncStore)))
+                self._run(recorder, task, Blocking(self._store(task, client, SyncStore)))
             )
         awaited = Awaited(client)
         return lambda task: asyncio.run(
@@ -80,16 +80,18 @@ class Keyed:
         for _ in range(self.operations):
             key, fingerprint, work, gives_back = self._plan(task)
             begun = recorder.invoke(PATTERN, task.name, "begin", key=key, fingerprint=fingerprint)
-            claim = await _recorded(recorder, begun, store.begin(key, fingerprint))
+            claim = await settled(recorder, begun, store.begin(key, fingerprint), _complete)
             if not isinstance(claim, idempotency.InProgress):
                 continue
             task.sleep(work)
             f = "release" if gives_back else "complete"
             op = recorder.invoke(PATTERN, task.name, f, key=key, begun=begun.index)
             if gives_back:
-                await _recorded(recorder, op, store.release(claim))
+                await settled(recorder, op, store.release(claim), _complete)
             else:
-                await _recorded(recorder, op, store.complete(claim, f"{task.name}={fingerprint}"))
+                await settled(
+                    recorder, op, store.complete(claim, f"{task.name}={fingerprint}"), _complete
+                )
 
     def final(self, real: Any) -> dict[str, Any]:
         items = [codec.decode_item(i) or {} for i in real.scan(TableName=TABLE)["Items"]]
@@ -146,35 +148,6 @@ def _late_completions(ops: list[Op]) -> Report:
             [mine, *later, op],
         )
     return report
-
-
-class _Blocking:
-    """The synchronous store's calls, awaitable: each runs (and blocks) when awaited."""
-
-    def __init__(self, store: SyncStore) -> None:
-        self.store = store
-
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        method = getattr(self.store, name)
-
-        async def call(*args: Any) -> Any:
-            return method(*args)
-
-        return call
-
-
-async def _recorded(recorder: Recorder, op: Op, call: Awaitable[Any]) -> Any:
-    """Await ``call``, completing ``op`` with its outcome; None when it raised (a crash
-    propagates: the client stops there)."""
-    try:
-        answer = await call
-    except BaseException as exc:
-        _complete(recorder, op, exc)
-        if isinstance(exc, Crashed):
-            raise
-        return None
-    _complete(recorder, op, None, answer)
-    return answer
 
 
 def _complete(recorder: Recorder, op: Op, exc: BaseException | None, answer: Any = None) -> None:

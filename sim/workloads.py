@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import itertools
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,41 @@ class Recorder:
             self.complete(op, UNKNOWN)
         else:
             raise exc
+
+
+class Blocking:
+    """A synchronous object's methods, awaitable: each call runs (and blocks) when awaited, so
+    a drift workload written once as a coroutine drives the synchronous front door too."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        method = getattr(self.target, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return method(*args, **kwargs)
+
+        return call
+
+
+async def settled(
+    recorder: Recorder,
+    op: Op,
+    call: Awaitable[Any],
+    complete: Callable[[Recorder, Op, BaseException | None, Any], None],
+) -> Any:
+    """Await ``call`` and ``complete`` ``op`` with its answer or exception; the answer, or None
+    when it raised (a crash propagates: the client stops there)."""
+    try:
+        answer = await call
+    except BaseException as exc:
+        complete(recorder, op, exc, None)
+        if isinstance(exc, Crashed):
+            raise
+        return None
+    complete(recorder, op, None, answer)
+    return answer
 
 
 @dataclass
