@@ -1,0 +1,53 @@
+"""A sharded counter's shards are read in pages of at most 100 keys (BatchGetItem's limit), the
+pages sent as one Gather: in order through the synchronous front door, at once through
+turnstile_ddb.aio (sim.model.Model, which refuses a BatchGetItem of more than 100 keys as
+DynamoDB does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.ddb import create_table
+from sim.model import Model
+from turnstile_ddb import codec, retry, sharded
+
+TABLE = "products"
+NOWAIT = retry.Backoff(attempts=3, sleep=lambda seconds: None)
+
+
+class Recording:
+    """A client that passes every call to ``real`` and records its name and key count."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.sent: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.real, name)
+
+        def call(**params: Any) -> Any:
+            keys = sum(len(r["Keys"]) for r in params.get("RequestItems", {}).values())
+            self.sent.append((name, keys))
+            return method(**params)
+
+        return call
+
+
+def stocked(shards: int) -> tuple[Model, sharded.ShardedCounter]:
+    real = Model()
+    create_table(real, TABLE, "productId")
+    counter = sharded.ShardedCounter(TABLE, "productId", "p1", shards, "stock")
+    for item in sharded.shard_items(counter, 3 * shards):
+        real.put_item(TableName=TABLE, Item=codec.encode_item(item))
+    return real, counter
+
+
+def test_a_counter_of_more_shards_than_one_batch_get_names_is_read_whole():
+    # Given a counter of 150 shards holding 3 units each
+    real, counter = stocked(150)
+    client = Recording(real)
+    # When every shard is read
+    counts = sharded.read_all(client, counter, NOWAIT)
+    # Then every count comes back, from two BatchGetItems (100 keys, then 50), sent in order
+    assert counts == [3] * 150
+    assert client.sent == [("batch_get_item", 100), ("batch_get_item", 50)]
