@@ -46,7 +46,7 @@ def stocked(shards: int) -> tuple[Model, sharded.ShardedCounter]:
 def test_a_counter_of_more_shards_than_one_batch_get_names_is_read_whole():
     # Given a counter of 150 shards holding 3 units each
     real, counter = stocked(150)
-    client = Recording(real)
+    client: Any = Recording(real)
     # When every shard is read
     counts = sharded.read_all(client, counter, NOWAIT)
     # Then every count comes back, from two BatchGetItems (100 keys, then 50), sent in order
@@ -76,7 +76,7 @@ class BothPagesOrNothing:
 def test_the_asyncio_front_door_sends_the_pages_of_a_read_at_once():
     # Given a counter of 150 shards and a client that answers only pages sent together
     real, counter = stocked(150)
-    client = BothPagesOrNothing(real)
+    client: Any = BothPagesOrNothing(real)
     # When the asyncio front door reads every shard
     counts = asyncio.run(aio.sharded.read_all(client, counter, NOWAIT))
     # Then both pages were in flight at once, and every count came back

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from turnstile_ddb import _contract, _core, capacity, retry
+from turnstile_ddb import _contract, _core, _sharded_counter, capacity, retry
 from turnstile_ddb import sharded as sync
 from turnstile_ddb.sharded import Hints, ShardedCounter, Taken, TakeOptions
 
 __all__ = ["add", "join", "leave", "read_all", "read_items", "set_total", "take"]
 
-_BACKOFF = sync._BACKOFF  # the same default object as the synchronous functions'
+_BACKOFF = _sharded_counter._BACKOFF  # the synchronous functions' default object
 
 
 @_contract.read_async
