@@ -1,8 +1,10 @@
 """A sharded counter's layout (:class:`ShardedCounter`), its errors and its consistent reads.
 
 Private: the public names are :mod:`turnstile_ddb.sharded`'s (``sharded.ShardedCounter`` and the
-rest), whose docstring says how the counter works. The reads live here, below the protocol:
-the public reads, a take's and a sharded capacity's membership check all use them.
+rest), whose docstring says how the counter works. The reads live here, as protocols
+(:mod:`turnstile_ddb._core`) below the take's: the public reads, a take's and a sharded
+capacity's membership check all use them. A read of more than 100 keys goes in pages, sent
+together (:func:`side_by_side`).
 """
 
 from __future__ import annotations

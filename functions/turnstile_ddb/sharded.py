@@ -17,7 +17,8 @@ Taking ``q`` units (:func:`take`, settings in :class:`TakeOptions`)::
                              ReturnValuesOnConditionCheckFailure: ALL_OLD
        (throttled or refused: fail over, do not wait on the same hot key)
     2. read the shards whose count the hints have not learned within 100 ms:
-                             BatchGetItem, ConsistentRead (one call, those keys only)
+                             BatchGetItem, ConsistentRead (those keys only: one call per
+                             100 keys, the calls sent together)
        the counts known and read add up to fewer than q: refuse (Exhausted)
     3. the shards that hold q, in random order with the ones throttled lately last, each the
        write of step 1; if only a sum of shards holds q: read every shard (unless step 2 just
