@@ -1,22 +1,25 @@
 """A sharded counter's layout (:class:`ShardedCounter`), its errors and its consistent reads.
 
 Private: the public names are :mod:`turnstile_ddb.sharded`'s (``sharded.ShardedCounter`` and the
-rest), whose docstring says how the counter works. The reads live here, below the protocol:
-the public reads, a take's and a sharded capacity's membership check all use them.
+rest), whose docstring says how the counter works. The reads live here, as protocols
+(:mod:`turnstile_ddb._core`) below the take's: the public reads, a take's and a sharded
+capacity's membership check all use them. A read of more than 100 keys goes in pages, sent
+together (:func:`side_by_side`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from turnstile_ddb import _checks, _contract, capacity, codec, errors, retry
+from turnstile_ddb import _checks, _contract, _core, capacity, codec, errors, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _BACKOFF = retry.Backoff()
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -113,34 +116,110 @@ def shard_items(counter: ShardedCounter, total: int, **attributes: Any) -> list[
     ]
 
 
+# The most keys one BatchGetItem may name: more shards are read in pages, sent together.
+PAGE = 100
+
+
+def side_by_side(protocols: Sequence[_core.Steps[T]]) -> _core.Steps[list[T]]:
+    """Run independent ``protocols`` together: the requests they have pending at the same
+    moment go out as one :class:`~turnstile_ddb._core.Gather` (one after another through the
+    synchronous driver, at once through the asyncio one); their other effects (a clock read, a
+    sleep before a retry) are passed on, one protocol after another. Their answers, in order;
+    the first error one of them raises is raised."""
+    answers: dict[int, T] = {}
+    replies: dict[int, tuple[Any, Exception | None]] = dict.fromkeys(
+        range(len(protocols)), (None, None)
+    )
+    while replies:
+        pending: dict[int, _core.Call] = {}
+        for i, (answer, failure) in replies.items():
+            try:
+                effect = _advance(protocols[i], answer, failure)
+                while not isinstance(effect, _core.Call):
+                    try:
+                        answer, failure = (yield effect), None
+                    except Exception as exc:  # noqa: BLE001 - the protocol's to decide
+                        answer, failure = None, exc
+                    effect = _advance(protocols[i], answer, failure)
+            except StopIteration as stop:
+                answers[i] = stop.value
+            else:
+                pending[i] = effect
+        sent = (yield _core.Gather(tuple(pending.values()))) if pending else []
+        replies = {
+            i: (None, reply) if isinstance(reply, Exception) else (reply, None)
+            for i, reply in zip(pending, sent, strict=True)
+        }
+    return [answers[i] for i in range(len(protocols))]
+
+
+def _advance(protocol: _core.Steps[T], answer: Any, failure: Exception | None) -> _core.Effect:
+    return protocol.send(answer) if failure is None else protocol.throw(failure)
+
+
 def _batch_get(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    keys: Sequence[dict[str, Any]],
-    backoff: retry.Backoff,
-) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """The items at ``keys`` of the counter's table, strongly consistent, in one
-    ``BatchGetItem`` (more only for ``UnprocessedKeys``), by their key values."""
+    counter: ShardedCounter, keys: Sequence[dict[str, Any]], backoff: retry.Backoff
+) -> _core.Steps[dict[tuple[Any, ...], dict[str, Any]]]:
+    """The items at ``keys`` of the counter's table, strongly consistent, by their key values:
+    one ``BatchGetItem`` per :data:`PAGE` keys, the pages sent together (:func:`side_by_side`),
+    each retried as a read, then what came back unprocessed, together again."""
     names = list(counter.key(0))
     found: dict[tuple[Any, ...], dict[str, Any]] = {}
-    pending: dict[str, Any] = {
-        counter.table: {"Keys": [codec.encode_item(key) for key in keys], "ConsistentRead": True}
-    }
+    pending: list[dict[str, Any]] = [
+        {counter.table: {"Keys": [codec.encode_item(k) for k in page], "ConsistentRead": True}}
+        for page in (keys[start : start + PAGE] for start in range(0, len(keys), PAGE))
+    ]
     while pending:
-        response = retry.call(
-            lambda request=pending: client.batch_get_item(RequestItems=request),  # type: ignore[misc]
-            backoff=backoff,
-            idempotent=True,
+        responses = yield from side_by_side(
+            [
+                retry.retrying(
+                    _core.Call("batch_get_item", {"RequestItems": request}),
+                    backoff=backoff,
+                    idempotent=True,
+                )
+                for request in pending
+            ]
         )
-        for raw in response["Responses"].get(counter.table, []):
-            item = codec.decode_item(raw) or {}
-            found[tuple(item.get(name) for name in names)] = item
-        pending = response.get("UnprocessedKeys") or {}
+        for response in responses:
+            for raw in response["Responses"].get(counter.table, []):
+                item = codec.decode_item(raw) or {}
+                found[tuple(item.get(name) for name in names)] = item
+        pending = [r["UnprocessedKeys"] for r in responses if r.get("UnprocessedKeys")]
     return found
 
 
 def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> dict[str, Any] | None:
     return found.get(tuple(key.values()))
+
+
+def read_with_protocol(
+    counter: ShardedCounter,
+    backoff: retry.Backoff = _BACKOFF,
+    extra_keys: Sequence[dict[str, Any]] = (),
+) -> _core.Steps[tuple[list[dict[str, Any]], list[dict[str, Any] | None]]]:
+    """Every shard item in shard order, plus the items at ``extra_keys`` of the same table in
+    the same call (``None`` where absent): a membership check that costs no extra round trip.
+    Raises :class:`Missing` when the shards do not exist."""
+    names = list(counter.key(0))
+    shard_keys = [counter.key(k) for k in range(counter.shards)]
+    extra = [{name: key.get(name) for name in names} for key in extra_keys]
+    found = yield from _batch_get(counter, [*shard_keys, *extra_keys], backoff)
+    shards = [_at(found, key) for key in shard_keys]
+    if any(item is None for item in shards):
+        raise Missing(counter.base)
+    return [item for item in shards if item is not None], [_at(found, key) for key in extra]
+
+
+def read_shards_protocol(
+    counter: ShardedCounter, shards: Sequence[int], backoff: retry.Backoff = _BACKOFF
+) -> _core.Steps[dict[int, dict[str, Any]]]:
+    """The items of ``shards`` only (strongly consistent): shard -> item. Raises
+    :class:`Missing` when one of them does not exist."""
+    found = yield from _batch_get(counter, [counter.key(k) for k in shards], backoff)
+    items = {k: _at(found, counter.key(k)) for k in shards}
+    if any(item is None for item in items.values()):
+        raise Missing(counter.base)
+    return {k: item for k, item in items.items() if item is not None}
 
 
 @_contract.read
@@ -150,16 +229,8 @@ def _read_with(
     backoff: retry.Backoff = _BACKOFF,
     extra_keys: Sequence[dict[str, Any]] = (),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
-    """:func:`read_items`, plus the items at ``extra_keys`` of the same table in the same call
-    (``None`` where absent): a membership check that costs no extra round trip."""
-    names = list(counter.key(0))
-    shard_keys = [counter.key(k) for k in range(counter.shards)]
-    extra = [{name: key.get(name) for name in names} for key in extra_keys]
-    found = _batch_get(client, counter, [*shard_keys, *extra_keys], backoff)
-    shards = [_at(found, key) for key in shard_keys]
-    if any(item is None for item in shards):
-        raise Missing(counter.base)
-    return [item for item in shards if item is not None], [_at(found, key) for key in extra]
+    """:func:`read_with_protocol`, run (the deprecated ``sharded.read_with``)."""
+    return _core.run(client, read_with_protocol(counter, backoff, extra_keys))
 
 
 @_contract.read
@@ -169,13 +240,8 @@ def _read_shards(
     shards: Sequence[int],
     backoff: retry.Backoff = _BACKOFF,
 ) -> dict[int, dict[str, Any]]:
-    """The items of ``shards`` only (one ``BatchGetItem``, strongly consistent): shard -> item.
-    Raises :class:`Missing` when one of them does not exist."""
-    found = _batch_get(client, counter, [counter.key(k) for k in shards], backoff)
-    items = {k: _at(found, counter.key(k)) for k in shards}
-    if any(item is None for item in items.values()):
-        raise Missing(counter.base)
-    return {k: item for k, item in items.items() if item is not None}
+    """:func:`read_shards_protocol`, run (the deprecated ``sharded.read_shards``)."""
+    return _core.run(client, read_shards_protocol(counter, shards, backoff))
 
 
 for _public in (ShardedCounter, Exhausted, Full, Missing, Taken, split, shard_items):

@@ -12,7 +12,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -222,6 +222,18 @@ class Hints:
         when known; 0 marks the counter empty)."""
         self.sold_out.mark(counter, total == 0)
         self.shards.forget(counter)
+
+
+def learn(
+    hints: Hints, counter: ShardedCounter, items: Mapping[int, Mapping[str, Any]]
+) -> dict[int, int]:
+    """What a call saw of ``counter``'s shards (shard -> its item, as read or as a write
+    answered it), told to ``hints``; shard -> count. Every count the protocols learn passes
+    here, so what else an item may tell (a change of the counter's layout) has one place."""
+    counts = {shard: int(item.get(counter.count_attr, 0)) for shard, item in items.items()}
+    for shard, count in counts.items():
+        hints.shards.count(counter, shard, count)
+    return counts
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ Taking ``q`` units (:func:`take`, settings in :class:`TakeOptions`)::
                              ReturnValuesOnConditionCheckFailure: ALL_OLD
        (throttled or refused: fail over, do not wait on the same hot key)
     2. read the shards whose count the hints have not learned within 100 ms:
-                             BatchGetItem, ConsistentRead (one call, those keys only)
+                             BatchGetItem, ConsistentRead (those keys only: one call per
+                             100 keys, the calls sent together)
        the counts known and read add up to fewer than q: refuse (Exhausted)
     3. the shards that hold q, in random order with the ones throttled lately last, each the
        write of step 1; if only a sum of shards holds q: read every shard (unless step 2 just
@@ -81,6 +82,7 @@ from botocore.exceptions import ClientError
 from turnstile_ddb import (
     _checks,
     _contract,
+    _core,
     capacity,
     codec,
     deprecation,
@@ -99,6 +101,8 @@ from turnstile_ddb._sharded_counter import (
     Taken,
     _read_shards,
     _read_with,
+    read_shards_protocol,
+    read_with_protocol,
     shard_items,
     split,
 )
@@ -109,6 +113,7 @@ from turnstile_ddb._sharded_hints import (
     SoldOutHints,
     TakeOptions,
     _legacy_options,
+    learn,
 )
 
 if TYPE_CHECKING:
@@ -150,13 +155,30 @@ METRICS: tuple[str, ...] = (
 PATTERN = "sharded"
 
 
+def read_items_protocol(
+    counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
+) -> _core.Steps[list[dict[str, Any]]]:
+    """:func:`read_items`'s protocol (:mod:`turnstile_ddb._core`)."""
+    items, _ = yield from read_with_protocol(counter, backoff)
+    return items
+
+
+def read_all_protocol(
+    counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
+) -> _core.Steps[list[int]]:
+    """:func:`read_all`'s protocol."""
+    items = yield from read_items_protocol(counter, backoff)
+    return [int(item.get(counter.count_attr, 0)) for item in items]
+
+
 @_contract.read
 def read_items(
     client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
 ) -> list[dict[str, Any]]:
-    """Every shard item, strongly consistent, in one ``BatchGetItem`` (more only for
-    ``UnprocessedKeys``), in shard order. Raises :class:`Missing` when the shards do not exist."""
-    return _read_with(client, counter, backoff)[0]
+    """Every shard item, strongly consistent, in shard order: one ``BatchGetItem`` per 100
+    shards, sent together (more only for ``UnprocessedKeys``). Raises :class:`Missing` when the
+    shards do not exist."""
+    return _core.run(client, read_items_protocol(counter, backoff))
 
 
 @_contract.read
@@ -164,43 +186,46 @@ def read_all(
     client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
 ) -> list[int]:
     """Every shard's count (see :func:`read_items`)."""
-    return [int(item.get(counter.count_attr, 0)) for item in read_items(client, counter, backoff)]
+    return _core.run(client, read_all_protocol(counter, backoff))
 
 
-def _decrement(
-    client: DynamoDBClient, counter: ShardedCounter, shard: int, quantity: int
-) -> dict[str, Any]:
-    response = client.update_item(
-        TableName=counter.table,
-        Key=counter.wire_key(shard),
-        UpdateExpression="SET #count = #count - :q",
-        ConditionExpression="attribute_exists(#pk) AND #count >= :q",
-        ExpressionAttributeNames={"#pk": counter.key_attr, "#count": counter.count_attr},
-        ExpressionAttributeValues=codec.values(q=quantity),
-        ReturnValues="ALL_NEW",
-        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+def _decrement(counter: ShardedCounter, shard: int, quantity: int) -> _core.Call:
+    return _core.Call(
+        "update_item",
+        {
+            "TableName": counter.table,
+            "Key": counter.wire_key(shard),
+            "UpdateExpression": "SET #count = #count - :q",
+            "ConditionExpression": "attribute_exists(#pk) AND #count >= :q",
+            "ExpressionAttributeNames": {"#pk": counter.key_attr, "#count": counter.count_attr},
+            "ExpressionAttributeValues": codec.values(q=quantity),
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        },
     )
-    return codec.decode_item(response["Attributes"]) or {}
 
 
-def _decrement_many(client: DynamoDBClient, counter: ShardedCounter, takes: dict[int, int]) -> None:
+def _decrement_many(counter: ShardedCounter, takes: dict[int, int]) -> _core.Call:
     """One transaction taking ``takes[k]`` from each shard ``k``, each guarded by its own
     ``#count >= :take``: the shards cannot go below zero whatever sold meanwhile."""
-    client.transact_write_items(
-        TransactItems=[
-            {
-                "Update": {
-                    "TableName": counter.table,
-                    "Key": counter.wire_key(shard),
-                    "UpdateExpression": "SET #count = #count - :take",
-                    "ConditionExpression": "#count >= :take",
-                    "ExpressionAttributeNames": {"#count": counter.count_attr},
-                    "ExpressionAttributeValues": codec.values(take=take),
+    return _core.Call(
+        "transact_write_items",
+        {
+            "TransactItems": [
+                {
+                    "Update": {
+                        "TableName": counter.table,
+                        "Key": counter.wire_key(shard),
+                        "UpdateExpression": "SET #count = #count - :take",
+                        "ConditionExpression": "#count >= :take",
+                        "ExpressionAttributeNames": {"#count": counter.count_attr},
+                        "ExpressionAttributeValues": codec.values(take=take),
+                    }
                 }
-            }
-            for shard, take in takes.items()
-        ],
-        ClientRequestToken=transact.new_token(),
+                for shard, take in takes.items()
+            ],
+            "ClientRequestToken": transact.new_token(),
+        },
     )
 
 
@@ -218,12 +243,10 @@ def spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[in
 
 
 class _Take:
-    """One :func:`take`: what it has spent and learned across its rounds, one method a step."""
+    """One :func:`take`: what it has spent and learned across its rounds, one protocol a step
+    (each a generator: see :mod:`turnstile_ddb._core`)."""
 
-    def __init__(
-        self, client: DynamoDBClient, counter: ShardedCounter, quantity: int, options: TakeOptions
-    ) -> None:
-        self.client = client
+    def __init__(self, counter: ShardedCounter, quantity: int, options: TakeOptions) -> None:
         self.counter = counter
         self.quantity = quantity
         self.options = options
@@ -234,22 +257,22 @@ class _Take:
         self.total = 0  # the counts last read added up to this
         self.saw_enough = False  # a read showed enough units at least once
 
-    def run(self) -> Taken:
+    def run(self) -> _core.Steps[Taken]:
         self.refuse_from_hints()
         candidates = self.first_choice()
         for round_ in range(self.options.rounds + 1):
-            taken, answered = self.try_shards(candidates)
+            taken, answered = yield from self.try_shards(candidates)
             if taken is not None:
                 return taken
             if round_ == self.options.rounds:
                 break
-            counts, items, candidates = self.read_counts(round_, answered)
+            counts, items, candidates = yield from self.read_counts(round_, answered)
             if not candidates:  # only a sum of shards holds q
-                taken = self.take_across(counts, items)
+                taken = yield from self.take_across(counts, items)
                 if taken is not None:
                     return taken
         if not self.saw_enough:  # no read decided yet: a refusal rests on one, never a guess
-            self.read_counts(self.options.rounds, {})
+            yield from self.read_counts(self.options.rounds, {})
         metrics.count("ShardRaceRefusal", pattern=PATTERN)
         raise Exhausted(self.total, raced=True)
 
@@ -269,13 +292,15 @@ class _Take:
             return []
         return [self.hints.shards.choose(self.counter, self.rand, self.quantity)]
 
-    def try_shards(self, candidates: Sequence[int]) -> tuple[Taken | None, dict[int, int]]:
+    def try_shards(
+        self, candidates: Sequence[int]
+    ) -> _core.Steps[tuple[Taken | None, dict[int, int]]]:
         """Steps 1 and 3: each candidate's conditional write until one takes ``q``; else the
         counts the refused writes answered (after a wait if one was throttled)."""
         answered: dict[int, int] = {}
         throttled: BaseException | None = None
         for shard in candidates:
-            outcome = self.try_one(shard)
+            outcome = yield from self.try_one(shard)
             if isinstance(outcome, Taken):
                 return outcome, answered
             if isinstance(outcome, BaseException):
@@ -288,16 +313,16 @@ class _Take:
                 raise errors.StayedThrottled(
                     self.throttled_rounds, f"the shards of {self.counter.base!r}", throttled
                 )
-            self.options.backoff.pause(self.throttled_rounds)
+            yield from retry.pause(self.options.backoff, self.throttled_rounds)
         return None, answered
 
-    def try_one(self, shard: int) -> Taken | int | BaseException:
+    def try_one(self, shard: int) -> _core.Steps[Taken | int | BaseException]:
         """One shard's write: what it took, the count it answered, or the throttle (or the
         refused connection) that kept it from being sent."""
-        counter, known = self.counter, self.hints.shards
+        counter = self.counter
         self.calls += 1
         try:
-            item = _decrement(self.client, counter, shard, self.quantity)
+            response = yield _decrement(counter, shard, self.quantity)
         except retry.MAYBE_APPLIED_ERRORS as exc:
             raise retry.OutcomeUnknown(str(exc)) from exc
         except retry.NOT_SENT_ERRORS as exc:
@@ -306,7 +331,7 @@ class _Take:
             if retry.is_throttle(exc):
                 metrics.count("Throttle", pattern=PATTERN)
                 metrics.count("ShardFailover", pattern=PATTERN)
-                known.throttled(counter, shard)
+                self.hints.shards.throttled(counter, shard)
                 return exc
             if not retry.condition_failed(exc):
                 raise
@@ -314,15 +339,14 @@ class _Take:
             if old is None:
                 raise Missing(counter.base) from exc
             metrics.count("ShardFailover", pattern=PATTERN)
-            count = int(old.get(counter.count_attr, 0))
-            known.count(counter, shard, count)
-            return count
-        known.count(counter, shard, int(item[counter.count_attr]))
-        return Taken((shard,), int(item[counter.count_attr]), self.calls, item)
+            return learn(self.hints, counter, {shard: old})[shard]
+        item = codec.decode_item(response["Attributes"]) or {}
+        left = learn(self.hints, counter, {shard: item})[shard]
+        return Taken((shard,), left, self.calls, item)
 
     def read_counts(
         self, round_: int, answered: dict[int, int]
-    ) -> tuple[dict[int, int], dict[int, dict[str, Any]], list[int]]:
+    ) -> _core.Steps[tuple[dict[int, int], dict[int, dict[str, Any]], list[int]]]:
         """Step 2: every shard's count, reading only what is not known, then the shards that
         hold ``q`` in the order to try them; refuses (:class:`Exhausted`) when the counts add up
         to fewer than ``q``. Known: the counts the writes just answered, and on the first read
@@ -338,7 +362,9 @@ class _Take:
         candidates: list[int] = []
         for _ in range(2):
             if unknown:
-                items = self.read(unknown, counts)
+                self.calls += 1
+                items = yield from read_shards_protocol(counter, unknown, self.options.backoff)
+                counts.update(learn(self.hints, counter, items))
             self.total = sum(counts.values())
             self.hints.sold_out.mark(counter, self.total == 0)
             if self.total < self.quantity:
@@ -352,16 +378,9 @@ class _Take:
         self.rand.shuffle(candidates)
         return counts, items, self.hints.shards.order(counter, candidates)
 
-    def read(self, shards: list[int], counts: dict[int, int]) -> dict[int, dict[str, Any]]:
-        """Read ``shards`` into ``counts`` (and the hints); their items."""
-        self.calls += 1
-        items = _read_shards(self.client, self.counter, shards, self.options.backoff)
-        for shard, item in items.items():
-            counts[shard] = int(item.get(self.counter.count_attr, 0))
-            self.hints.shards.count(self.counter, shard, counts[shard])
-        return items
-
-    def take_across(self, counts: dict[int, int], items: dict[int, dict[str, Any]]) -> Taken | None:
+    def take_across(
+        self, counts: dict[int, int], items: dict[int, dict[str, Any]]
+    ) -> _core.Steps[Taken | None]:
         """Step 3's fallback: ``q`` from several shards in one transaction (each guarded by its
         own count, see :func:`_decrement_many`); ``None`` when it lost a race or was throttled."""
         counter = self.counter
@@ -369,7 +388,7 @@ class _Take:
         takes = spread(ordered, self.quantity, self.rand)
         self.calls += 1
         try:
-            _decrement_many(self.client, counter, takes)
+            yield _decrement_many(counter, takes)
         except retry.MAYBE_APPLIED_ERRORS as exc:
             raise retry.OutcomeUnknown(str(exc)) from exc
         except ClientError as exc:
@@ -378,10 +397,16 @@ class _Take:
                 raise
             metrics.count("ShardFailover", pattern=PATTERN)
             return None
-        for shard, taken in takes.items():
-            self.hints.shards.count(counter, shard, ordered[shard] - taken)
-        left = sum(ordered[k] - t for k, t in takes.items())
-        return Taken(tuple(takes), left, self.calls, items[next(iter(takes))])
+        left = {shard: ordered[shard] - taken for shard, taken in takes.items()}
+        learn(self.hints, counter, {shard: {counter.count_attr: n} for shard, n in left.items()})
+        return Taken(tuple(takes), sum(left.values()), self.calls, items[next(iter(takes))])
+
+
+def take_protocol(
+    counter: ShardedCounter, quantity: int, options: TakeOptions | None = None
+) -> _core.Steps[Taken]:
+    """:func:`take`'s protocol."""
+    return _Take(counter, quantity, options or TakeOptions()).run()
 
 
 @_contract.write
@@ -401,25 +426,24 @@ def take(
         if options is not None:
             raise TypeError("take() takes options or the deprecated keywords, not both")
         options = _legacy_options(legacy)
-    return _Take(client, counter, quantity, options or TakeOptions()).run()
+    return _core.run(client, take_protocol(counter, quantity, options))
 
 
 def _join_shard(
-    client: DynamoDBClient,
     counter: ShardedCounter,
     member: capacity.Member,
     shard: int,
     transactions: retry.Backoff,
     also: Sequence[dict[str, Any]],
-) -> bool:
+) -> _core.Steps[bool]:
     """One shard's join (:func:`turnstile_ddb.capacity.join`, the member recording ``shard``);
     False when that shard was full."""
     recorded = capacity.Member(
         member.table, member.key, {**(member.item or {}), counter.shard_attr: shard}
     )
     try:
-        capacity.join(
-            client, counter.capacity_row(shard), recorded, backoff=transactions, also=also
+        yield from capacity.join_protocol(
+            counter.capacity_row(shard), recorded, backoff=transactions, also=also
         )
     except capacity.NoCounter as exc:
         raise Missing(counter.base) from exc
@@ -430,18 +454,47 @@ def _join_shard(
 
 
 def _with_room(
-    client: DynamoDBClient, counter: ShardedCounter, member: capacity.Member, backoff: retry.Backoff
-) -> tuple[list[int], int, int]:
+    counter: ShardedCounter, member: capacity.Member, backoff: retry.Backoff
+) -> _core.Steps[tuple[list[int], int, int]]:
     """One read of every shard and of the member's key: the shards with room, and the counts
     and limits added up. Raises :class:`turnstile_ddb.capacity.AlreadyMember` when the member
     exists."""
-    items, (found,) = _read_with(client, counter, backoff, [dict(member.key)])
+    items, (found,) = yield from read_with_protocol(counter, backoff, [dict(member.key)])
     if found is not None:
         raise capacity.AlreadyMember(found)
     counts = [int(item.get(counter.count_attr, 0)) for item in items]
     limits = [int(item.get(counter.limit_attr, 0)) for item in items]
     room = [k for k, (count, limit) in enumerate(zip(counts, limits, strict=True)) if count < limit]
     return room, sum(counts), sum(limits)
+
+
+def join_protocol(
+    counter: ShardedCounter,
+    member: capacity.Member,
+    options: TakeOptions | None = None,
+    *,
+    transactions: retry.Backoff | None = None,
+    also: Sequence[dict[str, Any]] = (),
+) -> _core.Steps[int]:
+    """:func:`join`'s protocol."""
+    options = options or TakeOptions()
+    rand = options.rand or random.Random()
+    hints = options.hints if options.hints is not None else Hints()
+    backoff = transactions or options.backoff
+    candidates = [] if hints.sold_out.empty(counter) else [rand.randrange(counter.shards)]
+    count = limit = 0
+    for _ in range(options.rounds + 1):
+        for shard in candidates:
+            if (yield from _join_shard(counter, member, shard, backoff, also)):
+                return shard
+        candidates, count, limit = yield from _with_room(counter, member, options.backoff)
+        hints.sold_out.mark(counter, not candidates)
+        if not candidates:
+            metrics.count("SoldOutRead", pattern=PATTERN)
+            raise Full(count, limit)
+        rand.shuffle(candidates)
+    metrics.count("ShardRaceRefusal", pattern=PATTERN)
+    raise Full(count, limit, raced=True)
 
 
 @_contract.write
@@ -464,24 +517,29 @@ def join(
     :class:`Full` (a read showed every shard full, or ``raced``: every shard with room was taken
     meanwhile, ``rounds`` times), and :class:`turnstile_ddb.transact.Cancelled` unchanged when
     one of the caller's ``also`` elements failed."""
+    steps = join_protocol(counter, member, options, transactions=transactions, also=also)
+    return _core.run(client, steps)
+
+
+def leave_protocol(
+    counter: ShardedCounter,
+    member: capacity.Member,
+    options: TakeOptions | None = None,
+    *,
+    transactions: retry.Backoff | None = None,
+) -> _core.Steps[int]:
+    """:func:`leave`'s protocol."""
     options = options or TakeOptions()
-    rand = options.rand or random.Random()
-    hints = options.hints if options.hints is not None else Hints()
-    backoff = transactions or options.backoff
-    candidates = [] if hints.sold_out.empty(counter) else [rand.randrange(counter.shards)]
-    count = limit = 0
-    for _ in range(options.rounds + 1):
-        for shard in candidates:
-            if _join_shard(client, counter, member, shard, backoff, also):
-                return shard
-        candidates, count, limit = _with_room(client, counter, member, options.backoff)
-        hints.sold_out.mark(counter, not candidates)
-        if not candidates:
-            metrics.count("SoldOutRead", pattern=PATTERN)
-            raise Full(count, limit)
-        rand.shuffle(candidates)
-    metrics.count("ShardRaceRefusal", pattern=PATTERN)
-    raise Full(count, limit, raced=True)
+    item = yield from versioned.read_protocol(member.table, member.key, options.backoff)
+    if item is None:
+        raise capacity.NotMember()
+    shard = int(item[counter.shard_attr])
+    yield from capacity.leave_protocol(
+        counter.capacity_row(shard), member, backoff=transactions or options.backoff
+    )
+    if options.hints is not None:
+        options.hints.restocked(counter)
+    return shard
 
 
 @_contract.write
@@ -498,17 +556,8 @@ def leave(
     shard. The hints forget the counter (it has room again). Raises
     :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile) and
     :class:`turnstile_ddb.capacity.NoCounter`."""
-    options = options or TakeOptions()
-    item = versioned.read(client, member.table, member.key, options.backoff)
-    if item is None:
-        raise capacity.NotMember()
-    shard = int(item[counter.shard_attr])
-    capacity.leave(
-        client, counter.capacity_row(shard), member, backoff=transactions or options.backoff
-    )
-    if options.hints is not None:
-        options.hints.restocked(counter)
-    return shard
+    steps = leave_protocol(counter, member, options, transactions=transactions)
+    return _core.run(client, steps)
 
 
 def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str, Any]]:
@@ -521,6 +570,55 @@ def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str,
         values[f":s{i}"] = codec.encode(value)
         sets += f", #s{i} = :s{i}"
     return names, sets, values
+
+
+def set_total_protocol(
+    counter: ShardedCounter,
+    total: int,
+    *,
+    backoff: retry.Backoff = _BACKOFF,
+    also: Callable[[], Sequence[dict[str, Any]]] = lambda: (),
+    stamp: dict[str, Any] | None = None,
+    attempts: int = 8,
+    hints: Hints | None = None,
+) -> _core.Steps[list[int]]:
+    """:func:`set_total`'s protocol."""
+    _checks.at_least("set_total", "attempts", attempts, 1)
+    target = split(total, counter.shards)
+    names, sets, stamped = _stamp(stamp)
+    last: transact.Cancelled | None = None
+    for attempt in range(1, attempts + 1):
+        seen = yield from read_all_protocol(counter, backoff)
+        elements = [*also()]
+        offset = len(elements)
+        for shard, (before, after) in enumerate(zip(seen, target, strict=True)):
+            elements.append(
+                {
+                    "Update": {
+                        "TableName": counter.table,
+                        "Key": counter.wire_key(shard),
+                        "UpdateExpression": "SET #count = :after" + sets,
+                        "ConditionExpression": "#count = :before",
+                        "ExpressionAttributeNames": {"#count": counter.count_attr, **names},
+                        "ExpressionAttributeValues": {
+                            **codec.values(before=before, after=after),
+                            **stamped,
+                        },
+                    }
+                }
+            )
+        try:
+            yield from transact.transact_write_protocol(elements, backoff=backoff)
+            if hints is not None:
+                hints.restocked(counter, total)
+            return target
+        except transact.Cancelled as exc:
+            if any(exc.failed_at(i) for i in range(offset)):
+                raise
+            metrics.count("ShardConflict", pattern=PATTERN)
+            last = exc
+            yield from retry.pause(backoff, attempt)
+    raise errors.LostEveryRace(attempts, "sales kept changing the shards", last)
 
 
 @_contract.write
@@ -542,47 +640,13 @@ def set_total(
     :class:`turnstile_ddb.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
     attributes are set on every shard in the same transaction (a catalogue version, say).
     ``hints``: the caller's :class:`Hints`, told the new total (:meth:`Hints.restocked`)."""
-    _checks.at_least("set_total", "attempts", attempts, 1)
-    target = split(total, counter.shards)
-    names, sets, stamped = _stamp(stamp)
-    last: transact.Cancelled | None = None
-    for attempt in range(1, attempts + 1):
-        seen = read_all(client, counter, backoff)
-        elements = [*also()]
-        offset = len(elements)
-        for shard, (before, after) in enumerate(zip(seen, target, strict=True)):
-            elements.append(
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "SET #count = :after" + sets,
-                        "ConditionExpression": "#count = :before",
-                        "ExpressionAttributeNames": {"#count": counter.count_attr, **names},
-                        "ExpressionAttributeValues": {
-                            **codec.values(before=before, after=after),
-                            **stamped,
-                        },
-                    }
-                }
-            )
-        try:
-            transact.transact_write(client, elements, backoff=backoff)
-            if hints is not None:
-                hints.restocked(counter, total)
-            return target
-        except transact.Cancelled as exc:
-            if any(exc.failed_at(i) for i in range(offset)):
-                raise
-            metrics.count("ShardConflict", pattern=PATTERN)
-            last = exc
-            backoff.pause(attempt)
-    raise errors.LostEveryRace(attempts, "sales kept changing the shards", last)
+    steps = set_total_protocol(
+        counter, total, backoff=backoff, also=also, stamp=stamp, attempts=attempts, hints=hints
+    )
+    return _core.run(client, steps)
 
 
-@_contract.write
-def add(
-    client: DynamoDBClient,
+def add_protocol(
     counter: ShardedCounter,
     units: int,
     *,
@@ -591,12 +655,8 @@ def add(
     stamp: dict[str, Any] | None = None,
     increments: Sequence[str] = (),
     hints: Hints | None = None,
-) -> None:
-    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
-    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
-    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
-    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
-    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
+) -> _core.Steps[None]:
+    """:func:`add`'s protocol."""
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
@@ -625,9 +685,38 @@ def add(
                 }
             }
         )
-    transact.transact_write(client, elements, backoff=backoff)
+    yield from transact.transact_write_protocol(elements, backoff=backoff)
     if hints is not None:
         hints.restocked(counter)
+
+
+@_contract.write
+def add(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    units: int,
+    *,
+    backoff: retry.Backoff = _BACKOFF,
+    also: Sequence[dict[str, Any]] = (),
+    stamp: dict[str, Any] | None = None,
+    increments: Sequence[str] = (),
+    hints: Hints | None = None,
+) -> None:
+    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
+    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
+    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
+    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
+    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
+    steps = add_protocol(
+        counter,
+        units,
+        backoff=backoff,
+        also=also,
+        stamp=stamp,
+        increments=increments,
+        hints=hints,
+    )
+    _core.run(client, steps)
 
 
 # Names of 0.3 that leave the public surface: each still answers, with a deprecation warning.

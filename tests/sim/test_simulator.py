@@ -17,7 +17,16 @@ from sim.ddb import Faults, moto_dynamodb
 from sim.model import Model
 from sim.run import Config, default_sizes, describe, repro, run_seed, shrink
 from sim.workloads import INVENTORY_TABLE, PRODUCTS_TABLE
-from turnstile_ddb import _lease_item, codec, lease, lease_queue, sharded, transact, versioned
+from turnstile_ddb import (
+    _core,
+    _lease_item,
+    codec,
+    lease,
+    lease_queue,
+    sharded,
+    transact,
+    versioned,
+)
 
 # The in-suite seed budget, fixed: CHUNKS tests of SEEDS_PER_CHUNK seeds each (every workload),
 # about 30 s on a quiet 2-core machine (make sim SEEDS=N runs more).
@@ -307,32 +316,38 @@ def test_a_take_without_its_per_shard_condition_is_caught(monkeypatch):
     transaction over several shards alike: takes on a shard that holds too little (a stale hint,
     a race) drive it below zero."""
 
-    def unguarded_one(client, counter, shard, quantity):
-        response = client.update_item(
-            TableName=counter.table,
-            Key=counter.wire_key(shard),
-            UpdateExpression="SET #count = #count - :q",
-            ConditionExpression="attribute_exists(#pk)",
-            ExpressionAttributeNames={"#pk": counter.key_attr, "#count": counter.count_attr},
-            ExpressionAttributeValues=codec.values(q=quantity),
-            ReturnValues="ALL_NEW",
+    # (the take's protocol builds its requests with these two; the driver sends them)
+    def unguarded_one(counter, shard, quantity):
+        return _core.Call(
+            "update_item",
+            dict(
+                TableName=counter.table,
+                Key=counter.wire_key(shard),
+                UpdateExpression="SET #count = #count - :q",
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={"#pk": counter.key_attr, "#count": counter.count_attr},
+                ExpressionAttributeValues=codec.values(q=quantity),
+                ReturnValues="ALL_NEW",
+            ),
         )
-        return codec.decode_item(response["Attributes"]) or {}
 
-    def unguarded(client, counter, takes):
-        client.transact_write_items(
-            TransactItems=[
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "SET #count = #count - :take",
-                        "ExpressionAttributeNames": {"#count": counter.count_attr},
-                        "ExpressionAttributeValues": codec.values(take=take),
+    def unguarded(counter, takes):
+        return _core.Call(
+            "transact_write_items",
+            dict(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": counter.table,
+                            "Key": counter.wire_key(shard),
+                            "UpdateExpression": "SET #count = #count - :take",
+                            "ExpressionAttributeNames": {"#count": counter.count_attr},
+                            "ExpressionAttributeValues": codec.values(take=take),
+                        }
                     }
-                }
-                for shard, take in takes.items()
-            ],
+                    for shard, take in takes.items()
+                ],
+            ),
         )
 
     monkeypatch.setattr(sharded, "_decrement", unguarded_one)

@@ -233,6 +233,20 @@ async def async_places_api(client: Any, backoff: retry.Backoff) -> None:
         assert_type(store.complete_op(begun, {"status": 201}), dict[str, Any])
 
 
+async def async_sharded_api(client: Any, backoff: retry.Backoff) -> None:
+    """turnstile_ddb.aio.sharded infers what the sync functions do, awaited."""
+    counter = sharded.ShardedCounter(table="t", key_attr="id", base="p", shards=4, count_attr="n")
+    member = capacity.Member(table="t", key={"id": "m"})
+    options = sharded.TakeOptions(backoff=backoff, hints=sharded.Hints())
+    assert_type(await aio.sharded.take(client, counter, 1, options), sharded.Taken)
+    assert_type(await aio.sharded.read_all(client, counter), list[int])
+    assert_type(await aio.sharded.read_items(client, counter, backoff), list[dict[str, Any]])
+    assert_type(await aio.sharded.add(client, counter, 5, backoff=backoff), None)
+    assert_type(await aio.sharded.set_total(client, counter, 5, attempts=2), list[int])
+    assert_type(await aio.sharded.join(client, counter, member, options), int)
+    assert_type(await aio.sharded.leave(client, counter, member, options), int)
+
+
 async def async_lease_api(client: Any, waits: retry.Backoff) -> None:
     """turnstile_ddb.aio.lease infers what the sync Leases do, awaited; hold is async with."""
     leases = aio.lease.Leases(client=client, table="leases")

@@ -15,13 +15,15 @@ Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 - ``aio.lease``: ``Leases`` (``acquire``, ``acquire_wait``, ``renew``, ``release``,
   ``transact``, ``guard``, ``async with leases.hold(...)``) and ``fenced_update``;
 - ``aio.retry``: ``call`` (``operation`` returns an awaitable);
+- ``aio.sharded``: ``take``, ``add``, ``set_total``, ``read_items``, ``read_all``, ``join``,
+  ``leave`` (a read of more than 100 shards sends its pages at once);
 - ``aio.slots``: ``create``, ``book``, ``book_any``, ``release``;
 - ``aio.transact``: ``transact_write``;
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
 Not here yet (use the synchronous modules, from a thread if need be): ``lease_queue``,
-``claims``, ``sharded``.
+``claims``.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -35,6 +37,7 @@ from turnstile_ddb.aio import (
     idempotency,
     lease,
     retry,
+    sharded,
     slots,
     transact,
     versioned,
@@ -46,6 +49,7 @@ __all__ = [
     "idempotency",
     "lease",
     "retry",
+    "sharded",
     "slots",
     "transact",
     "versioned",
