@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "functions"))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
 from chaos.checkers import Report
-from sim import edges, keyed, leasing, places, stock
+from sim import counters, edges, keyed, leasing, places, stock
 
 Run = Callable[[int, str], tuple[str, Report]]
 # Each workload's one-seed run: (seed, driver) -> (history, report).
@@ -36,6 +36,7 @@ WORKLOADS: dict[str, Run] = {
     "leasing": leasing.run,
     "keyed": keyed.run,
     "edges": edges.run,
+    "counters": counters.run,
 }
 DRIVERS = ("sync", "async")
 

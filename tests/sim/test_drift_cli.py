@@ -17,7 +17,7 @@ def test_every_drift_workload_is_clean_and_agrees_through_both_drivers(capsys):
     assert drift.main(["--seeds", "2"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith(
-        "stock, places, leasing, keyed, edges through sync and async: 0 violations, 0 drifts"
+        "stock, places, leasing, keyed, edges, counters through sync and async: 0 violations, 0 drifts"
     )
 
 
