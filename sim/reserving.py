@@ -11,8 +11,9 @@ protocol with the synchronous driver, ``async-in-order`` the synchronous front d
 asyncio driver (tests/sim/test_reserving_drivers_agree.py).
 
 Judged by the table and the history: every acknowledged reservation holds exactly the units it
-asked for, no unit is in two acknowledged sales, every acknowledged sale's units are sold to it,
-and every sold unit belongs to a sale that was acknowledged or whose outcome is unknown.
+asked for, a confirm answered while its hold was still live (by more than any clock skew) is
+never refused, no unit is in two acknowledged sales, every acknowledged sale's units are sold to
+it, and every sold unit belongs to a sale that was acknowledged or whose outcome is unknown.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ DRIVERS = ("sync", "async", "sync-ahead", "async-in-order")
 # other requests (in the simulator they then run one after another, each handing the baton),
 # so a seed with such a crash gives two histories by design, not by drift.
 NO_CRASH = Faults(crash=0.0)
+SKEW_MS = 1_000  # more than the clients' clocks differ (sim.run: at most 0.2 s each way)
 
 
 def create_units(client: Any, units: claims.UnitTable, pools: Sequence[str], each: int) -> None:
@@ -109,17 +111,17 @@ class Reserving:
         then = "confirm" if roll < 0.5 else "release" if roll < 0.8 else "lapse"
         return arguments, then
 
-    def _settle(self, task: Task, then: str, claimed: claims.Claimed) -> tuple[Any, dict[str, Any]]:
+    def _settle(
+        self, task: Task, then: str, claimed: claims.Claimed, until_ms: int
+    ) -> tuple[Any, dict[str, Any]]:
+        """After a while (some holds lapse meanwhile): the call settling ``claimed`` and its
+        arguments."""
+        task.sleep(task.rng.uniform(0, 7))
         keys, backoff = claimed.keys, task.backoff(attempts=4)
-        if then == "confirm":
-            now_ms = int(task.clock() * 1000)
-            return claims.confirm, {
-                "keys": keys,
-                "holder": claimed.holder,
-                "now_ms": now_ms,
-                "backoff": backoff,
-            }
+        now_ms = int(task.clock() * 1000)
         kwargs = {"keys": keys, "holder": claimed.holder, "backoff": backoff}
+        if then == "confirm":
+            return claims.confirm, {**kwargs, "now_ms": now_ms}
         return claims.release, {**kwargs, "rand": task.rng.random}
 
     def _run(self, recorder: Recorder, task: Task, client: Any) -> None:
@@ -136,8 +138,11 @@ class Reserving:
                 continue
             _complete(recorder, op, None, claimed)
             if then != "lapse":
-                settle, kwargs = self._settle(task, then, claimed)
-                op = recorder.invoke(PATTERN, task.name, then, holder=claimed.holder)
+                until_ms = arguments["until_ms"]
+                settle, kwargs = self._settle(task, then, claimed, until_ms)
+                op = recorder.invoke(
+                    PATTERN, task.name, then, holder=claimed.holder, until=until_ms
+                )
                 try:
                     settle(client, UNITS, **kwargs)
                 except BaseException as exc:  # noqa: BLE001 - recorded, Crashed raised again
@@ -159,8 +164,11 @@ class Reserving:
                 continue
             _complete(recorder, op, None, claimed)
             if then != "lapse":
-                settle, kwargs = self._settle(task, then, claimed)
-                op = recorder.invoke(PATTERN, task.name, then, holder=claimed.holder)
+                until_ms = arguments["until_ms"]
+                settle, kwargs = self._settle(task, then, claimed, until_ms)
+                op = recorder.invoke(
+                    PATTERN, task.name, then, holder=claimed.holder, until=until_ms
+                )
                 try:
                     await getattr(aio.claims, settle.__name__)(client, UNITS, **kwargs)
                 except BaseException as exc:  # noqa: BLE001 - recorded, Crashed raised again
@@ -195,6 +203,12 @@ class Reserving:
                     PATTERN,
                     "a sale's units stay sold to it",
                     f"{unit} {row}",
+                )
+        for op in mine:
+            live = op.f == "confirm" and op.completed_ms + SKEW_MS < op.args["until"]
+            if live and op.type == FAIL:
+                report.expect(
+                    op.value != {"error": "HoldLost"}, PATTERN, "a live hold is sold", f"{op}"
                 )
         unknown = {op.args["holder"] for op in mine if op.f == "confirm" and op.type == UNKNOWN}
         for unit, row in units.items():

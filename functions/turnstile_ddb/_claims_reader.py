@@ -116,7 +116,9 @@ class _PoolRead:
     plan: _Plan
     read: _Read
     last: bool
-    ahead: Any = None  # the first page's answer when it was read ahead (a response or an error)
+    # The answers of the ranges' first pages that were read ahead, by range (a response or
+    # the error): none unless the pool was read ahead.
+    ahead: dict[int, Any] = field(default_factory=dict)
     span: int = 0
     start: Key | None = None
     pages: int = 0
@@ -137,11 +139,12 @@ class _PoolRead:
                 if pivot is not None:
                     reader.hints.seen(pool, self.shown == 0, self.shown)
                 return None
-        if self.pages == reader.options.pages_per_pool:
+        ahead = self.ahead.pop(self.span, None) if self.start is None else None
+        # a page read ahead was sent already; the ones still unread count as sent
+        if ahead is None and self.pages + len(self.ahead) >= reader.options.pages_per_pool:
             self.read.cut = self.done = True  # more to read, beyond the bound
             return None
         self.pages += 1
-        ahead, self.ahead = self.ahead, None
         response = yield from reader._query(
             pool, ranges[self.span], limit, self.start, self.last, ahead
         )
@@ -270,7 +273,12 @@ class _Reader:
         return page[offset:] + page[:offset]
 
     def _run(
-        self, pool: str, n: int, read: _Read, last: bool, ahead: tuple[_Plan, Any] | None = None
+        self,
+        pool: str,
+        n: int,
+        read: _Read,
+        last: bool,
+        ahead: tuple[_Plan, dict[int, Any]] | None = None,
     ) -> _core.Steps[list[Key]]:
         """Up to ``n`` units of ``pool`` not in ``read.avoid`` (which then holds them too), read
         from the first ``n + _SPREAD`` such units at a random start; every eligible unit read is
@@ -284,13 +292,11 @@ class _Reader:
         units to skip it may meet again): concurrent requests start at different places and
         meet different runs of units, and no request reads more than it takes. Either way at
         most ``pages_per_pool`` Queries: a read that would need more stops there and says so on
-        ``read`` (``cut``: the pool was not read to its end). ``ahead``: the plan and first
-        page's answer of a pool read ahead."""
+        ``read`` (``cut``: the pool was not read to its end). ``ahead``: the plan of a pool read
+        ahead and the answers of its ranges' first pages."""
         eligible = self.options.eligible
         want = n + _SPREAD
-        plan, first = (
-            ahead if ahead is not None else (self._plan(pool, want, len(read.avoid)), None)
-        )
+        plan, first = ahead if ahead is not None else (self._plan(pool, want, len(read.avoid)), {})
         reading = _PoolRead(self, pool, plan, read, last, first)
         got: list[Key] = []
         mine: set[tuple[Any, ...]] = set()  # a unit can show twice (a release moved it)
@@ -320,19 +326,24 @@ class _Reader:
 
     def _read_ahead(
         self, pools: Sequence[str], n: int, read: _Read
-    ) -> _core.Steps[dict[str, tuple[_Plan, Any]]]:
-        """The plan of each of ``pools`` and its first page's answer (a response or the error),
-        asked for in ONE :class:`~turnstile_ddb._core.Gather`."""
-        plans = [self._plan(pool, n + _SPREAD, len(read.avoid)) for pool in pools]
-        calls = tuple(
-            _core.Call("query", self._request(pool, plan[2][0], plan[0], None))
-            for pool, plan in zip(pools, plans, strict=True)
-        )
-        answers: list[Any] = yield _core.Gather(calls)
+    ) -> _core.Steps[dict[str, tuple[_Plan, dict[int, Any]]]]:
+        """The plan of each of ``pools`` and the answers of its ranges' first pages (a response
+        or the error; within ``pages_per_pool``), asked for in ONE
+        :class:`~turnstile_ddb._core.Gather`."""
+        plans = {pool: self._plan(pool, n + _SPREAD, len(read.avoid)) for pool in pools}
+        wanted = [
+            (pool, index, self._request(pool, span, plan[0], None))
+            for pool, plan in plans.items()
+            for index, span in enumerate(plan[2][: self.options.pages_per_pool])
+        ]
+        answers: list[Any] = yield _core.Gather(tuple(_core.Call("query", r) for *_, r in wanted))
         self.cost.queries += sum(not isinstance(answer, BaseException) for answer in answers)
-        return {
-            pool: (plan, answer) for pool, plan, answer in zip(pools, plans, answers, strict=True)
+        ahead: dict[str, tuple[_Plan, dict[int, Any]]] = {
+            p: (plan, {}) for p, plan in plans.items()
         }
+        for (pool, index, _), answer in zip(wanted, answers, strict=True):
+            ahead[pool][1][index] = answer
+        return ahead
 
     def pick(self, n: int, skip: Sequence[Key] = ()) -> _core.Steps[_Picked]:
         """``n`` claimable units not in ``skip``: a run from the first pool (in
@@ -353,7 +364,7 @@ class _Reader:
         gathered: list[Key] = []
         deferred: list[str] = []
         order = self.hints.order(self.pools, self.options.rand)
-        ahead: dict[str, tuple[_Plan, Any]] = {}
+        ahead: dict[str, tuple[_Plan, dict[int, Any]]] = {}
         for index, pool in enumerate(order):
             if self.read_ahead and index == 1:
                 ahead = yield from self._read_ahead(order[1:], n, read)

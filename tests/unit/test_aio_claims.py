@@ -16,7 +16,7 @@ import pytest
 from sim.ddb import Awaited, moto_dynamodb
 from sim.reserving import create_units
 from tests.unit.test_aio_front_doors import outcome, parameters
-from turnstile_ddb import aio, claims, retry
+from turnstile_ddb import _core, aio, claims, retry
 
 UNITS = claims.UnitTable("units", "claimable", ("sku", "sk"))
 POOLS = ["s#0", "s#1", "s#2", "s#3"]
@@ -108,3 +108,63 @@ def test_both_claims_front_doors_answer_and_raise_alike(units, name, each, primi
     by_async = outcome(lambda: asyncio.run(coroutine(Awaited(client), UNITS, **arguments)))
     assert by_async == by_sync
     assert sorted(map(str, client.scan(TableName="units")["Items"])) == table_after_sync
+
+
+def effects_of(client: Any, read_ahead: bool, pages_per_pool: int = 4) -> list[Any]:
+    """The effects one reservation of 3 units yields (its protocol driven by the sync driver)."""
+    arguments = reserve_args(3)
+    options = claims.ReserveOptions(backoff=NOWAIT, rand=lambda: 0.5, pages_per_pool=pages_per_pool)
+    hold = claims._Hold(arguments["holder"], NOW_MS, NOW_MS + 60_000, None)
+    steps = claims.reserve_protocol(UNITS, POOLS, 3, hold, options, read_ahead=read_ahead)
+    seen: list[Any] = []
+
+    def recording() -> _core.Steps[Any]:
+        answer, failure = None, None
+        while True:
+            try:
+                effect = steps.send(answer) if failure is None else steps.throw(failure)
+            except StopIteration as stop:
+                return stop.value
+            seen.append(effect)
+            answer, failure = None, None
+            try:
+                answer = yield effect
+            except Exception as exc:  # noqa: BLE001 - handed back to the protocol
+                failure = exc
+
+    _core.run(client, recording())
+    return seen
+
+
+def queries(effects: list[Any]) -> list[Any]:
+    calls = [c for e in effects for c in (e.calls if isinstance(e, _core.Gather) else [e])]
+    return [c.params for c in calls if isinstance(c, _core.Call) and c.operation == "query"]
+
+
+def test_the_async_protocol_reads_the_other_pools_ahead_in_one_gather(units):
+    # Given four pools of two units, none of which shows the three units wanted
+    by_sync = effects_of(units(2), read_ahead=False)
+    by_async = effects_of(units(2), read_ahead=True)
+    # Then the sync protocol reads pool after pool, range after range (no Gather), and the
+    # async one reads the first pool, then both ranges of the three others in ONE Gather
+    assert not any(isinstance(e, _core.Gather) for e in by_sync)
+    (gather,) = [e for e in by_async if isinstance(e, _core.Gather)]
+    assert len(gather.calls) == 3 * 2
+
+    # and both ask for the same ranges (each pool read whole either way; the page Limits
+    # differ, a read ahead not knowing what the pools before it showed)
+    def ranges(effects: list[Any]) -> list[str]:
+        return sorted(str({**q, "Limit": None}) for q in queries(effects))
+
+    assert ranges(by_async) == ranges(by_sync)
+    assert len(queries(by_sync)) == 4 * 2
+
+
+def test_reading_ahead_stays_within_the_pages_per_pool_bound(units):
+    # Given reads bounded to one Query per pool
+    by_async = effects_of(units(2), read_ahead=True, pages_per_pool=1)
+    # Then the Gather asks for one page of each other pool, not one per range
+    (gather,) = [e for e in by_async if isinstance(e, _core.Gather)]
+    assert len(gather.calls) == 3
+    pools = [q["ExpressionAttributeValues"][":pool"]["S"] for q in queries(by_async)]
+    assert all(pools.count(pool) <= 1 for pool in POOLS)
