@@ -17,6 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 from bench import (  # noqa: E402
+    async_reservation,
     coldstart,
     cost,
     hot,
@@ -144,7 +145,19 @@ def main(argv: list[str] | None = None) -> int:
             run_memory(db, loaded, args.record_memory)
         if not only or "cost" in only:
             run_cost(db, loaded)
+        if not only or "async-reservation" in only:
+            run_async_reservation(db)
     return 0
+
+
+def run_async_reservation(db: DynamoDBLocal) -> None:
+    """The sync and asyncio reservations side by side (``bench.async_reservation``)."""
+    print("\n## async-reservation (3 units over 8 pools, sync and async alternating)", flush=True)
+    result = async_reservation.run(db.client(config=retry.client_config()), db.endpoint)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "async_reservation.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\n{async_reservation.summary(result, markdown)}")
+    print(f"\n(written: {RESULTS / 'async_reservation.json'})")
 
 
 def run_memory(db: DynamoDBLocal, loaded: dict[str, Any], record: bool) -> None:

@@ -324,10 +324,12 @@ def run_alone(
     check: Callable[[Recorder, Stats, Model], Report],
     *,
     clients: int = 4,
+    faults: Faults | None = None,
 ) -> tuple[str, Report]:
     """One seed of one driver-parameterised workload on its own (the drift workloads: stock,
-    places, leasing): ``clients`` of its bodies under the seeded scheduler, checked by ``check``,
-    plus "no unexpected exception" and "finished"; returns the rendered history and the report."""
+    places, leasing, reserving): ``clients`` of its bodies under the seeded scheduler, with
+    ``faults`` (the default ones if None), checked by ``check``, plus "no unexpected exception"
+    and "finished"; returns the rendered history and the report."""
     scheduler = Scheduler(seed)
     recorder = Recorder(scheduler)
     stats = Stats()
@@ -335,7 +337,7 @@ def run_alone(
     with seeded_ids(seed):
         workload.setup(real)
         for i in range(clients):
-            client = SimClient(real, scheduler, Faults(), stats)
+            client = SimClient(real, scheduler, faults or Faults(), stats)
             skew = round(scheduler.rng.uniform(-0.2, 0.2), 6)
             scheduler.spawn(f"{name}{i}", workload.body(recorder, client), skew=skew)
         finished = scheduler.run()

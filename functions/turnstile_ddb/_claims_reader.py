@@ -2,19 +2,27 @@
 claimable-at index that find a run of claimable units, as :mod:`turnstile_ddb.claims`'s
 docstring describes them.
 
+Written as protocol steps (:mod:`turnstile_ddb._core`): every Query is yielded, never sent
+here, so both front doors read the same way. A reader made with ``read_ahead`` (the asyncio
+front door's) asks for the first page of every pool after the first one in ONE
+:class:`~turnstile_ddb._core.Gather` when the first pool did not show enough: the async driver
+sends them at once (one round trip instead of one per pool), the sync one would send them in
+order. Without it (the synchronous front door's) the pools are read one after another and a
+pool after the one that showed enough is never read, as before the port.
+
 Private, and silent: it counts no metric (its caller, :mod:`turnstile_ddb.claims`, declares and
 counts every one, from what a read returns: :class:`_Picked`, and the pools it failed over from).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from turnstile_ddb import codec, errors, retry
+from turnstile_ddb import _core, codec, errors, retry
 from turnstile_ddb._claims_hints import PoolHints, ReserveOptions
 from turnstile_ddb._claims_results import _Cost
 from turnstile_ddb._claims_units import (
@@ -28,9 +36,6 @@ from turnstile_ddb._claims_units import (
     new_claimable_at,
 )
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
-
 
 class _Throttled(errors.Retryable):
     """A pool's key answered with a throttle: fail over to another pool instead of waiting."""
@@ -40,22 +45,39 @@ class _Throttled(errors.Retryable):
         self.cause = cause
 
 
+def _as_failover(exc: BaseException, throttled: Callable[[], None]) -> BaseException:
+    """``exc`` as a request's answer where a throttle fails over: a throttle becomes
+    :class:`_Throttled` (after telling ``throttled``), anything else stays what it was."""
+    if isinstance(exc, ClientError) and retry.is_throttle(exc):
+        throttled()
+        failover = _Throttled(exc)
+        failover.__cause__ = exc
+        return failover
+    return exc
+
+
 def _failover_on_throttle(
-    send: Callable[[], Any], throttled: Callable[[], None] = lambda: None
-) -> Callable[[], Any]:
-    """``send`` for :func:`turnstile_ddb.retry.call` that lets a throttle out as :class:`_Throttled`
-    (``retry.call`` would wait and resend to the same hot key), after telling ``throttled``."""
-
-    def once() -> Any:
+    steps: _core.Steps[Any],
+    throttled: Callable[[], None] = lambda: None,
+    sent: Callable[[], None] = lambda: None,
+) -> _core.Steps[Any]:
+    """``steps`` (a :func:`turnstile_ddb.retry.retrying`) with every throttle answer turned into
+    :class:`_Throttled` before it sees it (``retrying`` would wait and resend to the same hot
+    key), after telling ``throttled``; ``sent`` is told of every request it asks for."""
+    answer: Any = None
+    failure: BaseException | None = None
+    while True:
         try:
-            return send()
-        except ClientError as exc:
-            if retry.is_throttle(exc):
-                throttled()
-                raise _Throttled(exc) from exc
-            raise
-
-    return once
+            effect = steps.send(answer) if failure is None else steps.throw(failure)
+        except StopIteration as stop:
+            return stop.value
+        answer, failure = None, None
+        if isinstance(effect, _core.Call):
+            sent()
+        try:
+            answer = yield effect
+        except BaseException as exc:  # noqa: BLE001 - handed on to ``steps``, which decides
+            failure = _as_failover(exc, throttled)
 
 
 @dataclass(frozen=True)
@@ -81,12 +103,66 @@ class _Read:
     cut: bool = False
 
 
+_Plan = tuple[int, int | None, list[tuple[int, int, bool]]]  # page Limit, pivot, ranges
+
+
+@dataclass
+class _PoolRead:
+    """One read of one pool, a page at a time: :meth:`_Reader._run` asks for the next page only
+    while it wants more units (:meth:`_Reader._run`'s docstring says how a pool is read)."""
+
+    reader: _Reader
+    pool: str
+    plan: _Plan
+    read: _Read
+    last: bool
+    # The answers of the ranges' first pages that were read ahead, by range (a response or
+    # the error): none unless the pool was read ahead.
+    ahead: dict[int, Any] = field(default_factory=dict)
+    span: int = 0
+    start: Key | None = None
+    pages: int = 0
+    shown: int = 0
+    done: bool = False
+
+    def next_page(self) -> _core.Steps[list[Key] | None]:
+        """The next page's units (perhaps none), or None: the pool was read to its end, or up to
+        its bound (``read.cut``)."""
+        reader, pool = self.reader, self.pool
+        limit, pivot, ranges = self.plan
+        if self.done:
+            return None
+        if self.pages and not self.start:  # the current range was read to its end
+            self.span, self.start = self.span + 1, None
+            if self.span == len(ranges):
+                self.done = True
+                if pivot is not None:
+                    reader.hints.seen(pool, self.shown == 0, self.shown)
+                return None
+        ahead = self.ahead.pop(self.span, None) if self.start is None else None
+        # a page read ahead was sent already; the ones still unread count as sent
+        if ahead is None and self.pages + len(self.ahead) >= reader.options.pages_per_pool:
+            self.read.cut = self.done = True  # more to read, beyond the bound
+            return None
+        self.pages += 1
+        response = yield from reader._query(
+            pool, ranges[self.span], limit, self.start, self.last, ahead
+        )
+        page = [reader.units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]]
+        self.shown += len(page)
+        self.start = response.get("LastEvaluatedKey")
+        if pivot is None:
+            page = reader._whole_range_page(pool, page, self.shown, done=self.start is None)
+        elif page:
+            reader.hints.seen(pool, False, self.shown if self.shown >= _SPARSE else None)
+        return reader._from(pool, page)
+
+
 @dataclass
 class _Reader:
     """Reads the pools for :func:`reserve`: ``pick(n)`` finds ``n`` claimable units, as one run
     from one pool where a pool shows ``n``, else from several pools."""
 
-    client: DynamoDBClient
     units: UnitTable
     pools: Sequence[str]
     now_ms: int
@@ -97,6 +173,9 @@ class _Reader:
     # it and marks the pool (this module counts nothing: its caller declares every metric).
     failed_over: Callable[[str], None]
     pool_of: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    # The asyncio front door's: after a first pool short of ``n``, the first pages of the other
+    # pools are asked for at once, in one Gather (see the module's docstring).
+    read_ahead: bool = False
 
     def _from(self, pool: str, keys: list[Key]) -> list[Key]:
         """``keys`` (of ``pool``), remembered as that pool's."""
@@ -124,11 +203,10 @@ class _Reader:
         keys = [dict(key) for key in guess(pool, n)]
         return self._from(pool, keys) if len(keys) == n else None
 
-    def _query(
-        self, pool: str, span: tuple[int, int, bool], limit: int, start: Key | None, last: bool
+    def _request(
+        self, pool: str, span: tuple[int, int, bool], limit: int, start: Key | None
     ) -> dict[str, Any]:
-        """One page of ``pool``'s claimable-at range ``span`` (low, high, forward); a throttle
-        raises :class:`_Throttled` unless this is the pool's ``last`` chance."""
+        """The Query of one page of ``pool``'s claimable-at range ``span`` (low, high, forward)."""
         low, high, forward = span
         request: dict[str, Any] = {
             "TableName": self.units.table,
@@ -141,20 +219,37 @@ class _Reader:
         }
         if start is not None:
             request["ExclusiveStartKey"] = start
+        return request
 
-        def send() -> Any:
-            return self.client.query(**request)
-
-        response: dict[str, Any] = retry.call(
-            send if last else _failover_on_throttle(send),
+    def _query(
+        self,
+        pool: str,
+        span: tuple[int, int, bool],
+        limit: int,
+        start: Key | None,
+        last: bool,
+        ahead: Any = None,
+    ) -> _core.Steps[dict[str, Any]]:
+        """One page of ``pool``'s claimable-at range ``span``; a throttle raises
+        :class:`_Throttled` unless this is the pool's ``last`` chance. ``ahead``: this page's
+        answer when it was read ahead (a failure other than a throttle is read again here)."""
+        if isinstance(ahead, BaseException):
+            failure = _as_failover(ahead, lambda: None)
+            if isinstance(failure, _Throttled):
+                raise failure
+        elif ahead is not None:
+            return dict(ahead)  # counted in ``cost.queries`` when it was read
+        steps = retry.retrying(
+            _core.Call("query", self._request(pool, span, limit, start)),
             backoff=self.options.backoff,
             idempotent=True,
             pattern=PATTERN,
         )
+        response: dict[str, Any] = yield from (steps if last else _failover_on_throttle(steps))
         self.cost.queries += 1
         return response
 
-    def _plan(self, pool: str, n: int, skipped: int) -> tuple[int, int | None, list[Any]]:
+    def _plan(self, pool: str, n: int, skipped: int) -> _Plan:
         """How to read ``pool``: the page Limit, the pivot (None: the whole range at once) and
         the claimable-at ranges (low, high, forward) in reading order."""
         # A fixed page smaller than what the read wants is raised to it: at pages_per_pool
@@ -167,43 +262,6 @@ class _Reader:
         ranges = [(pivot, now_ms, True)] + ([(0, pivot - 1, True)] if pivot > 0 else [])
         return fixed or min(100, n + skipped + 2), pivot, ranges
 
-    def _pool(self, pool: str, n: int, read: _Read, last: bool) -> Iterator[Key]:
-        """The claimable units of one pool, in claimable-at order from where the read starts.
-
-        A pool not known to be large (:meth:`PoolHints.is_sparse`) is read in one range
-        ``[0, now]`` from a random end, its first page started at a random place (a whole small
-        pool in one Query: what a refusal costs). Any other pool is read from a random *pivot*:
-        ``[pivot, now]``, then ``[0, pivot)``, in pages of a few more than ``n`` (and the
-        units to skip it may meet again): concurrent requests start at different places and meet
-        different runs of units, and no request reads more than it takes.
-
-        Either way at most ``pages_per_pool`` Queries: a read that would need more stops there
-        and says so on ``read`` (``cut``: the pool was not read to its end)."""
-        limit, pivot, ranges = self._plan(pool, n, len(read.avoid))
-        shown = pages = 0
-        for span in ranges:
-            start: Key | None = None
-            while True:
-                if pages == self.options.pages_per_pool:
-                    read.cut = True  # more to read, beyond the bound
-                    return
-                pages += 1
-                response = self._query(pool, span, limit, start, last)
-                page = [
-                    self.units.key_of(codec.decode_item(raw) or {}) for raw in response["Items"]
-                ]
-                shown += len(page)
-                start = response.get("LastEvaluatedKey")
-                if pivot is None:
-                    page = self._whole_range_page(pool, page, shown, done=start is None)
-                elif page:
-                    self.hints.seen(pool, False, shown if shown >= _SPARSE else None)
-                yield from self._from(pool, page)
-                if not start:
-                    break
-        if pivot is not None:
-            self.hints.seen(pool, shown == 0, shown)
-
     def _whole_range_page(self, pool: str, page: list[Key], shown: int, done: bool) -> list[Key]:
         """A page of a sparse pool's whole-range read, rotated to start at a random place (a run
         from there), after telling the hints what the read has shown so far."""
@@ -214,25 +272,50 @@ class _Reader:
         offset = int(self.options.rand() * len(page)) if page else 0
         return page[offset:] + page[:offset]
 
-    def _run(self, pool: str, n: int, read: _Read, last: bool) -> list[Key]:
+    def _run(
+        self,
+        pool: str,
+        n: int,
+        read: _Read,
+        last: bool,
+        ahead: tuple[_Plan, dict[int, Any]] | None = None,
+    ) -> _core.Steps[list[Key]]:
         """Up to ``n`` units of ``pool`` not in ``read.avoid`` (which then holds them too), read
         from the first ``n + _SPREAD`` such units at a random start; every eligible unit read is
-        added to ``read.shown``, and the ones read but not taken go to the unit cache."""
+        added to ``read.shown``, and the ones read but not taken go to the unit cache.
+
+        How a pool is read (:class:`_PoolRead`, in claimable-at order from where the read
+        starts): a pool not known to be large (:meth:`PoolHints.is_sparse`) in one range
+        ``[0, now]`` from a random end, its first page started at a random place (a whole small
+        pool in one Query: what a refusal costs). Any other pool from a random *pivot*:
+        ``[pivot, now]``, then ``[0, pivot)``, in pages of a few more than it wants (and the
+        units to skip it may meet again): concurrent requests start at different places and
+        meet different runs of units, and no request reads more than it takes. Either way at
+        most ``pages_per_pool`` Queries: a read that would need more stops there and says so on
+        ``read`` (``cut``: the pool was not read to its end). ``ahead``: the plan of a pool read
+        ahead and the answers of its ranges' first pages."""
         eligible = self.options.eligible
+        want = n + _SPREAD
+        plan, first = ahead if ahead is not None else (self._plan(pool, want, len(read.avoid)), {})
+        reading = _PoolRead(self, pool, plan, read, last, first)
         got: list[Key] = []
         mine: set[tuple[Any, ...]] = set()  # a unit can show twice (a release moved it)
         avoid, shown = read.avoid, read.shown
-        for key in self._pool(pool, n + _SPREAD, read, last):
-            identity = _identity(self.units, key)
-            if eligible is not None and not eligible(key):
-                continue
-            shown.add(identity)
-            if identity in avoid or identity in mine:
-                continue
-            mine.add(identity)
-            got.append(key)
-            if len(got) == n + _SPREAD:
+        while len(got) < want:
+            page = yield from reading.next_page()
+            if page is None:
                 break
+            for key in page:
+                identity = _identity(self.units, key)
+                if eligible is not None and not eligible(key):
+                    continue
+                shown.add(identity)
+                if identity in avoid or identity in mine:
+                    continue
+                mine.add(identity)
+                got.append(key)
+                if len(got) == want:
+                    break
         avoid.update(mine)
         if len(got) <= n:
             return got
@@ -241,7 +324,28 @@ class _Reader:
             self.options.unit_cache.learn(self.units, pool, got[:start] + got[start + n :])
         return got[start : start + n]
 
-    def pick(self, n: int, skip: Sequence[Key] = ()) -> _Picked:
+    def _read_ahead(
+        self, pools: Sequence[str], n: int, read: _Read
+    ) -> _core.Steps[dict[str, tuple[_Plan, dict[int, Any]]]]:
+        """The plan of each of ``pools`` and the answers of its ranges' first pages (a response
+        or the error; within ``pages_per_pool``), asked for in ONE
+        :class:`~turnstile_ddb._core.Gather`."""
+        plans = {pool: self._plan(pool, n + _SPREAD, len(read.avoid)) for pool in pools}
+        wanted = [
+            (pool, index, self._request(pool, span, plan[0], None))
+            for pool, plan in plans.items()
+            for index, span in enumerate(plan[2][: self.options.pages_per_pool])
+        ]
+        answers: list[Any] = yield _core.Gather(tuple(_core.Call("query", r) for *_, r in wanted))
+        self.cost.queries += sum(not isinstance(answer, BaseException) for answer in answers)
+        ahead: dict[str, tuple[_Plan, dict[int, Any]]] = {
+            p: (plan, {}) for p, plan in plans.items()
+        }
+        for (pool, index, _), answer in zip(wanted, answers, strict=True):
+            ahead[pool][1][index] = answer
+        return ahead
+
+    def pick(self, n: int, skip: Sequence[Key] = ()) -> _core.Steps[_Picked]:
         """``n`` claimable units not in ``skip``: a run from the first pool (in
         :meth:`PoolHints.order`) that shows ``n``; when none does, after every pool was read to
         its end, whatever they showed together (fewer than ``n`` when there are not enough).
@@ -254,13 +358,18 @@ class _Reader:
         A pool whose key throttles is left for after the others (``PoolFailover``) and then read
         under the usual backoff. Each read of a pool sends at most ``pages_per_pool`` Queries;
         when one stopped there (``cut``), a short answer is not what a read of every pool to its
-        end showed (``showed`` is None)."""
+        end showed (``showed`` is None). With ``read_ahead``, the first pages of the pools after
+        the first are asked for together once the first pool showed fewer than ``n``."""
         read = _Read(avoid={_identity(self.units, key) for key in skip})
         gathered: list[Key] = []
         deferred: list[str] = []
-        for pool in self.hints.order(self.pools, self.options.rand):
+        order = self.hints.order(self.pools, self.options.rand)
+        ahead: dict[str, tuple[_Plan, dict[int, Any]]] = {}
+        for index, pool in enumerate(order):
+            if self.read_ahead and index == 1:
+                ahead = yield from self._read_ahead(order[1:], n, read)
             try:
-                got = self._run(pool, n, read, last=False)
+                got = yield from self._run(pool, n, read, False, ahead.get(pool))
             except _Throttled:
                 self.failed_over(pool)
                 deferred.append(pool)
@@ -269,7 +378,7 @@ class _Reader:
                 return _Picked(got, read.cut)
             gathered += got
         for pool in deferred:
-            got = self._run(pool, n, read, last=True)
+            got = yield from self._run(pool, n, read, last=True)
             if len(got) == n:
                 return _Picked(got, read.cut)
             gathered += got
@@ -278,13 +387,11 @@ class _Reader:
         return _Picked(gathered[:n], read.cut, showed)
 
 
-def _read_now(
-    client: DynamoDBClient, table: str, key: Mapping[str, Any], *, backoff: retry.Backoff
-) -> dict[str, Any] | None:
+def _read_now(table: str, key: Mapping[str, Any], *, backoff: retry.Backoff) -> _core.Steps[Any]:
     """The item at ``key`` (encoded) as it is now: strongly consistent, retried through
     throttles and lost replies (a read is safe to resend). None if there is no such item."""
-    response = retry.call(
-        lambda: client.get_item(TableName=table, Key=dict(key), ConsistentRead=True),
+    response = yield from retry.retrying(
+        _core.Call("get_item", {"TableName": table, "Key": dict(key), "ConsistentRead": True}),
         backoff=backoff,
         idempotent=True,
         pattern=PATTERN,

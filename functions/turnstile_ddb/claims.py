@@ -141,7 +141,17 @@ from typing import TYPE_CHECKING, Any, NoReturn, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from turnstile_ddb import _checks, _contract, codec, deprecation, errors, metrics, retry, transact
+from turnstile_ddb import (
+    _checks,
+    _contract,
+    _core,
+    codec,
+    deprecation,
+    errors,
+    metrics,
+    retry,
+    transact,
+)
 from turnstile_ddb._claims_hints import (
     PoolHints,
     ReserveOptions,
@@ -242,22 +252,33 @@ def confirm(
 ) -> None:
     """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`HoldLost` if any
     unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
+    steps = confirm_protocol(units, keys, holder, now_ms=now_ms, backoff=backoff, token=token)
+    _core.run(client, steps)
+
+
+def confirm_protocol(
+    units: UnitTable,
+    keys: Sequence[Mapping[str, Any]],
+    holder: str,
+    *,
+    now_ms: int,
+    backoff: retry.Backoff,
+    token: str | None = None,
+) -> _core.Steps[None]:
+    """:func:`confirm`'s protocol (:mod:`turnstile_ddb._core`)."""
     if len(keys) > 100:
         raise ValueError("a sale covers at most 100 units (one transaction)")
     items = [_confirm_item(units, key, holder, now_ms) for key in keys]
     try:
-        transact.transact_write(client, items, backoff=backoff, token=token, pattern=PATTERN)
+        yield from transact.transact_write_protocol(
+            items, backoff=backoff, token=token, pattern=PATTERN
+        )
     except transact.Cancelled as exc:
         metrics.count("ConfirmLost", pattern=PATTERN)
         failed = [i for i, reason in enumerate(exc.reasons) if reason.failed]
         raise HoldLost(
             [dict(keys[i]) for i in failed], [exc.reasons[i].item for i in failed]
         ) from exc
-
-
-def _failover_on_throttle(send: Callable[[], Any]) -> Callable[[], Any]:
-    """``send`` letting a throttle out as :class:`_Throttled` (to fail over, not wait), counted."""
-    return _raise_throttled(send, lambda: metrics.count("Throttle", pattern=PATTERN))
 
 
 def _fail_over(hints: PoolHints, pool: str | None, cost: _Cost) -> None:
@@ -291,10 +312,10 @@ def _guessed(reader: _Reader, n: int, cost: _Cost) -> list[Key] | None:
     return keys
 
 
-def _exactly(reader: _Reader, n: int) -> list[Key]:
+def _exactly(reader: _Reader, n: int) -> _core.Steps[list[Key]]:
     """``n`` units from a fresh read that skips nothing, or the exact refusal
     (:class:`NotEnough`; :class:`Unsettled` when a read stopped at its bound)."""
-    picked = reader.pick(n)
+    picked = yield from reader.pick(n)
     if len(picked.keys) < n:
         if picked.cut:
             metrics.count("ClaimReadsBounded", pattern=PATTERN)
@@ -368,17 +389,29 @@ def reserve(
     before it reads again; a replacement read that went through every pool and showed fewer than
     ``quantity`` units, the ones kept included, is the refusal.
     """
+    hold = _Hold(holder, now_ms, until_ms, owner)
+    steps = reserve_protocol(units, pools, quantity, hold, _options_of(options, old))
+    return _core.run(client, steps)
+
+
+def reserve_protocol(
+    units: UnitTable,
+    pools: Sequence[str],
+    quantity: int,
+    holds: _Hold,
+    options: ReserveOptions,
+    *,
+    read_ahead: bool = False,
+) -> _core.Steps[Claimed]:
+    """:func:`reserve`'s protocol (:mod:`turnstile_ddb._core`). ``read_ahead`` (the asyncio
+    front door's): when the first pool shows fewer than wanted, the first pages of the others
+    are asked for together (:mod:`turnstile_ddb._claims_reader`)."""
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
-    chosen = _Reservation.begin(
-        client,
-        units,
-        pools=pools,
-        quantity=quantity,
-        holds=_Hold(holder, now_ms, until_ms, owner),
-        options=_options_of(options, old),
+    chosen = yield from _Reservation.begin(
+        units, pools=pools, quantity=quantity, holds=holds, options=options, read_ahead=read_ahead
     )
-    return chosen.settle()
+    return (yield from chosen.settle())
 
 
 @dataclass(frozen=True)
@@ -398,7 +431,6 @@ class _Reservation:
     taken whole, replacing lost units (:meth:`_replace_lost`, after the wait :func:`_back_off`
     chooses) or failing over from a throttled pool in between."""
 
-    client: DynamoDBClient
     units: UnitTable
     quantity: int
     holds: _Hold
@@ -414,14 +446,14 @@ class _Reservation:
     @classmethod
     def begin(
         cls,
-        client: DynamoDBClient,
         units: UnitTable,
         *,
         pools: Sequence[str],
         quantity: int,
         holds: _Hold,
         options: ReserveOptions,
-    ) -> _Reservation:
+        read_ahead: bool,
+    ) -> _core.Steps[_Reservation]:
         """Read (or remember, or guess) the first candidates."""
         cost = _Cost()
         hints = options.hints if options.hints is not None else PoolHints()
@@ -430,15 +462,13 @@ class _Reservation:
             metrics.count("Throttle", pattern=PATTERN)
             _fail_over(hints, pool, cost)
 
-        reader = _Reader(client, units, pools, holds.now_ms, options, hints, cost, failed_over)
-        chosen = (
-            _remembered(reader, quantity, cost)
-            or _guessed(reader, quantity, cost)
-            or _exactly(reader, quantity)
-        )
+        args = (units, pools, holds.now_ms, options, hints, cost, failed_over)
+        reader = _Reader(*args, read_ahead=read_ahead)
+        chosen = _remembered(reader, quantity, cost) or _guessed(reader, quantity, cost)
+        if not chosen:
+            chosen = yield from _exactly(reader, quantity)
         identities = {_identity(units, key) for key in chosen}
         return cls(
-            client,
             units,
             quantity,
             holds,
@@ -450,29 +480,29 @@ class _Reservation:
             guessed=identities if cost.guessed else set(),
         )
 
-    def settle(self) -> Claimed:
+    def settle(self) -> _core.Steps[Claimed]:
         """Claim rounds until one takes every chosen unit; at most ``options.rounds``."""
         for _ in range(self.options.rounds):
-            if self._lapsed():
+            if (yield from self._lapsed()):
                 metrics.count("ClaimHoldLapsed", pattern=PATTERN)
                 raise ClaimHoldLapsed(self.holds.until_ms, self.cost.transactions)
             name = self.holds.name(self.chosen[0])
-            if self._claim_round(name):
+            if (yield from self._claim_round(name)):
                 claimed = self.cost.claimed(self.chosen, name)
-                if self._lapsed():
-                    self._give_back(claimed)
+                if (yield from self._lapsed()):
+                    yield from self._give_back(claimed)
                 return claimed
         metrics.count("ClaimRoundsExhausted", pattern=PATTERN)
         if self.throttled:
             raise errors.StayedThrottled(self.options.rounds, "the pools' keys", self.last)
         raise errors.LostEveryRace(self.options.rounds, "units kept being taken first", self.last)
 
-    def _lapsed(self) -> bool:
+    def _lapsed(self) -> _core.Steps[bool]:
         """Whether the hold has ended on the caller's clock (never, without one)."""
         clock = self.options.clock_ms
-        return clock is not None and clock() >= self.holds.until_ms
+        return clock is not None and (yield _core.Now(clock)) >= self.holds.until_ms
 
-    def _give_back(self, claimed: Claimed) -> NoReturn:
+    def _give_back(self, claimed: Claimed) -> _core.Steps[NoReturn]:
         """The round that took every unit was answered after the hold's end: give the units
         back and answer :class:`ClaimHoldLapsed` instead of a hold that has already ended.
 
@@ -485,8 +515,7 @@ class _Reservation:
         keys, rounds = claimed.keys, self.cost.transactions
         until = self.holds.until_ms
         try:
-            release(
-                self.client,
+            yield from release_protocol(
                 self.units,
                 keys,
                 holder=claimed.holder,
@@ -497,7 +526,7 @@ class _Reservation:
             raise ClaimHoldLapsed(until, rounds, keys, given_back=False) from exc
         raise ClaimHoldLapsed(until, rounds, keys)
 
-    def _claim_round(self, name: str) -> bool:
+    def _claim_round(self, name: str) -> _core.Steps[bool]:
         """One write claiming every chosen unit for ``name``: True when it took them all; else
         the lost or throttled units are replaced for the next round."""
         items = [
@@ -514,27 +543,29 @@ class _Reservation:
         ]
         self.cost.transactions += 1
         backoff = self.options.backoff
-        sent = backoff.clock()
+        sent = yield _core.Now(backoff.clock)
         try:
             if self.quantity == 1:
-                _claim_one(self.client, items[0]["Update"], name, self.units.holder_attr, backoff)
+                yield from _claim_one(items[0]["Update"], name, self.units.holder_attr, backoff)
             else:
-                transact.transact_write(
-                    self.client, items, backoff=backoff, retry_conflicts=False, pattern=PATTERN
+                yield from transact.transact_write_protocol(
+                    items, backoff=backoff, retry_conflicts=False, pattern=PATTERN
                 )
         except _Throttled as exc:
             self.throttled, self.last = True, exc
             pool = self.reader.pool_of.get(_identity(self.units, self.chosen[0]))
             _fail_over(self.reader.hints, pool, self.cost)
-            self.chosen = _exactly(self.reader, self.quantity)  # the throttled pool now comes last
+            # the throttled pool now comes last
+            self.chosen = yield from _exactly(self.reader, self.quantity)
             return False
         except transact.Cancelled as exc:
             self.last = exc
-            self._replace_lost(exc, backoff.clock() - sent)
+            took = (yield _core.Now(backoff.clock)) - sent
+            yield from self._replace_lost(exc, took)
             return False
         return True
 
-    def _replace_lost(self, exc: transact.Cancelled, took: float) -> None:
+    def _replace_lost(self, exc: transact.Cancelled, took: float) -> _core.Steps[None]:
         """The units someone else took first (``exc``'s reasons) replaced by a fresh read's, or
         the refusal that read amounts to; ``took``: how long the lost write took."""
         taken = [i for i, reason in enumerate(exc.reasons) if reason.code in _TAKEN]
@@ -549,12 +580,12 @@ class _Reservation:
         missed = self._missed_guesses(taken)
         if missed + stale < len(taken):
             # units a read showed were lost: their takers' writes may still be landing
-            _back_off(self.options.backoff, self.options.rand, took)
+            yield from _back_off(self.options.backoff, self.options.rand, took)
         # The read before is stale by now (the units around the lost ones were most likely
         # taken too): replacements come from a fresh read at another pivot.
-        spares = self.reader.pick(len(taken), skip=self.chosen)
+        spares = yield from self.reader.pick(len(taken), skip=self.chosen)
         if len(spares.keys) < len(taken):
-            self._short_replacement(exc, len(taken), spares)
+            yield from self._short_replacement(exc, len(taken), spares)
             return
         for index, spare in zip(taken, spares.keys, strict=True):
             self.chosen[index] = spare
@@ -572,7 +603,9 @@ class _Reservation:
                 self.reader.hints.missed(pool)
         return len(missed)
 
-    def _short_replacement(self, exc: transact.Cancelled, lost: int, found: _Picked) -> None:
+    def _short_replacement(
+        self, exc: transact.Cancelled, lost: int, found: _Picked
+    ) -> _core.Steps[None]:
         """A replacement read found fewer than the ``lost`` units: when it went through every
         pool to its end and, counting the units kept, showed fewer than ``quantity``, it is the
         exact refusal itself (a second full read would only say it again); when it stopped at
@@ -585,14 +618,16 @@ class _Reservation:
             metrics.count("ClaimReadsBounded", pattern=PATTERN)
             got = self.quantity - lost + len(found.keys)
             raise Unsettled(self.quantity, got, self.options.pages_per_pool) from exc
-        self.chosen = _exactly(self.reader, self.quantity)
+        self.chosen = yield from _exactly(self.reader, self.quantity)
 
 
 _TAKEN = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 _BACKOFF_CAP_SECONDS = 1.0
 
 
-def _back_off(backoff: retry.Backoff, rand: Callable[[], float], lost_write: float) -> None:
+def _back_off(
+    backoff: retry.Backoff, rand: Callable[[], float], lost_write: float
+) -> _core.Steps[None]:
     """After a lost round, wait the time the lost write took plus a random part (jitter) of it
     again, at most :data:`_BACKOFF_CAP_SECONDS` in all, before reading again (``ClaimBackoff``).
 
@@ -607,16 +642,13 @@ def _back_off(backoff: retry.Backoff, rand: Callable[[], float], lost_write: flo
     against 1.40 calls per request at q=3, and fewer cancelled transactions. Where writes are
     quick (milliseconds on DynamoDB) the wait is as short."""
     metrics.count("ClaimBackoff", pattern=PATTERN)
-    backoff.sleep(min(_BACKOFF_CAP_SECONDS, (1.0 + rand()) * max(0.0, lost_write)))
+    wait = min(_BACKOFF_CAP_SECONDS, (1.0 + rand()) * max(0.0, lost_write))
+    yield _core.Sleep(wait, backoff.sleep)
 
 
 def _claim_one(
-    client: DynamoDBClient,
-    update: dict[str, Any],
-    holder: str,
-    holder_attr: str,
-    backoff: retry.Backoff,
-) -> None:
+    update: dict[str, Any], holder: str, holder_attr: str, backoff: retry.Backoff
+) -> _core.Steps[None]:
     """A reservation of one unit needs no transaction: one conditional ``UpdateItem`` is all or
     nothing by itself (1 WCU instead of 2). Resent after a lost reply: if the first send was
     applied, the resend fails its condition on a unit that names ``holder``, which is a success.
@@ -624,24 +656,20 @@ def _claim_one(
     throttle raises :class:`_Throttled` at once (the caller fails over to another pool), unless
     an earlier send's outcome is unknown: that send may have taken the unit, so a consistent read
     decides first (failing over then would leave the unit held by a reservation nobody knows)."""
-    sends = 0
-
-    def send() -> Any:
-        nonlocal sends
-        sends += 1
-        return client.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
-
+    sends: list[None] = []
+    steps = retry.retrying(
+        _core.Call("update_item", {**update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}),
+        backoff=backoff,
+        idempotent=True,  # see above: a resend cannot take the unit twice
+        # a 500 may or may not have been applied: resending is safe for the same reason
+        retry_on=lambda exc: retry.error_code(exc) == "InternalServerError",
+        pattern=PATTERN,
+    )
     try:
-        retry.call(
-            _failover_on_throttle(send),
-            backoff=backoff,
-            idempotent=True,  # see above: a resend cannot take the unit twice
-            # a 500 may or may not have been applied: resending is safe for the same reason
-            retry_on=lambda exc: retry.error_code(exc) == "InternalServerError",
-            pattern=PATTERN,
-        )
+        throttled = lambda: metrics.count("Throttle", pattern=PATTERN)  # noqa: E731
+        yield from _raise_throttled(steps, throttled, lambda: sends.append(None))
     except _Throttled:
-        if sends > 1 and _holds(client, update, holder, holder_attr, backoff=backoff):
+        if len(sends) > 1 and (yield from _holds(update, holder, holder_attr, backoff=backoff)):
             metrics.count("ClaimReplayed", pattern=PATTERN)
             return
         raise
@@ -660,16 +688,11 @@ def _claim_one(
 
 
 def _holds(
-    client: DynamoDBClient,
-    update: Mapping[str, Any],
-    holder: str,
-    holder_attr: str,
-    *,
-    backoff: retry.Backoff,
-) -> bool:
+    update: Mapping[str, Any], holder: str, holder_attr: str, *, backoff: retry.Backoff
+) -> _core.Steps[bool]:
     """Whether the unit ``update`` claims names ``holder`` now (a strongly consistent read,
     retried through throttles: its answer decides whether a claim whose reply was lost took it)."""
-    item = _read_now(client, update["TableName"], update["Key"], backoff=backoff) or {}
+    item = (yield from _read_now(update["TableName"], update["Key"], backoff=backoff)) or {}
     return bool(item.get(holder_attr) == holder)
 
 
@@ -678,7 +701,17 @@ def holders_units(
     client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> dict[str, Any] | None:
     """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
-    return _read_now(client, units.table, codec.encode_item(lead), backoff=backoff)
+    return _core.run(client, holders_units_protocol(units, lead, backoff=backoff))
+
+
+def holders_units_protocol(
+    units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
+) -> _core.Steps[dict[str, Any] | None]:
+    """:func:`holders_units`'s protocol (:mod:`turnstile_ddb._core`)."""
+    item: dict[str, Any] | None = yield from _read_now(
+        units.table, codec.encode_item(lead), backoff=backoff
+    )
+    return item
 
 
 @_contract.write
@@ -697,6 +730,20 @@ def release(
     Returns the units it no longer held (as they are now: sold by its own confirm, or reclaimed by
     another reservation after the hold lapsed); those are left alone and the rest released in one
     more transaction (bounded by ``rounds``)."""
+    steps = release_protocol(units, keys, holder=holder, backoff=backoff, rand=rand, rounds=rounds)
+    return _core.run(client, steps)
+
+
+def release_protocol(
+    units: UnitTable,
+    keys: Sequence[Mapping[str, Any]],
+    *,
+    holder: str,
+    backoff: retry.Backoff,
+    rand: Callable[[], float] = random.random,
+    rounds: int = 3,
+) -> _core.Steps[list[dict[str, Any]]]:
+    """:func:`release`'s protocol (:mod:`turnstile_ddb._core`)."""
     _checks.at_least("release", "rounds", rounds, 1)
     pending = [dict(key) for key in keys]
     kept: list[dict[str, Any]] = []
@@ -706,7 +753,7 @@ def release(
             return kept
         items = [_release_item(units, key, holder, new_claimable_at(rand)) for key in pending]
         try:
-            transact.transact_write(client, items, backoff=backoff, pattern=PATTERN)
+            yield from transact.transact_write_protocol(items, backoff=backoff, pattern=PATTERN)
             return kept
         except transact.Cancelled as exc:
             last = exc

@@ -163,6 +163,6 @@ def test_make_sim_runs_the_simulator_then_the_drift_workloads_through_both_front
     # Then the simulator judged its seeds, and the drift workloads ran through both drivers
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"^sim: 2 seeds, .* 0 violations", done.stdout, re.MULTILINE)
-    assert re.search(
-        r"through sync and async: 0 violations, 0 drifts over 2 seeds", done.stdout
-    ), done.stdout[-2000:]
+    assert re.search(r"through sync and async: 0 violations, 0 drifts over 2 seeds", done.stdout), (
+        done.stdout[-2000:]
+    )

@@ -247,6 +247,30 @@ async def async_sharded_api(client: Any, backoff: retry.Backoff) -> None:
     assert_type(await aio.sharded.leave(client, counter, member, options), int)
 
 
+async def async_claims_api(client: Any, backoff: retry.Backoff) -> None:
+    """turnstile_ddb.aio.claims infers what the sync reservation does, awaited."""
+    units = claims.UnitTable(table="u", index="i", key_attrs=("sku", "sk"))
+    got = await aio.claims.reserve(
+        client,
+        units,
+        pools=["p"],
+        quantity=2,
+        holder=lambda lead: "r",
+        now_ms=1,
+        until_ms=2,
+        options=claims.ReserveOptions(backoff=backoff),
+    )
+    assert_type(got, claims.Claimed)
+    released = await aio.claims.release(client, units, got.keys, holder="r", backoff=backoff)
+    assert_type(released, list[dict[str, Any]])
+    assert_type(
+        await aio.claims.confirm(client, units, got.keys, holder="r", now_ms=1, backoff=backoff),
+        None,
+    )
+    lead = await aio.claims.holders_units(client, units, got.keys[0], backoff=backoff)
+    assert_type(lead, dict[str, Any] | None)
+
+
 async def async_lease_api(client: Any, waits: retry.Backoff) -> None:
     """turnstile_ddb.aio.lease infers what the sync Leases do, awaited; hold is async with."""
     leases = aio.lease.Leases(client=client, table="leases")

@@ -9,6 +9,8 @@ the same metrics. Both front doors drive one protocol per primitive
 Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 
 - ``aio.capacity``: ``join``, ``leave``;
+- ``aio.claims``: ``reserve`` (a first pool short of the units, the other pools' first pages are
+  read at once), ``release``, ``confirm``, ``holders_units``;
 - ``aio.creation``: ``create_if_absent``;
 - ``aio.idempotency``: ``IdempotencyStore`` (``begin``, ``complete``, ``release`` awaited;
   ``complete_op`` as in the synchronous store);
@@ -22,8 +24,7 @@ Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
-Not here yet (use the synchronous modules, from a thread if need be): ``lease_queue``,
-``claims``.
+Not here yet (use the synchronous module, from a thread if need be): ``lease_queue``.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from turnstile_ddb.aio import (
     capacity,
+    claims,
     creation,
     idempotency,
     lease,
@@ -45,6 +47,7 @@ from turnstile_ddb.aio import (
 
 __all__ = [
     "capacity",
+    "claims",
     "creation",
     "idempotency",
     "lease",
