@@ -25,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "functions"))
 # The library's metrics log through Powertools; thousands of simulated calls: keep warnings.
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
+from functools import partial
+
 from chaos.checkers import Report
-from sim import counters, edges, keyed, leasing, places, stock
+from sim import counters, edges, keyed, leasing, places, reserving, stock
 
 Run = Callable[[int, str], tuple[str, Report]]
 # Each workload's one-seed run: (seed, driver) -> (history, report).
@@ -37,6 +39,10 @@ WORKLOADS: dict[str, Run] = {
     "keyed": keyed.run,
     "edges": edges.run,
     "counters": counters.run,
+    # The asyncio reservation reads ahead where the synchronous one reads pool by pool: each of
+    # the two protocols is compared through both drivers (sim/reserving.py).
+    "reserving": partial(reserving.run_pair, {"sync": "sync", "async": "async-in-order"}),
+    "reserving-ahead": partial(reserving.run_pair, {"sync": "sync-ahead", "async": "async"}),
 }
 DRIVERS = ("sync", "async")
 

@@ -258,3 +258,9 @@ def run(seed: int, driver: str, *, clients: int = 4, operations: int = 5) -> tup
         return workload.check(recorder, real)
 
     return run_alone(seed, workload, PATTERN, check, clients=clients, faults=NO_CRASH)
+
+
+def run_pair(drivers: Mapping[str, str], seed: int, driver: str) -> tuple[str, Report]:
+    """:func:`run` with ``driver`` ("sync" or "async") mapped to one of :data:`DRIVERS`, so that
+    ``sim.drift`` compares the two drivers on one protocol."""
+    return run(seed, drivers[driver])
