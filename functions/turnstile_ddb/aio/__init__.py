@@ -14,14 +14,15 @@ Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
   ``complete_op`` as in the synchronous store);
 - ``aio.lease``: ``Leases`` (``acquire``, ``acquire_wait``, ``renew``, ``release``,
   ``transact``, ``guard``, ``async with leases.hold(...)``) and ``fenced_update``;
+- ``aio.lease_queue``: ``LeaseQueue`` (``acquire`` awaited, ``deadline``, ``heartbeat`` and
+  ``async with queue.hold(...)``, the heartbeat an asyncio task) and ``Heartbeat``;
 - ``aio.retry``: ``call`` (``operation`` returns an awaitable);
 - ``aio.slots``: ``create``, ``book``, ``book_any``, ``release``;
 - ``aio.transact``: ``transact_write``;
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
-Not here yet (use the synchronous modules, from a thread if need be): ``lease_queue``,
-``claims``, ``sharded``.
+Not here yet (use the synchronous modules, from a thread if need be): ``claims``, ``sharded``.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -34,6 +35,7 @@ from turnstile_ddb.aio import (
     creation,
     idempotency,
     lease,
+    lease_queue,
     retry,
     slots,
     transact,
@@ -45,6 +47,7 @@ __all__ = [
     "creation",
     "idempotency",
     "lease",
+    "lease_queue",
     "retry",
     "slots",
     "transact",
