@@ -34,11 +34,12 @@ def test_hold_acquires_beats_and_releases_also_on_an_error(client, monkeypatch):
     # Given a queue whose heartbeat loops are recorded, not run
     started: list[Any] = []
 
+    def start(loop: Any) -> Any:
+        started.append(loop)
+        return lambda: None
+
     def heartbeat(self: Any, held: Any, *, remaining_ms: Any = None) -> lease_queue.Heartbeat:
-        return lease_queue.Heartbeat(
-            self.leases, held, period_ms=100, ttl_ms=300,
-            start=lambda loop: started.append(loop) or (lambda: None),
-        )  # fmt: skip
+        return lease_queue.Heartbeat(self.leases, held, period_ms=100, ttl_ms=300, start=start)
 
     monkeypatch.setattr(lease_queue.LeaseQueue, "heartbeat", heartbeat)
     queue = lease_queue.LeaseQueue(lease.Leases(client, TABLE, backoff=NOWAIT))
