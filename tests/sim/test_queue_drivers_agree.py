@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from sim import leasing
+from tests.sim.test_drivers_agree import _PROBE, _probe_mutant
 from turnstile_ddb import _queue_waiting, _queue_writes
 from turnstile_ddb.aio import lease_queue as aio_lease_queue
 
@@ -61,3 +62,18 @@ def test_the_queued_checks_catch_two_holders_at_once(monkeypatch):
     # Then a check fails on some seed
     reports = [leasing.run(seed, "sync", queued=True)[1] for seed in range(5)]
     assert any(report.violations for report in reports)
+
+
+# The mutant the queued workload kills (the acquisition write's fence, which the queue's claims
+# and grabs make too): through both drivers, at the same seed. The queue's own mutant (16, the
+# pass-over of a head that beat) survives the simulator through either driver; its tests kill it.
+QUEUED_PROBE = _PROBE.replace("from sim import stock", "from sim import leasing").replace(
+    "stock.run(seed, driver)", "leasing.run(seed, driver, queued=True)"
+)
+
+
+@pytest.mark.parametrize("number", ["11"])
+def test_a_lease_mutant_is_killed_through_both_queue_drivers(number, tmp_path):
+    first = _probe_mutant(number, tmp_path, QUEUED_PROBE)
+    assert set(first) == {"sync", "async"}, first
+    assert first["sync"] == first["async"]
