@@ -17,7 +17,15 @@ from sim.ddb import Faults, moto_dynamodb
 from sim.model import Model
 from sim.run import Config, default_sizes, describe, repro, run_seed, shrink
 from sim.workloads import INVENTORY_TABLE, PRODUCTS_TABLE
-from turnstile_ddb import _lease_item, codec, lease, lease_queue, sharded, transact, versioned
+from turnstile_ddb import (
+    _lease_item,
+    _queue_waiting,
+    codec,
+    lease,
+    sharded,
+    transact,
+    versioned,
+)
 
 # The in-suite seed budget, fixed: CHUNKS tests of SEEDS_PER_CHUNK seeds each (every workload),
 # about 30 s on a quiet 2-core machine (make sim SEEDS=N runs more).
@@ -390,7 +398,13 @@ def eager_pass_over(monkeypatch):
         "OR attribute_not_exists(#beatAt) OR #beatAt < :stale OR #beatAt >= :stale "
         "OR #acquiredAt < :idle OR #skippedAt < :idle)",
     )
-    monkeypatch.setattr(lease_queue.LeaseQueue, "_stale", lambda self, wait, now: True)
+    monkeypatch.setattr(_queue_waiting, "_stale", _always_stale)
+
+
+def _always_stale(queue, wait, now):
+    """The waiter's own decision (a protocol step, turnstile_ddb._queue_waiting): always stale."""
+    return True
+    yield  # a generator, as the step it replaces
 
 
 def test_a_queue_that_passes_over_a_live_waiter_is_caught(eager_pass_over):
