@@ -22,7 +22,7 @@ from turnstile_ddb import _contract, _core
 from turnstile_ddb import _queue_waiting as _waiting
 from turnstile_ddb import lease as sync_lease
 from turnstile_ddb import lease_queue as sync
-from turnstile_ddb.aio import lease
+from turnstile_ddb.aio.lease import Leases
 from turnstile_ddb.lease import Lease
 from turnstile_ddb.lease_queue import QueueSettings
 
@@ -33,7 +33,7 @@ __all__ = ["Heartbeat", "LeaseQueue"]
 class LeaseQueue:
     """:class:`turnstile_ddb.lease_queue.LeaseQueue` on an ``aio.lease.Leases``."""
 
-    leases: lease.Leases
+    leases: Leases
     settings: QueueSettings = field(default_factory=QueueSettings)
     sleep: Callable[[float], Any] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
@@ -106,7 +106,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        leases: lease.Leases,
+        leases: Leases,
         held: Lease,
         *,
         period_ms: int,
