@@ -17,6 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 from bench import (  # noqa: E402
+    async_leases,
     async_reservation,
     coldstart,
     cost,
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             run_signup(client, db, meter, names)
         if not only or "leases" in only:
             run_leases(client, names["leases"])
+        if not only or "async-leases" in only:
+            run_async_leases(db.client(config=retry.client_config()), db.endpoint)
         if not only or "http" in only:
             run_http(db, loaded, client, meter, names)
         if not only or "http_inventory" in only:
@@ -158,6 +161,31 @@ def run_async_reservation(db: DynamoDBLocal) -> None:
     (RESULTS / "async_reservation.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n{async_reservation.summary(result, markdown)}")
     print(f"\n(written: {RESULTS / 'async_reservation.json'})")
+
+
+def run_async_leases(
+    client: Any,
+    endpoint: str,
+    out: Path | None = None,
+    *,
+    prefix: str = "bench-async-leases",
+    acquisitions: int = async_leases.ACQUISITIONS,
+    workers: int = async_leases.WORKERS,
+    resources: int = async_leases.RESOURCES,
+) -> None:
+    """Lease acquisitions through the queue, async on one loop against sync: calls each."""
+    print(
+        "\n## async-leases (the queue from one process: one event loop, then threads)", flush=True
+    )
+    sizes = {"acquisitions": acquisitions, "workers": workers, "resources": resources}
+    document = async_leases.measure(client, endpoint, prefix=prefix, **sizes)
+    out = out or RESULTS / "async_leases.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2))
+    columns = ["path", "acquisitions", "calls", "calls_per_acquisition", "p50_ms", "wall_s"]
+    print(markdown(document["rows"], columns))
+    print(f"\nasync/sync calls per acquisition: {document['async_over_sync_calls']} (target <= 1)")
+    print(f"load before {document['load_before']}, after {document['load_after']}; written: {out}")
 
 
 def run_memory(db: DynamoDBLocal, loaded: dict[str, Any], record: bool) -> None:

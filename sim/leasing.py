@@ -1,4 +1,6 @@
-"""The lease workload, run through either front door: ``lease.Leases`` or ``aio.lease.Leases``.
+"""The lease workload, run through either front door: ``lease.Leases`` or ``aio.lease.Leases``
+(and, ``queued``, its acquisitions through ``lease_queue.LeaseQueue`` or
+``aio.lease_queue.LeaseQueue``, the waiters' naps and deadlines on the client's virtual time).
 
 Each client, a few times over, waits for one of two leases (``acquire_wait``), adds one to that
 resource's counter through the guarded transaction (``transact``), records its fence on a
@@ -27,7 +29,7 @@ from chaos.history import FAIL, OK, UNKNOWN
 from sim.ddb import Awaited, create_table
 from sim.scheduler import Crashed, Task
 from sim.workloads import Recorder
-from turnstile_ddb import aio, codec, errors, lease, retry
+from turnstile_ddb import aio, codec, errors, lease, lease_queue, retry
 
 LEASES_TABLE = "sim-leasing"
 COUNTERS_TABLE = "sim-leasing-counters"
@@ -40,6 +42,7 @@ REFUSED = (errors.Refused, retry.RetriesExhausted, lease.Held, lease.StaleFence)
 class Leasing:
     rounds: int = 3
     driver: str = "sync"
+    queued: bool = False  # acquire through the FIFO queue, not acquire_wait
 
     def setup(self, client: Any) -> None:
         create_table(client, LEASES_TABLE, "resource")
@@ -60,15 +63,18 @@ class Leasing:
         """The client's operations as a generator of (op, what to call): the calls answer
         directly (sync) or with an awaitable (async); either driver runs the same plan."""
         leases = kind(client, LEASES_TABLE, backoff=task.backoff(attempts=4), clock=task.clock)
+        queue = _queue(kind)(leases, sleep=task.sleep, monotonic=task.clock)
         for number in range(self.rounds):
             resource = task.rng.choice(RESOURCES)
             owner = f"{task.name}.{number}"
             waits = task.backoff(attempts=50, base=0.05, cap=0.5)
             op = recorder.invoke(PATTERN, task.name, "acquire", resource=resource, owner=owner)
-            held = yield (
-                op,
-                partial(leases.acquire_wait, resource, owner, 2_000, wait_ms=3_000, waits=waits),
+            acquire = partial(
+                leases.acquire_wait, resource, owner, 2_000, wait_ms=3_000, waits=waits
             )
+            if self.queued:
+                acquire = partial(queue.acquire, resource, owner, wait_ms=3_000, ttl_ms=2_000)
+            held = yield op, acquire
             if held is None:
                 continue
             add = {
@@ -180,6 +186,10 @@ def _get(real: Any, table: str, key: dict[str, Any]) -> dict[str, Any]:
     return codec.decode_item(raw) or {}
 
 
+def _queue(kind: Callable[..., Any]) -> Callable[..., Any]:
+    return lease_queue.LeaseQueue if kind is lease.Leases else aio.lease_queue.LeaseQueue
+
+
 def _fenced_update(client: Any, kind: Callable[..., Any]) -> Callable[..., Any]:
     update = lease.fenced_update if kind is lease.Leases else aio.lease.fenced_update
     return lambda **arguments: update(client, **arguments)
@@ -245,9 +255,12 @@ def _failed(recorder: Recorder, op: Any, exc: BaseException) -> None:
     raise exc
 
 
-def run(seed: int, driver: str, *, clients: int = 4, rounds: int = 3) -> tuple[str, Report]:
-    """One seed of the lease workload alone, through ``driver``: its history and its report."""
+def run(
+    seed: int, driver: str, *, clients: int = 4, rounds: int = 3, queued: bool = False
+) -> tuple[str, Report]:
+    """One seed of the lease workload alone, through ``driver`` (``queued``: its acquisitions
+    through the lease queue): its history and its report."""
     from sim.run import run_alone
 
-    workload = Leasing(rounds=rounds, driver=driver)
+    workload = Leasing(rounds=rounds, driver=driver, queued=queued)
     return run_alone(seed, workload, "lease", workload.check, clients=clients)

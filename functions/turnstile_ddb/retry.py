@@ -176,7 +176,7 @@ def call(
 
 
 def retrying(
-    attempt_effect: _core.Effect,
+    attempt_effect: _core.Effect | Callable[[], _core.Steps[Any]],
     *,
     backoff: Backoff,
     idempotent: bool,
@@ -184,13 +184,17 @@ def retrying(
     pattern: str = "dynamodb",
 ) -> _core.Steps[Any]:
     """:func:`call`'s protocol (:mod:`turnstile_ddb._core`): each attempt yields
-    ``attempt_effect`` (usually a ``Call``) and the answer is the first one that succeeded."""
+    ``attempt_effect`` (usually a ``Call``) and the answer is the first one that succeeded. A
+    function instead of an effect is a protocol run afresh for each attempt (a request whose
+    values, a clock read, are taken anew on every resend)."""
     attempt = 0
     started = yield _core.Now(backoff.clock)
     maybe_applied = False
     while True:
         attempt += 1
         try:
+            if callable(attempt_effect):
+                return (yield from attempt_effect())
             return (yield attempt_effect)
         except MAYBE_APPLIED_ERRORS as exc:
             if not idempotent:

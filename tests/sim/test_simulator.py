@@ -20,9 +20,9 @@ from sim.workloads import INVENTORY_TABLE, PRODUCTS_TABLE
 from turnstile_ddb import (
     _core,
     _lease_item,
+    _queue_waiting,
     codec,
     lease,
-    lease_queue,
     sharded,
     transact,
     versioned,
@@ -215,9 +215,9 @@ def _reservers_only(**sizes):
 def unguarded_unit_writes(monkeypatch):
     """Every transaction on the units table written without its conditions: a claim no longer
     checks the unit is free, a cancel no longer checks the unit is still its own."""
-    real = transact.transact_write
+    real = transact.transact_write_protocol
 
-    def unguarded(client, items, **kwargs):
+    def unguarded(items, **kwargs):
         stripped = []
         for item in items:
             ((kind, parts),) = item.items()
@@ -235,9 +235,11 @@ def unguarded_unit_writes(monkeypatch):
                 if kind == "ConditionCheck":
                     continue
             stripped.append({kind: parts})
-        return real(client, stripped, **kwargs)
+        return real(stripped, **kwargs)
 
-    monkeypatch.setattr(transact, "transact_write", unguarded)
+    # The protocol every transaction runs (the library's own protocols yield from it, and
+    # transact_write drives it): patched once, both are stripped.
+    monkeypatch.setattr(transact, "transact_write_protocol", unguarded)
 
 
 def _operations(history):
@@ -405,7 +407,13 @@ def eager_pass_over(monkeypatch):
         "OR attribute_not_exists(#beatAt) OR #beatAt < :stale OR #beatAt >= :stale "
         "OR #acquiredAt < :idle OR #skippedAt < :idle)",
     )
-    monkeypatch.setattr(lease_queue.LeaseQueue, "_stale", lambda self, wait, now: True)
+    monkeypatch.setattr(_queue_waiting, "_stale", _always_stale)
+
+
+def _always_stale(queue, wait, now):
+    """The waiter's own decision (a protocol step, turnstile_ddb._queue_waiting): always stale."""
+    return True
+    yield  # a generator, as the step it replaces
 
 
 def test_a_queue_that_passes_over_a_live_waiter_is_caught(eager_pass_over):

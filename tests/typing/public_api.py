@@ -98,6 +98,9 @@ def lease_api(client: DynamoDBClient, waits: retry.Backoff) -> None:
     assert_type(queue.acquire("r", "me", wait_ms=100), lease.Lease)
     with queue.heartbeat(held) as beat:
         assert_type(beat, lease_queue.Heartbeat)
+    with queue.hold("r", "me", wait_ms=100) as holding:
+        assert_type(holding, lease_queue.Heartbeat)
+        assert_type(holding.lease, lease.Lease)
 
 
 def other_patterns(client: DynamoDBClient, backoff: retry.Backoff) -> None:
@@ -287,3 +290,18 @@ async def async_lease_api(client: Any, waits: retry.Backoff) -> None:
         client, table="t", key={"id": "1"}, fence=held.fence, changes={"a": 1}, backoff=waits
     )
     assert_type(updated, dict[str, Any])
+
+
+async def async_lease_queue_api(client: Any) -> None:
+    """turnstile_ddb.aio.lease_queue infers what the sync LeaseQueue does, awaited; its hold and
+    heartbeat are async with."""
+    leases = aio.lease.Leases(client=client, table="leases")
+    queue = aio.lease_queue.LeaseQueue(leases, lease_queue.QueueSettings(heartbeat_ms=100))
+    held = await queue.acquire("r", "me", wait_ms=100)
+    assert_type(held, lease.Lease)
+    assert_type(queue.deadline(100), float)
+    async with queue.heartbeat(held) as beat:
+        assert_type(beat, aio.lease_queue.Heartbeat)
+    async with queue.hold("r", "me", wait_ms=100) as holding:
+        assert_type(holding.lease, lease.Lease)
+        assert_type(holding.lost.is_set(), bool)

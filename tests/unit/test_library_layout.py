@@ -12,9 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "turnstile_ddb"
 MAX_LINES = 800
 # Modules still over the limit, each with why; the list only shrinks (a module that got under
 # the limit fails below until it is taken off).
-TOO_LONG = {
-    "turnstile_ddb.lease_queue": "the queue's protocol is not split yet (the protocol core's work)",
-}
+TOO_LONG: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:

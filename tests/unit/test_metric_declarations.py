@@ -42,7 +42,10 @@ DECLARING = [
 
 
 def counted_in(module: ModuleType) -> set[str]:
-    return set(COUNTED.findall(Path(str(module.__file__)).read_text()))
+    """What ``module`` counts, with the private modules its protocols live in, if it names them
+    (``_PROTOCOL_MODULES``: they count under its declaration)."""
+    sources = [module, *getattr(module, "_PROTOCOL_MODULES", ())]
+    return {name for m in sources for name in COUNTED.findall(Path(str(m.__file__)).read_text())}
 
 
 @pytest.mark.parametrize("module", DECLARING, ids=lambda module: module.__name__)

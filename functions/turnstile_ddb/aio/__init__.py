@@ -16,6 +16,8 @@ Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
   ``complete_op`` as in the synchronous store);
 - ``aio.lease``: ``Leases`` (``acquire``, ``acquire_wait``, ``renew``, ``release``,
   ``transact``, ``guard``, ``async with leases.hold(...)``) and ``fenced_update``;
+- ``aio.lease_queue``: ``LeaseQueue`` (``acquire`` awaited, ``deadline``, ``heartbeat`` and
+  ``async with queue.hold(...)``, the heartbeat an asyncio task) and ``Heartbeat``;
 - ``aio.retry``: ``call`` (``operation`` returns an awaitable);
 - ``aio.sharded``: ``take``, ``add``, ``set_total``, ``read_items``, ``read_all``, ``join``,
   ``leave`` (a read of more than 100 shards sends its pages at once);
@@ -24,7 +26,7 @@ Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 - ``aio.versioned``: ``read``, ``update_if_version``, ``update_versioned``, ``decrement``,
   ``increment``, ``bump``.
 
-Not here yet (use the synchronous module, from a thread if need be): ``lease_queue``.
+Every public primitive of the library is here.
 
 A ``Backoff`` whose ``sleep`` is the default ``time.sleep`` sleeps with ``asyncio.sleep`` here;
 an injected sleep is called, and awaited when it returns an awaitable (a coroutine function).
@@ -38,6 +40,7 @@ from turnstile_ddb.aio import (
     creation,
     idempotency,
     lease,
+    lease_queue,
     retry,
     sharded,
     slots,
@@ -51,6 +54,7 @@ __all__ = [
     "creation",
     "idempotency",
     "lease",
+    "lease_queue",
     "retry",
     "sharded",
     "slots",
