@@ -218,8 +218,9 @@ typecheck: install
 	$(BIN)/mypy --strict functions/turnstile_ddb tests/typing
 	$(BIN)/mypy tests
 
+# --durations: every log of make test ends with its 30 slowest tests (where its time goes).
 test: install layers lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
 	$(MAKE) --no-print-directory docs examples
 
 # The library's wheel, needing nothing of the project's set-up (no dev venv, Node or Java): pip,

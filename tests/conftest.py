@@ -1,7 +1,8 @@
 """Fixtures shared by every tier.
 
-* ``template``: the stack synthesized once per session (cdk-nag runs as part of it);
-  ``assembly``: that synth's cloud assembly (nag's validation report, acknowledgements).
+* ``template``: the stack synthesized once per session by ``python app.py``, as ``make synth``
+  runs it (cdk-nag runs as part of it); ``assembly``: the cloud assembly it wrote (nag's
+  validation report, acknowledgements), which tests/infra/test_stack.py also lints.
 * ``dynamodb_local``: Amazon DynamoDB Local, started once per session on a free port, stopped at
   the end (and killed by the kernel if pytest itself dies).
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
@@ -14,6 +15,9 @@ callers in API Gateway's claim shape; ``proxy_event``, ``invoke``, ``Faults``...
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+ROOT = Path(__file__).resolve().parents[1]
 DEPLOYED = Path(__file__).resolve().parent / "deployed"
 
 
@@ -50,10 +55,23 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 @pytest.fixture(scope="session")
 def assembly(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The cloud assembly of one synth (cdk-nag's report and acknowledgements included)."""
-    import app
+    """The cloud assembly ``python app.py`` writes, offline, into a folder of the session (cdk-nag's
+    report and acknowledgements included). The session's only synth: the script a user runs, so
+    no second synth in this process is needed to prove it runs."""
+    from aws_cdk import cx_api
 
-    return app.build(outdir=str(tmp_path_factory.mktemp("cdk.out"))).synth()
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    env = {"CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    done = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"python app.py failed:\n{done.stdout}{done.stderr}"
+    return cx_api.CloudAssembly(str(outdir))
 
 
 @pytest.fixture(scope="session")

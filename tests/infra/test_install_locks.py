@@ -17,10 +17,17 @@ from infra import layer, locks
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# What only make test runs: none of it may reach make local's environment. (cfn-lint does: moto's
-# server extra, which make local's identity provider runs, requires it.)
+# What only make test runs: none of it may reach make local's environment.
 TEST_ONLY = {"pytest", "ruff", "mypy", "matplotlib", "locust", "mkdocs-material", "schemathesis"}
-TEST_ONLY |= {"openapi-python-client", "boto3-stubs", "hatchling", "build", "mkdocs"}
+TEST_ONLY |= {"openapi-python-client", "boto3-stubs", "hatchling", "build", "mkdocs", "cfn-lint"}
+# What moto's server extra would add (cfn-lint and what it pulls in: sympy, networkx; the OpenAPI
+# and JSONPath validators): about 80 MB that make local never imports. It runs moto's server
+# with the Cognito backend, and make sim moto's DynamoDB, which need none of it.
+SERVER_EXTRA_ONLY = {"cfn-lint", "sympy", "networkx", "mpmath", "regex", "openapi-spec-validator"}
+SERVER_EXTRA_ONLY |= {"jsonschema", "jsonpath-ng", "antlr4-python3-runtime", "graphql-core"}
+# moto's parts make local and make sim run: the server (local.identity's ThreadedMotoServer), the
+# backends it serves (Cognito; DynamoDB for sim.ddb) and the core both load.
+MOTO_PARTS = ("moto_server", "core", "moto_api", "utilities", "cognitoidp", "dynamodb")
 
 
 @pytest.fixture(scope="module")
@@ -76,16 +83,22 @@ def test_a_derived_lock_follows_the_annotations_from_its_inputs():
     assert list(layer.parse_lock(locks.derive("requirements-uv.lock", lock))) == ["uv"]
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, optional: bool = True) -> set[str]:
     """Top-level modules ``path`` imports, leaving out what is guarded (``if TYPE_CHECKING``,
-    ``try: ... except ImportError``): those need not be installed."""
+    ``try: ... except ImportError``): those need not be installed. ``optional=False``: a guarded
+    import counts too (a module whose ``except ImportError`` raises again)."""
     tree = ast.parse(path.read_text())
     guarded: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             guarded |= {id(child) for child in ast.walk(node)}
-        if isinstance(node, ast.Try) and any(
-            "ImportError" in ast.unparse(handler.type or ast.Name("")) for handler in node.handlers
+        if (
+            optional
+            and isinstance(node, ast.Try)
+            and any(
+                "ImportError" in ast.unparse(handler.type or ast.Name(""))
+                for handler in node.handlers
+            )
         ):
             guarded |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
     found = set()
@@ -107,11 +120,36 @@ def test_the_local_lock_installs_every_module_synth_and_the_local_stack_import()
     ours = {"infra", "local", "service", "turnstile_ddb", "app"}
     modules = set().union(*map(_imports, sources)) - ours - set(sys.stdlib_module_names)
     # Then each third-party module comes from a distribution of the local lock
+    missing = _not_in_the_local_lock(modules)
+    assert not missing, f"imported by make local or synth, not in the local lock: {missing}"
+
+
+def _not_in_the_local_lock(modules: set[str]) -> dict[str, list[str] | None]:
     local = set(layer.parse_lock((ROOT / "requirements-local.lock").read_text()))
     providers = metadata.packages_distributions()
-    missing = {
+    return {
         module: providers.get(module)
         for module in modules
         if not {layer.canonical(dist) for dist in providers.get(module, [])} & local
     }
-    assert not missing, f"imported by make local or synth, not in the local lock: {missing}"
+
+
+def test_the_local_lock_leaves_out_what_only_motos_server_extra_brings():
+    # Given make local's lock, cut from the full lock by what its inputs pull in
+    local = set(layer.parse_lock((ROOT / "requirements-local.lock").read_text()))
+    # Then none of what only moto's server extra would bring has crept back in
+    assert not SERVER_EXTRA_ONLY & local, sorted(SERVER_EXTRA_ONLY & local)
+
+
+def test_the_local_lock_installs_every_module_the_parts_of_moto_make_local_runs_import():
+    # Given the parts of the installed moto that local.identity and sim.ddb run
+    root = Path(str(metadata.distribution("moto").locate_file("moto")))
+    modules: set[str] = set()
+    for part in MOTO_PARTS:
+        # The server's ImportError handler raises again: its guarded imports are needed too
+        for path in sorted((root / part).rglob("*.py")):
+            modules |= _imports(path, optional=part != "moto_server")
+    modules -= {"moto"} | set(sys.stdlib_module_names)
+    # Then each third-party module they import comes from a distribution of the local lock
+    missing = _not_in_the_local_lock(modules)
+    assert not missing, f"imported by moto's server or backends, not in the local lock: {missing}"
