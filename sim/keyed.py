@@ -13,8 +13,8 @@ Judged from the history and the table:
 * a replay answers only the request that stored it: the replayed answer names the fingerprint
   of the begin that got it;
 * a claim taken over cannot be completed by its first owner: no completion is acknowledged
-  after another client's begin of the same key took the claim over (acknowledged before the
-  completion was sent, after the first owner's begin);
+  after another client's begin of the same key took the claim over (sent after the first
+  owner's begin was answered, answered before the completion was sent);
 * a completed record holds the answer of a request with its own fingerprint.
 """
 
@@ -124,7 +124,10 @@ class Keyed:
 
 
 def _late_completions(ops: list[Op]) -> Report:
-    """No completion acknowledged after another client took the same claim over."""
+    """No completion acknowledged after another client took the same claim over: a begin of the
+    same key by another client, sent after this claim's begin was answered (so its write landed
+    after this claim's) and answered before this completion was sent. (Ordered by when the
+    takeover was sent, not answered: a reply can be delayed past a later writer's.)"""
     report = Report()
     by_index = {op.index: op for op in ops}
     takeovers = [op for op in ops if op.f == "begin" and op.type == OK and "token" in op.value]
@@ -137,7 +140,8 @@ def _late_completions(ops: list[Op]) -> Report:
             for t in takeovers
             if t.args["key"] == op.args["key"]
             and t.process != op.process
-            and mine.completed < t.completed < op.invoked
+            and mine.completed < t.invoked
+            and t.completed < op.invoked
         ]
         report.expect(
             not later,
