@@ -168,15 +168,15 @@ def _handovers(ops: list[Any]) -> list[tuple[Any, Any]]:
 
 def _held_until(ops: list[Any], acquired: Any) -> float:
     """The earliest a successor may take the lease ``acquired`` (virtual seconds): when its
-    holder started releasing it, or its expiry less the clock skew (renewals counted; one whose
-    outcome is unknown may have extended it, to as long as it asked: another 2 s)."""
+    holder started releasing it, or its expiry less the clock skew, acknowledged renewals
+    counted. A renewal whose outcome is unknown is not: it may not have landed, and then the
+    lease ended at its last known expiry (a successor's take that the history cannot show
+    wrong is not judged wrong)."""
     owner = acquired.args["owner"]
     expires = acquired.value["expires"]
     for op in ops:
         if op.args["owner"] == owner and op.f == "renew" and op.type == OK:
             expires = max(expires, op.value["expires"])
-        elif op.args["owner"] == owner and op.f == "renew" and op.type == UNKNOWN:
-            expires = max(expires, op.invoked + 0.2 + 2.0)
     released = [op.invoked for op in ops if op.args["owner"] == owner and op.f == "release"]
     return min([expires - SKEW, *released])
 
