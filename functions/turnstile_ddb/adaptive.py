@@ -1,0 +1,546 @@
+"""Shard counts that follow the load: watch what a process's takes meet, decide, resize.
+
+Three parts, each usable alone:
+
+* :class:`LoadWindow` watches. It is the ``load`` of a :class:`turnstile_ddb.sharded.Hints`
+  (``Hints(load=window)``): every take, join, leave and restock given those hints tells it what
+  happened (:meth:`LoadWindow.saw`), and it keeps, per counter, the units taken, the throttles,
+  the conflicts and the refusals of the last ``window`` seconds (sliding, in ``buckets`` steps),
+  and when each last happened. Thread-safe; at most ``max_counters`` counters, the least recently
+  seen forgotten first; its clock is injected (``time.monotonic`` by default).
+* :class:`ResizePolicy` decides. :meth:`ResizePolicy.decide` is pure arithmetic on an
+  :class:`Observation`: a :class:`Decision` (a target shard count, ``"up"`` or ``"down"``, and
+  a reason a person can read) or ``None``.
+* :class:`Resizer` acts. ``maybe_resize(counter)`` decides (no call when the answer is none:
+  cheap enough to run after every take), and when the policy says so takes the counter's resize
+  lease without waiting (:class:`turnstile_ddb.lease.Leases`; held by someone else: skip),
+  reads shard 0 for the current shard count, decides again with it, and calls
+  :func:`turnstile_ddb.sharded.resize`.
+
+Wiring it (one of each per process, shared by its threads)::
+
+    window = adaptive.LoadWindow()
+    hints = sharded.Hints(load=window)
+    resizer = adaptive.Resizer(client, leases, load=window, hints=hints)
+    sharded.take(client, counter, 1, sharded.TakeOptions(hints=hints))
+    resizer.maybe_resize(counter)            # sharded.Resized, or None
+
+``Resizer(client, leases, policy=ResizePolicy(), load=LoadWindow(), *, hints=None, owner=None,
+lease_ms=10_000)``: ``client`` a boto3 DynamoDB client (``maybe_resize(..., client=other)``
+uses another for one call); ``leases`` the lease table (its settings: the requests go through
+the resizer's client); ``hints`` the hints the takes use (the resize tells them the new layout,
+and the resizer reads its current belief of the shard count from them); ``owner`` the lease
+owner's name (a random one by default); ``lease_ms`` how long a resize may hold the lease.
+
+**What the policy sees.** Throttles are the global truth: a shard throttles only when its key is
+over its write limit, whichever process sent the writes, so one process seeing throttles knows
+the counter is too hot, however many processes share it. The rates a process counts itself are a
+lower bound of the global rate (other processes take too): growing on them is always justified,
+shrinking on them alone is not, so a shrink also waits for ``shrink_after`` seconds without a
+throttle and since the last resize. Counts near zero show as refusals and failovers (conflicts)
+outnumbering sales; such a counter pays a read of every shard per refusal, and its sales rate is
+low, so the shrink rule takes it down; a counter nobody bought from for ``shrink_after`` seconds
+(sold out, or forgotten) goes to ``min_shards``.
+
+**The rules** (``L`` = ``one_key_limit``, ``N`` = the current shard count, rates per second over
+the window, ``load`` = units taken plus members left (both write a shard))::
+
+    within cooldown of the last resize (or a resize someone else was doing): nothing
+    throttled >= grow_throttles:            up to N*grow_factor .. N*grow_cap, as the estimate
+                                            load + throttled needs (times headroom)
+    load >= grow_at * N * L:                up to ceil(load * headroom / L)    (at least N + 1)
+    no sale for shrink_after:               down to min_shards
+    no throttle and no resize for shrink_after, and a full window of evidence:
+                                            down to ceil(load * shrink_headroom / L) if below N
+
+Grow fast (at once, multiplying), shrink slowly (after ``shrink_after``). **No flapping**: a grow
+leaves the load at most ``1 / headroom`` of the new capacity, below ``grow_at`` (validated:
+``grow_at * headroom > 1``), so it does not grow again on the same load; a shrink goes to a count
+whose capacity is ``shrink_headroom`` times the load, at least what a grow would choose
+(validated: ``shrink_headroom >= headroom``), so a constant load never grows again after a shrink
+and never shrinks after a load-driven grow. The one reversal a constant load can see is a
+throttle-driven grow that overshot (its estimate counts throttled attempts, failovers included),
+corrected by one shrink ``shrink_after`` later.
+
+**One resizer at a time.** The lease (resource ``resize/<table>/<base>/<count attribute>``) is
+taken with one non-blocking acquire: held by another resizer, this one skips (``ResizeSkipped``)
+and treats the moment as a resize for its cooldown, so it does not ask again on every take. The
+resize itself is safe without the lease (each of its writes is conditioned on the layout
+generation it read); the lease keeps two processes from acting on two stale decisions.
+
+**Metrics** (pattern ``adaptive``): ``ResizeUp`` and ``ResizeDown`` per resize this resizer made,
+``ResizeSkipped`` per decision not carried out because another resizer held the lease or the
+shard count read under the lease made it moot, ``ResizeFailed`` per resize that gave up (lost
+every race, stayed throttled, or its outcome is unknown; the next decision reads again). Every
+decision is logged (logger ``turnstile_ddb.adaptive``, INFO; a failure WARNING) with its reason;
+the library configures no handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from turnstile_ddb import _checks, _core, codec, errors, lease, metrics, sharded
+from turnstile_ddb._sharded_hints import _Recent
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "METRICS",
+    "PATTERN",
+    "Decision",
+    "LoadWindow",
+    "Observation",
+    "ResizePolicy",
+    "Resizer",
+]
+
+# The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
+METRICS: tuple[str, ...] = ("ResizeUp", "ResizeDown", "ResizeSkipped", "ResizeFailed")
+
+PATTERN = "adaptive"
+
+_log = logging.getLogger(__name__)
+
+# What LoadWindow.saw counts, by kind (turnstile_ddb.sharded's LoadObserver kinds); "restocked"
+# and any other kind only mark activity.
+_KINDS = ("taken", "left", "throttled", "conflict", "refused")
+_SLOT = {kind: index for index, kind in enumerate(_KINDS)}
+_AFTER_RESIZE = (_SLOT["throttled"], _SLOT["conflict"])  # what a new layout makes stale
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One counter's load as a :class:`LoadWindow` saw it: rates per second over ``span``
+    seconds (the window, or less for a counter first seen later), and the clock's time of the
+    last of each (``None``: never). ``started``: when the counter was first seen (``None``:
+    never seen, nothing to decide on)."""
+
+    window: float
+    span: float = 0.0
+    taken: float = 0.0
+    left: float = 0.0
+    throttled: float = 0.0
+    conflicts: float = 0.0
+    refused: float = 0.0
+    started: float | None = None
+    last_taken: float | None = None
+    last_throttled: float | None = None
+    last_activity: float | None = None
+    last_resized: float | None = None
+
+
+class _Load:
+    """One counter's buckets: ``counts[b][kind]`` for bucket number ``numbers[b]``."""
+
+    def __init__(self, buckets: int, now: float) -> None:
+        self.numbers = [-1] * buckets
+        self.counts = [[0.0] * len(_KINDS) for _ in range(buckets)]
+        self.started = now
+        self.last: dict[str, float] = {}
+
+
+@dataclass
+class LoadWindow:
+    """Per counter, what its callers met over the last ``window`` seconds (see the module
+    docstring): implements :class:`turnstile_ddb.sharded.LoadObserver`. Validated when built
+    (``ValueError`` naming the field)."""
+
+    window: float = 5.0
+    buckets: int = 10
+    clock: Callable[[], float] = time.monotonic
+    max_counters: int = 1024
+    _loads: _Recent[_Load] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _checks.at_least("LoadWindow", "buckets", self.buckets, 1)
+        _checks.at_least("LoadWindow", "max_counters", self.max_counters, 1)
+        if not self.window > 0:
+            raise ValueError(f"LoadWindow.window must be > 0, not {self.window!r}")
+        self._loads = _Recent(self.max_counters)
+
+    def remembered(self) -> int:
+        """How many counters are remembered (at most ``max_counters``)."""
+        return len(self._loads)
+
+    def _entry(self, counter: sharded.ShardedCounter, now: float) -> _Load:
+        found = self._loads.get(counter.identity)
+        return (
+            found
+            if found is not None
+            else self._loads.put(counter.identity, _Load(self.buckets, now))
+        )
+
+    def saw(self, counter: sharded.ShardedCounter, kind: str, units: int = 1) -> None:
+        """Count ``units`` of ``kind`` for ``counter`` now (a kind not in the rates only marks
+        activity)."""
+        now = self.clock()
+        number = math.floor(now * self.buckets / self.window)
+        with self._loads.lock:
+            load = self._entry(counter, now)
+            load.last[kind] = load.last["activity"] = now
+            slot = _SLOT.get(kind)
+            if slot is None:
+                return
+            bucket = number % self.buckets
+            if load.numbers[bucket] != number:
+                load.numbers[bucket] = number
+                load.counts[bucket] = [0.0] * len(_KINDS)
+            load.counts[bucket][slot] += units
+
+    def resized(self, counter: sharded.ShardedCounter) -> None:
+        """A resize of ``counter`` was decided or done now: its throttles and conflicts, which
+        described the old layout, are forgotten, and the policy's cooldown starts."""
+        now = self.clock()
+        with self._loads.lock:
+            load = self._entry(counter, now)
+            load.last["resized"] = now
+            for counts in load.counts:
+                for slot in _AFTER_RESIZE:
+                    counts[slot] = 0.0
+
+    def observe(self, counter: sharded.ShardedCounter, now: float | None = None) -> Observation:
+        """``counter``'s rates and last times at ``now`` (the clock's time by default)."""
+        now = self.clock() if now is None else now
+        number = math.floor(now * self.buckets / self.window)
+        with self._loads.lock:
+            load = self._loads.get(counter.identity)
+            if load is None:
+                return Observation(self.window)
+            sums = [0.0] * len(_KINDS)
+            for seen, counts in zip(load.numbers, load.counts, strict=True):
+                if 0 <= number - seen < self.buckets:
+                    sums = [total + each for total, each in zip(sums, counts, strict=True)]
+            last = dict(load.last)
+            started = load.started
+        span = min(self.window, max(now - started, self.window / self.buckets))
+        rate = dict(zip(_KINDS, (total / span for total in sums), strict=True))
+        return Observation(
+            self.window,
+            span,
+            rate["taken"],
+            rate["left"],
+            rate["throttled"],
+            rate["conflict"],
+            rate["refused"],
+            started,
+            last.get("taken"),
+            last.get("throttled"),
+            last.get("activity"),
+            last.get("resized"),
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Resize to ``target`` shards (``direction`` ``"up"`` or ``"down"`` from ``current``),
+    because ``reason``."""
+
+    target: int
+    direction: Literal["up", "down"]
+    current: int
+    reason: str
+
+
+def _positive(owner: str, name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{owner}.{name} must be > 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class ResizePolicy:
+    """When to resize, and to what (the rules and why they never flap: the module docstring).
+
+    ``one_key_limit``: units per second one shard's key takes (DynamoDB: 1000 writes).
+    ``grow_at``: the share of the capacity (``N * one_key_limit``) the load may reach before a
+    grow. ``grow_throttles``: throttles per second that make a grow. ``headroom``: a grow leaves
+    the capacity at least this many times the load; ``shrink_headroom`` the same for a shrink.
+    ``grow_factor`` / ``grow_cap``: a throttled grow multiplies N by at least / at most these.
+    ``shrink_after``: seconds without a throttle, a resize (or a sale, for a shrink to
+    ``min_shards``) before a shrink. ``cooldown``: seconds after a resize with no decision.
+    ``min_shards`` .. ``max_shards``: the range (at most 100, a transaction's item limit).
+    Validated when built (``ValueError`` naming the field)."""
+
+    one_key_limit: float = 1000.0
+    grow_at: float = 0.8
+    grow_throttles: float = 1.0
+    headroom: float = 1.5
+    shrink_headroom: float = 2.0
+    grow_factor: float = 2.0
+    grow_cap: float = 4.0
+    shrink_after: float = 20.0
+    cooldown: float = 5.0
+    min_shards: int = 1
+    max_shards: int = 100
+
+    def __post_init__(self) -> None:
+        owner = "ResizePolicy"
+        for name in ("one_key_limit", "grow_at", "grow_throttles", "shrink_after"):
+            _positive(owner, name, getattr(self, name))
+        _checks.at_least(owner, "cooldown", self.cooldown, 0)
+        _checks.at_least(owner, "min_shards", self.min_shards, 1)
+        _checks.at_least(owner, "max_shards", self.max_shards, self.min_shards)
+        if self.max_shards > 100:
+            raise ValueError(
+                f"{owner}.max_shards must be <= 100 (one transaction's items), "
+                f"not {self.max_shards!r}"
+            )
+        if self.grow_at > 1:
+            raise ValueError(f"{owner}.grow_at must be <= 1, not {self.grow_at!r}")
+        if not self.grow_at * self.headroom > 1:
+            raise ValueError(
+                f"{owner}: grow_at * headroom must be > 1 (a grow must leave the load below "
+                f"grow_at of the new capacity), not {self.grow_at!r} * {self.headroom!r}"
+            )
+        if self.shrink_headroom < self.headroom:
+            raise ValueError(
+                f"{owner}: shrink_headroom must be >= headroom (a shrink must not go below what "
+                f"a grow chooses), not {self.shrink_headroom!r} < {self.headroom!r}"
+            )
+        if not self.grow_factor > 1:
+            raise ValueError(f"{owner}.grow_factor must be > 1, not {self.grow_factor!r}")
+        _checks.at_least(owner, "grow_cap", self.grow_cap, self.grow_factor)
+
+    def needed(self, rate: float, headroom: float) -> int:
+        """The shards whose capacity is ``headroom`` times ``rate``, within the range."""
+        wanted = math.ceil(rate * headroom / self.one_key_limit - 1e-9)
+        return min(self.max_shards, max(self.min_shards, wanted))
+
+    def decide(self, seen: Observation, current: int, now: float) -> Decision | None:
+        """What to do with a counter of ``current`` shards that ``seen`` describes, at ``now``
+        (the observing window's clock): a few comparisons, no I/O."""
+        if seen.started is None:
+            return None
+        if seen.last_resized is not None and now - seen.last_resized < self.cooldown:
+            return None
+        load = seen.taken + seen.left
+        if current < self.max_shards:
+            grow = self._grow(seen, current, load)
+            if grow is not None:
+                return grow
+        if current > self.min_shards:
+            return self._shrink(seen, current, load, now)
+        return None
+
+    def _grow(self, seen: Observation, current: int, load: float) -> Decision | None:
+        over = f"over the last {seen.span:g} s at {current} shard(s)"
+        if seen.throttled >= self.grow_throttles:
+            low = math.ceil(current * self.grow_factor)
+            high = math.floor(current * self.grow_cap)
+            wanted = self.needed(load + seen.throttled, self.headroom)
+            target = min(self.max_shards, max(low, min(high, wanted)))
+            reason = (
+                f"{seen.throttled:.1f} throttles/s {over} (a shard throttles only when its key is"
+                f" over {self.one_key_limit:g}/s, whoever writes): {load:.1f} taken/s"
+            )
+            return Decision(target, "up", current, reason)
+        capacity = current * self.one_key_limit
+        if load >= self.grow_at * capacity:
+            target = min(self.max_shards, max(current + 1, self.needed(load, self.headroom)))
+            reason = (
+                f"{load:.1f} taken/s {over}, at least {self.grow_at:g} of their {capacity:g}/s "
+                "(this process's rate alone, a lower bound of the counter's)"
+            )
+            return Decision(target, "up", current, reason)
+        return None
+
+    def _shrink(self, seen: Observation, current: int, load: float, now: float) -> Decision | None:
+        assert seen.started is not None  # decide returned already otherwise
+        calm = max(
+            t for t in (seen.started, seen.last_throttled, seen.last_resized) if t is not None
+        )
+        if now - calm < self.shrink_after:
+            return None
+        sold = seen.last_taken if seen.last_taken is not None else seen.started
+        if now - sold >= self.shrink_after:
+            reason = f"no unit taken for {now - sold:.1f} s"
+            return Decision(self.min_shards, "down", current, reason)
+        if seen.span < seen.window:
+            return None
+        target = self.needed(load, self.shrink_headroom)
+        if target >= current:
+            return None
+        reason = (
+            f"{load:.1f} taken/s needs {target} shard(s) at {self.shrink_headroom:g}x headroom, "
+            f"no throttle for {now - calm:.1f} s"
+        )
+        failed = seen.refused + seen.conflicts
+        if failed > load:
+            reason += (
+                f"; refusals and failovers ({failed:.1f}/s) outnumber sales: its counts are "
+                "near zero, and each refusal reads every shard"
+            )
+        return Decision(target, "down", current, reason)
+
+
+def _resource(counter: sharded.ShardedCounter) -> str:
+    """The lease resource of ``counter``'s resizes."""
+    extra = "".join(f"/{value}" for _, value in counter.extra_key)
+    return f"resize/{counter.table}/{counter.base}{extra}/{counter.count_attr}"
+
+
+class _Resizing:
+    """What both front doors' resizers share: the decision, and the protocol that carries it
+    out (:mod:`turnstile_ddb._core`)."""
+
+    def __init__(
+        self,
+        leases: lease.Leases,
+        policy: ResizePolicy | None,
+        load: LoadWindow | None,
+        hints: sharded.Hints | None,
+        owner: str | None,
+        lease_ms: int,
+    ) -> None:
+        _checks.at_least("Resizer", "lease_ms", lease_ms, 1)
+        self.leases = leases
+        self.policy = policy if policy is not None else ResizePolicy()
+        self.load = load if load is not None else LoadWindow()
+        self.hints = hints
+        self.owner = owner if owner is not None else f"resizer-{uuid.uuid4().hex[:12]}"
+        self.lease_ms = lease_ms
+        self._known: _Recent[int] = _Recent(self.load.max_counters)
+        self._lock = threading.Lock()
+
+    def current(self, counter: sharded.ShardedCounter) -> int:
+        """The shard count this process believes: its hints' layout, else the last this resizer
+        read or made, else the counter's own."""
+        if self.hints is not None:
+            return self.hints.shards.layout(counter).shards
+        known = self._known.get(counter.identity)
+        return known if known is not None else counter.shards
+
+    def protocol(
+        self, counter: sharded.ShardedCounter, capacity: bool
+    ) -> _core.Steps[sharded.Resized | None]:
+        """Decide; when a resize is due, carry it out under the lease."""
+        now = self.load.clock()
+        seen = self.load.observe(counter, now)
+        decision = self.policy.decide(seen, self.current(counter), now)
+        if decision is None:
+            return None
+        self.load.resized(counter)  # the cooldown starts: this process's other takes wait
+        try:
+            held = yield from lease.acquire_protocol(
+                self.leases, _resource(counter), self.owner, self.lease_ms, None
+            )
+        except lease.Held as exc:
+            _skipped(counter, decision, f"another resizer ({exc.owner!r}) holds the lease")
+            return None
+        try:
+            resized = yield from self._under_lease(counter, seen, now, capacity)
+        except Exception:  # not BaseException: a closed generator must not yield again
+            yield from self._release(held)
+            raise
+        yield from self._release(held)
+        return resized
+
+    def _under_lease(
+        self, counter: sharded.ShardedCounter, seen: Observation, now: float, capacity: bool
+    ) -> _core.Steps[sharded.Resized | None]:
+        try:
+            actual = yield from _shards_now(counter)
+            self._known.put(counter.identity, actual)
+            decision = self.policy.decide(seen, actual, now)
+            if decision is None:
+                _skipped(counter, None, f"it has {actual} shard(s) now: nothing to do")
+                return None
+            resized = yield from sharded.resize_protocol(
+                counter, decision.target, capacity=capacity, hints=self.hints
+            )
+        except (errors.Retryable, errors.OutcomeUnknown) as exc:
+            metrics.count("ResizeFailed", pattern=PATTERN)
+            _log.warning("resize of %s gave up: %s", counter.base, exc)
+            return None
+        self._known.put(counter.identity, resized.after)
+        self.load.resized(counter)
+        name = "ResizeUp" if decision.direction == "up" else "ResizeDown"
+        metrics.count(name, pattern=PATTERN)
+        _log.info(
+            "resized %s %s from %d to %d shards (generation %d, %d items written): %s",
+            counter.base, decision.direction, resized.before, resized.after,
+            resized.generation, resized.items, decision.reason,
+        )  # fmt: skip
+        return resized
+
+    def _release(self, held: lease.Lease) -> _core.Steps[None]:
+        """Give the lease back; one that cannot be released simply expires."""
+        try:
+            yield from lease.release_protocol(self.leases, held)
+        except errors.TurnstileError as exc:
+            _log.warning("resize lease %s not released (it expires): %s", held.resource, exc)
+
+
+def _skipped(counter: sharded.ShardedCounter, decision: Decision | None, why: str) -> None:
+    metrics.count("ResizeSkipped", pattern=PATTERN)
+    wanted = f" {decision.direction} to {decision.target}" if decision is not None else ""
+    _log.info("resize of %s%s skipped: %s", counter.base, wanted, why)
+
+
+def _shards_now(counter: sharded.ShardedCounter) -> _core.Steps[int]:
+    """The shard count shard 0 records (one consistent read); absent: the counter's own."""
+    response = yield from _core.send(
+        "get_item",
+        TableName=counter.table,
+        Key=counter.wire_key(0),
+        ConsistentRead=True,
+        ProjectionExpression="#shards",
+        ExpressionAttributeNames={"#shards": counter.shards_attr},
+    )
+    item = codec.decode_item(response.get("Item")) or {}
+    return int(item.get(counter.shards_attr, counter.shards))
+
+
+class Resizer:
+    """Decides and resizes (see the module docstring for the constructor's arguments)."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        leases: lease.Leases,
+        policy: ResizePolicy | None = None,
+        load: LoadWindow | None = None,
+        *,
+        hints: sharded.Hints | None = None,
+        owner: str | None = None,
+        lease_ms: int = 10_000,
+    ) -> None:
+        self.client = client
+        self._resizing = _Resizing(leases, policy, load, hints, owner, lease_ms)
+
+    @property
+    def policy(self) -> ResizePolicy:
+        return self._resizing.policy
+
+    @property
+    def load(self) -> LoadWindow:
+        return self._resizing.load
+
+    def decide(self, counter: sharded.ShardedCounter) -> Decision | None:
+        """What the policy says of ``counter`` now (no call, nothing done)."""
+        resizing = self._resizing
+        now = resizing.load.clock()
+        return resizing.policy.decide(
+            resizing.load.observe(counter, now), resizing.current(counter), now
+        )
+
+    def maybe_resize(
+        self,
+        counter: sharded.ShardedCounter,
+        *,
+        capacity: bool = False,
+        client: DynamoDBClient | None = None,
+    ) -> sharded.Resized | None:
+        """Resize ``counter`` (a sharded capacity: ``capacity=True``) if the policy says so and
+        no other resizer holds its lease; the resize, or ``None``. No call unless a resize is
+        due. A resize that gave up is counted (``ResizeFailed``), logged and answered ``None``."""
+        steps = self._resizing.protocol(counter, capacity)
+        return _core.run(client if client is not None else self.client, steps)
