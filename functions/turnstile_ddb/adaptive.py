@@ -42,25 +42,30 @@ outnumbering sales; such a counter pays a read of every shard per refusal, and i
 low, so the shrink rule takes it down; a counter nobody bought from for ``shrink_after`` seconds
 (sold out, or forgotten) goes to ``min_shards``.
 
-**The rules** (``L`` = ``one_key_limit``, ``N`` = the current shard count, rates per second over
-the window, ``load`` = units taken plus members left (both write a shard))::
+**The rules** (``L`` = ``one_key_limit``, ``N`` = the current shard count; ``load`` = units
+taken plus members left (both write a shard), per second over the window's last ``recent``
+seconds; ``peak`` = the highest load of any whole bucket in its last ``window`` seconds)::
 
     within cooldown of the last resize (or a resize someone else was doing): nothing
-    throttled >= grow_throttles:            up to N*grow_factor .. N*grow_cap, as the estimate
-                                            load + throttled needs (times headroom)
-    load >= grow_at * N * L:                up to ceil(load * headroom / L)    (at least N + 1)
-    no sale for shrink_after:               down to min_shards
-    no throttle and no resize for shrink_after, and a full window of evidence:
-                                            down to ceil(load * shrink_headroom / L) if below N
+    throttled >= grow_throttles:  up to N*grow_factor .. N*grow_cap, as the estimate
+                                  load + throttled needs (times headroom)
+    load >= grow_at * N * L:      up to ceil(load * headroom / L)            (at least N + 1)
+    no sale for shrink_after:     down to min_shards
+    no throttle and no resize for shrink_after:
+                                  down to M = ceil(peak * shrink_headroom / L),
+                                  if M <= N * shrink_below
 
-Grow fast (at once, multiplying), shrink slowly (after ``shrink_after``). **No flapping**: a grow
-leaves the load at most ``1 / headroom`` of the new capacity, below ``grow_at`` (validated:
-``grow_at * headroom > 1``), so it does not grow again on the same load; a shrink goes to a count
-whose capacity is ``shrink_headroom`` times the load, at least what a grow would choose
-(validated: ``shrink_headroom >= headroom``), so a constant load never grows again after a shrink
-and never shrinks after a load-driven grow. The one reversal a constant load can see is a
-throttle-driven grow that overshot (its estimate counts throttled attempts, failovers included),
-corrected by one shrink ``shrink_after`` later.
+Grow fast (at once, multiplying), shrink slowly (after ``shrink_after``, to fit the peak, by a
+quarter of the shards at least). **No flapping**: a grow leaves the load at most
+``1 / headroom`` of the new capacity, below ``grow_at`` (validated: ``grow_at * headroom > 1``),
+so it does not grow again on the same load; a shrink goes to a count whose capacity is
+``shrink_headroom`` times the peak, at least what a grow would choose (validated:
+``shrink_headroom >= headroom``), so a constant load never grows again after a shrink and never
+shrinks after a load-driven grow. The one reversal a constant load can see is a throttle-driven
+grow that overshot (its estimate counts throttled attempts, failovers included), corrected by
+one shrink ``shrink_after`` later. ``tests/unit/test_adaptive.py`` runs the rules against a model
+of the per-key limit, for constant loads from 0 to 90 times one key's and every start from 1 to
+100 shards: some grows, then at most one shrink, then still.
 
 **One resizer at a time.** The lease (resource ``resize/<table>/<base>/<count attribute>``) is
 taken with one non-blocking acquire: held by another resizer, this one skips (``ResizeSkipped``)
@@ -83,6 +88,7 @@ import math
 import threading
 import time
 import uuid
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -117,12 +123,19 @@ _SLOT = {kind: index for index, kind in enumerate(_KINDS)}
 _AFTER_RESIZE = (_SLOT["throttled"], _SLOT["conflict"])  # what a new layout makes stale
 
 
+def _positive(owner: str, name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{owner}.{name} must be > 0, not {value!r}")
+
+
 @dataclass(frozen=True)
 class Observation:
-    """One counter's load as a :class:`LoadWindow` saw it: rates per second over ``span``
-    seconds (the window, or less for a counter first seen later), and the clock's time of the
-    last of each (``None``: never). ``started``: when the counter was first seen (``None``:
-    never seen, nothing to decide on)."""
+    """One counter's load as a :class:`LoadWindow` saw it at one moment. Rates are per second
+    over the last ``span`` seconds (the window's ``recent``, or less for a counter first seen
+    later); ``peak`` is the highest load (units taken plus members left) of any whole bucket in
+    the last ``window`` seconds; the ``last_*`` fields are the clock's time of the last of each
+    (``None``: never). ``started``: when the counter was first seen (``None``: never seen,
+    nothing to decide on)."""
 
     window: float
     span: float = 0.0
@@ -131,6 +144,7 @@ class Observation:
     throttled: float = 0.0
     conflicts: float = 0.0
     refused: float = 0.0
+    peak: float = 0.0
     started: float | None = None
     last_taken: float | None = None
     last_throttled: float | None = None
@@ -139,33 +153,58 @@ class Observation:
 
 
 class _Load:
-    """One counter's buckets: ``counts[b][kind]`` for bucket number ``numbers[b]``."""
+    """One counter's buckets: ``counts[b * kinds + kind]`` for bucket number ``numbers[b]``."""
 
     def __init__(self, buckets: int, now: float) -> None:
         self.numbers = [-1] * buckets
-        self.counts = [[0.0] * len(_KINDS) for _ in range(buckets)]
+        self.counts = array("d", [0.0]) * (buckets * len(_KINDS))
         self.started = now
         self.last: dict[str, float] = {}
+
+    def bucket(self, number: int) -> int:
+        """The offset of bucket ``number``'s counts, emptied first if it held an older one."""
+        index = number % len(self.numbers)
+        offset = index * len(_KINDS)
+        if self.numbers[index] != number:
+            self.numbers[index] = number
+            for slot in range(len(_KINDS)):
+                self.counts[offset + slot] = 0.0
+        return offset
 
 
 @dataclass
 class LoadWindow:
-    """Per counter, what its callers met over the last ``window`` seconds (see the module
-    docstring): implements :class:`turnstile_ddb.sharded.LoadObserver`. Validated when built
-    (``ValueError`` naming the field)."""
+    """Per counter, what its callers met over the last ``window`` seconds, in ``buckets``
+    steps (see the module docstring): implements :class:`turnstile_ddb.sharded.LoadObserver`.
+    Rates are averaged over the last ``recent`` seconds (what a grow reacts to); the peak is
+    taken over the whole window (what a shrink must fit: make ``window`` longer than the
+    policy's ``shrink_after``, so a load that just stopped is shrunk by the quiet rule, to
+    ``min_shards``, not first to what its last partial bucket shows). Memory: ``buckets * 5``
+    numbers a counter, at most ``max_counters`` counters. Validated when built (``ValueError``
+    naming the field)."""
 
-    window: float = 5.0
-    buckets: int = 10
+    window: float = 30.0
+    recent: float = 5.0
+    buckets: int = 30
     clock: Callable[[], float] = time.monotonic
     max_counters: int = 1024
     _loads: _Recent[_Load] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        _positive("LoadWindow", "window", self.window)
+        _positive("LoadWindow", "recent", self.recent)
+        if self.recent > self.window:
+            raise ValueError(
+                f"LoadWindow.recent must be <= window, not {self.recent!r} > {self.window!r}"
+            )
         _checks.at_least("LoadWindow", "buckets", self.buckets, 1)
         _checks.at_least("LoadWindow", "max_counters", self.max_counters, 1)
-        if not self.window > 0:
-            raise ValueError(f"LoadWindow.window must be > 0, not {self.window!r}")
         self._loads = _Recent(self.max_counters)
+
+    @property
+    def width(self) -> float:
+        """Seconds a bucket spans."""
+        return self.window / self.buckets
 
     def remembered(self) -> int:
         """How many counters are remembered (at most ``max_counters``)."""
@@ -173,28 +212,20 @@ class LoadWindow:
 
     def _entry(self, counter: sharded.ShardedCounter, now: float) -> _Load:
         found = self._loads.get(counter.identity)
-        return (
-            found
-            if found is not None
-            else self._loads.put(counter.identity, _Load(self.buckets, now))
-        )
+        if found is not None:
+            return found
+        return self._loads.put(counter.identity, _Load(self.buckets, now))
 
     def saw(self, counter: sharded.ShardedCounter, kind: str, units: int = 1) -> None:
-        """Count ``units`` of ``kind`` for ``counter`` now (a kind not in the rates only marks
-        activity)."""
+        """Count ``units`` of ``kind`` for ``counter`` now (a kind not in the rates, such as
+        ``"restocked"``, only marks activity)."""
         now = self.clock()
-        number = math.floor(now * self.buckets / self.window)
         with self._loads.lock:
             load = self._entry(counter, now)
             load.last[kind] = load.last["activity"] = now
             slot = _SLOT.get(kind)
-            if slot is None:
-                return
-            bucket = number % self.buckets
-            if load.numbers[bucket] != number:
-                load.numbers[bucket] = number
-                load.counts[bucket] = [0.0] * len(_KINDS)
-            load.counts[bucket][slot] += units
+            if slot is not None:
+                load.counts[load.bucket(math.floor(now / self.width)) + slot] += units
 
     def resized(self, counter: sharded.ShardedCounter) -> None:
         """A resize of ``counter`` was decided or done now: its throttles and conflicts, which
@@ -203,39 +234,50 @@ class LoadWindow:
         with self._loads.lock:
             load = self._entry(counter, now)
             load.last["resized"] = now
-            for counts in load.counts:
+            for offset in range(0, len(load.counts), len(_KINDS)):
                 for slot in _AFTER_RESIZE:
-                    counts[slot] = 0.0
+                    load.counts[offset + slot] = 0.0
 
     def observe(self, counter: sharded.ShardedCounter, now: float | None = None) -> Observation:
-        """``counter``'s rates and last times at ``now`` (the clock's time by default)."""
+        """``counter``'s rates, peak and last times at ``now`` (the clock's time by default)."""
         now = self.clock() if now is None else now
-        number = math.floor(now * self.buckets / self.window)
+        width = self.width
+        number = math.floor(now / width)
+        recent = max(1, math.ceil(self.recent / width - 1e-9))  # buckets, the current one too
+        sums = [0.0] * len(_KINDS)
+        peak = 0.0
         with self._loads.lock:
             load = self._loads.get(counter.identity)
             if load is None:
                 return Observation(self.window)
-            sums = [0.0] * len(_KINDS)
-            for seen, counts in zip(load.numbers, load.counts, strict=True):
-                if 0 <= number - seen < self.buckets:
+            for index, seen in enumerate(load.numbers):
+                age = number - seen
+                if not 0 <= age < self.buckets:
+                    continue
+                counts = load.counts[index * len(_KINDS) : (index + 1) * len(_KINDS)]
+                if age < recent:
                     sums = [total + each for total, each in zip(sums, counts, strict=True)]
+                if age > 0:
+                    peak = max(peak, (counts[_SLOT["taken"]] + counts[_SLOT["left"]]) / width)
             last = dict(load.last)
             started = load.started
-        span = min(self.window, max(now - started, self.window / self.buckets))
+        covered = (recent - 1) * width + (now - number * width)
+        span = max(min(covered, now - started), width)
         rate = dict(zip(_KINDS, (total / span for total in sums), strict=True))
         return Observation(
-            self.window,
-            span,
-            rate["taken"],
-            rate["left"],
-            rate["throttled"],
-            rate["conflict"],
-            rate["refused"],
-            started,
-            last.get("taken"),
-            last.get("throttled"),
-            last.get("activity"),
-            last.get("resized"),
+            window=self.window,
+            span=span,
+            taken=rate["taken"],
+            left=rate["left"],
+            throttled=rate["throttled"],
+            conflicts=rate["conflict"],
+            refused=rate["refused"],
+            peak=peak,
+            started=started,
+            last_taken=last.get("taken"),
+            last_throttled=last.get("throttled"),
+            last_activity=last.get("activity"),
+            last_resized=last.get("resized"),
         )
 
 
@@ -250,11 +292,6 @@ class Decision:
     reason: str
 
 
-def _positive(owner: str, name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{owner}.{name} must be > 0, not {value!r}")
-
-
 @dataclass(frozen=True)
 class ResizePolicy:
     """When to resize, and to what (the rules and why they never flap: the module docstring).
@@ -265,7 +302,9 @@ class ResizePolicy:
     the capacity at least this many times the load; ``shrink_headroom`` the same for a shrink.
     ``grow_factor`` / ``grow_cap``: a throttled grow multiplies N by at least / at most these.
     ``shrink_after``: seconds without a throttle, a resize (or a sale, for a shrink to
-    ``min_shards``) before a shrink. ``cooldown``: seconds after a resize with no decision.
+    ``min_shards``) before a shrink. ``shrink_below``: a shrink (but one to ``min_shards``)
+    keeps at most this share of the shards (no shrink by one shard of 24). ``cooldown``:
+    seconds after a resize with no decision.
     ``min_shards`` .. ``max_shards``: the range (at most 100, a transaction's item limit).
     Validated when built (``ValueError`` naming the field)."""
 
@@ -277,6 +316,7 @@ class ResizePolicy:
     grow_factor: float = 2.0
     grow_cap: float = 4.0
     shrink_after: float = 20.0
+    shrink_below: float = 0.75
     cooldown: float = 5.0
     min_shards: int = 1
     max_shards: int = 100
@@ -308,6 +348,10 @@ class ResizePolicy:
         if not self.grow_factor > 1:
             raise ValueError(f"{owner}.grow_factor must be > 1, not {self.grow_factor!r}")
         _checks.at_least(owner, "grow_cap", self.grow_cap, self.grow_factor)
+        if not 0 < self.shrink_below < 1:
+            raise ValueError(
+                f"{owner}.shrink_below must be between 0 and 1, not {self.shrink_below!r}"
+            )
 
     def needed(self, rate: float, headroom: float) -> int:
         """The shards whose capacity is ``headroom`` times ``rate``, within the range."""
@@ -354,29 +398,26 @@ class ResizePolicy:
 
     def _shrink(self, seen: Observation, current: int, load: float, now: float) -> Decision | None:
         assert seen.started is not None  # decide returned already otherwise
-        calm = max(
-            t for t in (seen.started, seen.last_throttled, seen.last_resized) if t is not None
-        )
+        times = (seen.started, seen.last_throttled, seen.last_resized)
+        calm = max(t for t in times if t is not None)
         if now - calm < self.shrink_after:
             return None
         sold = seen.last_taken if seen.last_taken is not None else seen.started
         if now - sold >= self.shrink_after:
             reason = f"no unit taken for {now - sold:.1f} s"
             return Decision(self.min_shards, "down", current, reason)
-        if seen.span < seen.window:
-            return None
-        target = self.needed(load, self.shrink_headroom)
-        if target >= current:
+        target = self.needed(seen.peak, self.shrink_headroom)
+        if target > current * self.shrink_below:
             return None
         reason = (
-            f"{load:.1f} taken/s needs {target} shard(s) at {self.shrink_headroom:g}x headroom, "
-            f"no throttle for {now - calm:.1f} s"
+            f"its peak of {seen.peak:.1f}/s over the last {seen.window:g} s needs {target} "
+            f"shard(s) at {self.shrink_headroom:g}x headroom, no throttle for {now - calm:.1f} s"
         )
         failed = seen.refused + seen.conflicts
         if failed > load:
             reason += (
-                f"; refusals and failovers ({failed:.1f}/s) outnumber sales: its counts are "
-                "near zero, and each refusal reads every shard"
+                f"; refusals and failovers ({failed:.1f}/s) outnumber sales ({load:.1f}/s): its "
+                "counts are near zero, and each refusal reads every shard"
             )
         return Decision(target, "down", current, reason)
 
@@ -515,6 +556,11 @@ class Resizer:
     ) -> None:
         self.client = client
         self._resizing = _Resizing(leases, policy, load, hints, owner, lease_ms)
+
+    @property
+    def owner(self) -> str:
+        """The name this resizer takes its leases under."""
+        return self._resizing.owner
 
     @property
     def policy(self) -> ResizePolicy:
