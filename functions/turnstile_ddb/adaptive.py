@@ -503,8 +503,10 @@ class _Resizing:
             return None
         self._known.put(counter.identity, resized.after)
         self.load.resized(counter)
-        name = "ResizeUp" if decision.direction == "up" else "ResizeDown"
-        metrics.count(name, pattern=PATTERN)
+        if decision.direction == "up":
+            metrics.count("ResizeUp", pattern=PATTERN)
+        else:
+            metrics.count("ResizeDown", pattern=PATTERN)
         _log.info(
             "resized %s %s from %d to %d shards (generation %d, %d items written): %s",
             counter.base, decision.direction, resized.before, resized.after,
