@@ -542,22 +542,10 @@ def _shards_now(counter: sharded.ShardedCounter) -> _core.Steps[int]:
     return int(item.get(counter.shards_attr, counter.shards))
 
 
-class Resizer:
-    """Decides and resizes (see the module docstring for the constructor's arguments)."""
+class _Front:
+    """What both front doors' :class:`Resizer` answer without I/O."""
 
-    def __init__(
-        self,
-        client: DynamoDBClient,
-        leases: lease.Leases,
-        policy: ResizePolicy | None = None,
-        load: LoadWindow | None = None,
-        *,
-        hints: sharded.Hints | None = None,
-        owner: str | None = None,
-        lease_ms: int = 10_000,
-    ) -> None:
-        self.client = client
-        self._resizing = _Resizing(leases, policy, load, hints, owner, lease_ms)
+    _resizing: _Resizing
 
     @property
     def owner(self) -> str:
@@ -579,6 +567,24 @@ class Resizer:
         return resizing.policy.decide(
             resizing.load.observe(counter, now), resizing.current(counter), now
         )
+
+
+class Resizer(_Front):
+    """Decides and resizes (see the module docstring for the constructor's arguments)."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        leases: lease.Leases,
+        policy: ResizePolicy | None = None,
+        load: LoadWindow | None = None,
+        *,
+        hints: sharded.Hints | None = None,
+        owner: str | None = None,
+        lease_ms: int = 10_000,
+    ) -> None:
+        self.client = client
+        self._resizing = _Resizing(leases, policy, load, hints, owner, lease_ms)
 
     def maybe_resize(
         self,

@@ -8,6 +8,8 @@ cooldown, and refuses a policy that could flap."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import re
 import threading
@@ -17,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from sim.ddb import create_table, moto_dynamodb
-from turnstile_ddb import adaptive, lease, metrics, retry, sharded
+from sim.ddb import Awaited, create_table, moto_dynamodb
+from turnstile_ddb import adaptive, aio, lease, metrics, retry, sharded
 
 COUNTER = sharded.ShardedCounter("stock", "pk", "hot", 1, "count")
 POLICY = adaptive.ResizePolicy()
@@ -391,3 +393,26 @@ def test_a_lease_held_by_another_resizer_skips_the_resize_counts_it_and_cools_do
     assert "another resizer ('other') holds the lease" in caplog.text
     # and within the cooldown it does not ask for the lease again
     assert resizer.decide(COUNTER) is None
+
+
+def parameters(function: Any) -> list[tuple[str, Any, Any]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+def test_the_async_resizer_takes_the_sync_ones_parameters():
+    assert parameters(aio.adaptive.Resizer) == parameters(adaptive.Resizer)
+    sync, awaited = adaptive.Resizer.maybe_resize, aio.adaptive.Resizer.maybe_resize
+    assert parameters(awaited) == parameters(sync)
+    assert inspect.iscoroutinefunction(awaited)
+
+
+def test_the_async_resizer_skips_a_held_lease_as_the_sync_one_does(client):
+    clock = Clock()
+    lease.Leases(client, "leases").acquire("resize/stock/hot/count", "other", 60_000)
+    leases = aio.lease.Leases(Awaited(client), "leases")
+    resizer = aio.adaptive.Resizer(Awaited(client), leases, load=throttled_window(clock))
+    before = metrics.tally.get("adaptive", "ResizeSkipped")
+    assert resizer.decide(COUNTER) is not None
+    assert asyncio.run(resizer.maybe_resize(COUNTER)) is None
+    assert metrics.tally.get("adaptive", "ResizeSkipped") == before + 1
+    assert resizer.decide(COUNTER) is None  # cooling down
