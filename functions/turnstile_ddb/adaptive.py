@@ -459,6 +459,11 @@ class _Resizing:
         known = self._known.get(counter.identity)
         return known if known is not None else counter.shards
 
+    def decide(self, counter: sharded.ShardedCounter) -> Decision | None:
+        """What the policy says of ``counter`` now."""
+        now = self.load.clock()
+        return self.policy.decide(self.load.observe(counter, now), self.current(counter), now)
+
     def protocol(
         self, counter: sharded.ShardedCounter, capacity: bool
     ) -> _core.Steps[sharded.Resized | None]:
@@ -522,6 +527,13 @@ class _Resizing:
             _log.warning("resize lease %s not released (it expires): %s", held.resource, exc)
 
 
+def _attributes(
+    resizing: _Resizing,
+) -> tuple[ResizePolicy, LoadWindow, sharded.Hints | None]:
+    """What both front doors' resizers show as attributes."""
+    return resizing.policy, resizing.load, resizing.hints
+
+
 def _skipped(counter: sharded.ShardedCounter, decision: Decision | None, why: str) -> None:
     metrics.count("ResizeSkipped", pattern=PATTERN)
     wanted = f" {decision.direction} to {decision.target}" if decision is not None else ""
@@ -542,35 +554,9 @@ def _shards_now(counter: sharded.ShardedCounter) -> _core.Steps[int]:
     return int(item.get(counter.shards_attr, counter.shards))
 
 
-class _Front:
-    """What both front doors' :class:`Resizer` answer without I/O."""
-
-    _resizing: _Resizing
-
-    @property
-    def owner(self) -> str:
-        """The name this resizer takes its leases under."""
-        return self._resizing.owner
-
-    @property
-    def policy(self) -> ResizePolicy:
-        return self._resizing.policy
-
-    @property
-    def load(self) -> LoadWindow:
-        return self._resizing.load
-
-    def decide(self, counter: sharded.ShardedCounter) -> Decision | None:
-        """What the policy says of ``counter`` now (no call, nothing done)."""
-        resizing = self._resizing
-        now = resizing.load.clock()
-        return resizing.policy.decide(
-            resizing.load.observe(counter, now), resizing.current(counter), now
-        )
-
-
-class Resizer(_Front):
-    """Decides and resizes (see the module docstring for the constructor's arguments)."""
+class Resizer:
+    """Decides and resizes (see the module docstring for the constructor's arguments; they are
+    its attributes ``client``, ``policy``, ``load``, ``hints``, ``owner``, ``lease_ms``)."""
 
     def __init__(
         self,
@@ -585,6 +571,12 @@ class Resizer(_Front):
     ) -> None:
         self.client = client
         self._resizing = _Resizing(leases, policy, load, hints, owner, lease_ms)
+        self.policy, self.load, self.hints = _attributes(self._resizing)
+        self.owner, self.lease_ms = self._resizing.owner, lease_ms
+
+    def decide(self, counter: sharded.ShardedCounter) -> Decision | None:
+        """What the policy says of ``counter`` now (no call, nothing done)."""
+        return self._resizing.decide(counter)
 
     def maybe_resize(
         self,

@@ -13,7 +13,7 @@ from turnstile_ddb.aio import lease
 __all__ = ["Resizer"]
 
 
-class Resizer(adaptive._Front):
+class Resizer:
     """:class:`turnstile_ddb.adaptive.Resizer` for an aiobotocore ``client``; ``leases`` is an
     :class:`turnstile_ddb.aio.lease.Leases` (its settings: the requests go through ``client``)."""
 
@@ -30,6 +30,12 @@ class Resizer(adaptive._Front):
     ) -> None:
         self.client = client
         self._resizing = adaptive._Resizing(leases._config(), policy, load, hints, owner, lease_ms)
+        self.policy, self.load, self.hints = adaptive._attributes(self._resizing)
+        self.owner, self.lease_ms = self._resizing.owner, lease_ms
+
+    def decide(self, counter: sharded.ShardedCounter) -> adaptive.Decision | None:
+        """:meth:`turnstile_ddb.adaptive.Resizer.decide`."""
+        return self._resizing.decide(counter)
 
     async def maybe_resize(
         self,
