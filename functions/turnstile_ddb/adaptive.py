@@ -85,7 +85,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 import uuid
 from array import array
@@ -244,21 +243,24 @@ class LoadWindow:
         width = self.width
         number = math.floor(now / width)
         recent = max(1, math.ceil(self.recent / width - 1e-9))  # buckets, the current one too
-        sums = [0.0] * len(_KINDS)
-        peak = 0.0
+        kinds = len(_KINDS)
+        sums = [0.0] * kinds
+        busiest = 0.0  # units taken or left in the busiest whole bucket
         with self._loads.lock:
             load = self._loads.get(counter.identity)
             if load is None:
                 return Observation(self.window)
+            counts = load.counts
             for index, seen in enumerate(load.numbers):
                 age = number - seen
-                if not 0 <= age < self.buckets:
+                if age < 0 or age >= self.buckets:
                     continue
-                counts = load.counts[index * len(_KINDS) : (index + 1) * len(_KINDS)]
+                offset = index * kinds
                 if age < recent:
-                    sums = [total + each for total, each in zip(sums, counts, strict=True)]
-                if age > 0:
-                    peak = max(peak, (counts[_SLOT["taken"]] + counts[_SLOT["left"]]) / width)
+                    for slot in range(kinds):
+                        sums[slot] += counts[offset + slot]
+                if age > 0:  # the current bucket is not whole yet
+                    busiest = max(busiest, counts[offset] + counts[offset + 1])
             last = dict(load.last)
             started = load.started
         covered = (recent - 1) * width + (now - number * width)
@@ -272,7 +274,7 @@ class LoadWindow:
             throttled=rate["throttled"],
             conflicts=rate["conflict"],
             refused=rate["refused"],
-            peak=peak,
+            peak=busiest / width,
             started=started,
             last_taken=last.get("taken"),
             last_throttled=last.get("throttled"),
@@ -449,7 +451,6 @@ class _Resizing:
         self.owner = owner if owner is not None else f"resizer-{uuid.uuid4().hex[:12]}"
         self.lease_ms = lease_ms
         self._known: _Recent[int] = _Recent(self.load.max_counters)
-        self._lock = threading.Lock()
 
     def current(self, counter: sharded.ShardedCounter) -> int:
         """The shard count this process believes: its hints' layout, else the last this resizer
