@@ -14,8 +14,8 @@ Three parts, each usable alone:
 * :class:`Resizer` acts. ``maybe_resize(counter)`` decides (no call when the answer is none:
   cheap enough to run after every take), and when the policy says so takes the counter's resize
   lease without waiting (:class:`turnstile_ddb.lease.Leases`; held by someone else: skip),
-  reads shard 0 for the current shard count, decides again with it, and calls
-  :func:`turnstile_ddb.sharded.resize`.
+  reads shard 0 for the current shard count (another count than the one decided on: it was
+  resized meanwhile, skip), and calls :func:`turnstile_ddb.sharded.resize`.
 
 Wiring it (one of each per process, shared by its threads)::
 
@@ -75,10 +75,11 @@ generation it read); the lease keeps two processes from acting on two stale deci
 
 **Metrics** (pattern ``adaptive``): ``ResizeUp`` and ``ResizeDown`` per resize this resizer made,
 ``ResizeSkipped`` per decision not carried out because another resizer held the lease or the
-shard count read under the lease made it moot, ``ResizeFailed`` per resize that gave up (lost
-every race, stayed throttled, or its outcome is unknown; the next decision reads again). Every
-decision is logged (logger ``turnstile_ddb.adaptive``, INFO; a failure WARNING) with its reason;
-the library configures no handler.
+shard count read under the lease was not the one decided on (resized meanwhile),
+``ResizeFailed`` per resize that gave up (lost every race, stayed throttled, or its outcome is
+unknown; the next decision reads again). Every decision is logged (logger
+``turnstile_ddb.adaptive``, INFO; a failure WARNING) with its reason; the library configures no
+handler.
 """
 
 from __future__ import annotations
@@ -469,9 +470,7 @@ class _Resizing:
         self, counter: sharded.ShardedCounter, capacity: bool
     ) -> _core.Steps[sharded.Resized | None]:
         """Decide; when a resize is due, carry it out under the lease."""
-        now = self.load.clock()
-        seen = self.load.observe(counter, now)
-        decision = self.policy.decide(seen, self.current(counter), now)
+        decision = self.decide(counter)
         if decision is None:
             return None
         self.load.resized(counter)  # the cooldown starts: this process's other takes wait
@@ -483,7 +482,7 @@ class _Resizing:
             _skipped(counter, decision, f"another resizer ({exc.owner!r}) holds the lease")
             return None
         try:
-            resized = yield from self._under_lease(counter, seen, now, capacity)
+            resized = yield from self._under_lease(counter, decision, capacity)
         except Exception:  # not BaseException: a closed generator must not yield again
             yield from self._release(held)
             raise
@@ -491,14 +490,14 @@ class _Resizing:
         return resized
 
     def _under_lease(
-        self, counter: sharded.ShardedCounter, seen: Observation, now: float, capacity: bool
+        self, counter: sharded.ShardedCounter, decision: Decision, capacity: bool
     ) -> _core.Steps[sharded.Resized | None]:
         try:
             actual = yield from _shards_now(counter)
             self._known.put(counter.identity, actual)
-            decision = self.policy.decide(seen, actual, now)
-            if decision is None:
-                _skipped(counter, None, f"it has {actual} shard(s) now: nothing to do")
+            if actual != decision.current:  # what was seen was seen at another layout
+                why = f"it has {actual} shard(s), not {decision.current}: resized meanwhile"
+                _skipped(counter, decision, why)
                 return None
             resized = yield from sharded.resize_protocol(
                 counter, decision.target, capacity=capacity, hints=self.hints
