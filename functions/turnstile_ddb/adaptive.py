@@ -11,11 +11,12 @@ Three parts, each usable alone:
 * :class:`ResizePolicy` decides. :meth:`ResizePolicy.decide` is pure arithmetic on an
   :class:`Observation`: a :class:`Decision` (a target shard count, ``"up"`` or ``"down"``, and
   a reason a person can read) or ``None``.
-* :class:`Resizer` acts. ``maybe_resize(counter)`` decides (no call when the answer is none:
-  cheap enough to run after every take), and when the policy says so takes the counter's resize
-  lease without waiting (:class:`turnstile_ddb.lease.Leases`; held by someone else: skip),
-  reads shard 0 for the current shard count (another count than the one decided on: it was
-  resized meanwhile, skip), and calls :func:`turnstile_ddb.sharded.resize`.
+* :class:`Resizer` acts. ``maybe_resize(counter)`` decides (no call when the answer is none,
+  and a look at the window at most every ``LOOK_EVERY`` = 0.25 s a counter: in between, a clock
+  read and a lookup, cheap enough to run after every take), and when the policy says so takes
+  the counter's resize lease without waiting (:class:`turnstile_ddb.lease.Leases`; held by
+  someone else: skip), reads shard 0 for the current shard count (another count than the one
+  decided on: it was resized meanwhile, skip), and calls :func:`turnstile_ddb.sharded.resize`.
 
 Wiring it (one of each per process, shared by its threads)::
 
@@ -100,6 +101,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "LOOK_EVERY",
     "METRICS",
     "PATTERN",
     "Decision",
@@ -115,6 +117,10 @@ METRICS: tuple[str, ...] = ("ResizeUp", "ResizeDown", "ResizeSkipped", "ResizeFa
 PATTERN = "adaptive"
 
 _log = logging.getLogger(__name__)
+
+# Seconds between two looks at one counter's window from maybe_resize (the hot path): in between,
+# a call is a clock read and a lookup. A quarter of the default bucket: a grow waits at most that.
+LOOK_EVERY = 0.25
 
 # What LoadWindow.saw counts, by kind (turnstile_ddb.sharded's LoadObserver kinds); "restocked"
 # and any other kind only mark activity.
@@ -452,6 +458,7 @@ class _Resizing:
         self.owner = owner if owner is not None else f"resizer-{uuid.uuid4().hex[:12]}"
         self.lease_ms = lease_ms
         self._known: _Recent[int] = _Recent(self.load.max_counters)
+        self._looked: _Recent[float] = _Recent(self.load.max_counters)
 
     def current(self, counter: sharded.ShardedCounter) -> int:
         """The shard count this process believes: its hints' layout, else the last this resizer
@@ -469,7 +476,13 @@ class _Resizing:
     def protocol(
         self, counter: sharded.ShardedCounter, capacity: bool
     ) -> _core.Steps[sharded.Resized | None]:
-        """Decide; when a resize is due, carry it out under the lease."""
+        """Decide (at most every ``LOOK_EVERY`` seconds a counter); when a resize is due, carry
+        it out under the lease."""
+        now = self.load.clock()
+        looked = self._looked.get(counter.identity)
+        if looked is not None and now - looked < LOOK_EVERY:
+            return None
+        self._looked.put(counter.identity, now)
         decision = self.decide(counter)
         if decision is None:
             return None

@@ -416,3 +416,32 @@ def test_the_async_resizer_skips_a_held_lease_as_the_sync_one_does(client):
     assert asyncio.run(resizer.maybe_resize(COUNTER)) is None
     assert metrics.tally.get("adaptive", "ResizeSkipped") == before + 1
     assert resizer.decide(COUNTER) is None  # cooling down
+
+
+class CountingWindow(adaptive.LoadWindow):
+    """A window that counts how often it was looked at."""
+
+    looks = 0
+
+    def observe(self, counter: sharded.ShardedCounter, now: float | None = None) -> Any:
+        self.looks += 1
+        return super().observe(counter, now)
+
+
+def test_the_hot_path_looks_at_the_window_at_most_every_quarter_second():
+    class NoCalls:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"called {name}")
+
+    clock = Clock()
+    window = CountingWindow(clock=clock)
+    resizer = adaptive.Resizer(NoCalls(), lease.Leases(NoCalls(), "leases"), load=window)  # type: ignore[arg-type]
+    window.saw(COUNTER, "taken")
+    for _ in range(100):
+        assert resizer.maybe_resize(COUNTER) is None
+    assert window.looks == 1
+    clock.now += 0.25
+    assert resizer.maybe_resize(COUNTER) is None
+    assert window.looks == 2
+    assert resizer.decide(COUNTER) is None  # asking the policy directly always looks
+    assert window.looks == 3
