@@ -8,7 +8,7 @@ decisions, metrics and logs (its one protocol, awaited through
 from __future__ import annotations
 
 from turnstile_ddb import _core, adaptive, sharded
-from turnstile_ddb.aio import lease
+from turnstile_ddb.aio.lease import Leases
 
 __all__ = ["Resizer"]
 
@@ -20,7 +20,7 @@ class Resizer:
     def __init__(
         self,
         client: _core.AsyncDynamoDBClient,
-        leases: lease.Leases,
+        leases: Leases,
         policy: adaptive.ResizePolicy | None = None,
         load: adaptive.LoadWindow | None = None,
         *,
