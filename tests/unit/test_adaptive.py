@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 import re
 import threading
 from collections.abc import Iterator
@@ -445,3 +446,42 @@ def test_the_hot_path_looks_at_the_window_at_most_every_quarter_second():
     assert window.looks == 2
     assert resizer.decide(COUNTER) is None  # asking the policy directly always looks
     assert window.looks == 3
+
+
+def test_every_decision_moves_within_the_range_in_the_direction_it_names():
+    # Given 5000 random observations (seeded) and shard counts, Then a decision's target is in
+    # min_shards..max_shards, differs from the current count, and lies the way it says
+    rand = random.Random(44)
+    policy = adaptive.ResizePolicy(min_shards=2, max_shards=40)
+    decided = 0
+    for _ in range(5000):
+        now = 1000.0
+        seen = adaptive.Observation(
+            window=30.0,
+            span=rand.choice([1.0, 5.0]),
+            taken=rand.choice([0.0, rand.uniform(0, 60_000)]),
+            left=rand.choice([0.0, rand.uniform(0, 5_000)]),
+            throttled=rand.choice([0.0, rand.uniform(0, 10_000)]),
+            conflicts=rand.uniform(0, 100),
+            refused=rand.uniform(0, 100),
+            peak=rand.choice([0.0, rand.uniform(0, 2_000), rand.uniform(0, 60_000)]),
+            started=now - rand.uniform(0, 100),
+            last_taken=rand.choice([None, now - rand.uniform(0, 60)]),
+            last_throttled=rand.choice([None, now - rand.uniform(0, 60)]),
+            last_resized=rand.choice([None, now - rand.uniform(0, 60)]),
+        )
+        current = rand.randint(policy.min_shards, policy.max_shards)
+        decision = policy.decide(seen, current, now)
+        if decision is None:
+            continue
+        decided += 1
+        assert policy.min_shards <= decision.target <= policy.max_shards
+        assert decision.current == current != decision.target
+        assert (decision.target > current) == (decision.direction == "up")
+        assert decision.reason
+    assert decided > 1000  # the observations did reach the rules
+
+
+def test_a_resizer_that_cannot_hold_a_lease_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="lease_ms"):
+        adaptive.Resizer(Any, lease.Leases(Any, "leases"), lease_ms=0)  # type: ignore[arg-type]
