@@ -94,7 +94,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from turnstile_ddb import _checks, _core, codec, errors, lease, metrics, sharded
+from turnstile_ddb import _checks, _core, _sharded_resize, codec, errors, lease, metrics, sharded
 from turnstile_ddb._sharded_hints import _Recent
 
 if TYPE_CHECKING:
@@ -512,7 +512,7 @@ class _Resizing:
                 why = f"it has {actual} shard(s), not {decision.current}: resized meanwhile"
                 _skipped(counter, decision, why)
                 return None
-            resized = yield from sharded.resize_protocol(
+            resized = yield from _sharded_resize.resize_protocol(
                 counter, decision.target, capacity=capacity, hints=self.hints
             )
         except (errors.Retryable, errors.OutcomeUnknown) as exc:
@@ -521,6 +521,9 @@ class _Resizing:
             return None
         self._known.put(counter.identity, resized.after)
         self.load.resized(counter)
+        if resized.before == resized.after:  # someone resized it between the two reads
+            _skipped(counter, decision, f"it had {resized.after} shard(s) already")
+            return None
         if decision.direction == "up":
             metrics.count("ResizeUp", pattern=PATTERN)
         else:
