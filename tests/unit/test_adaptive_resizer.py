@@ -126,3 +126,25 @@ def test_a_resize_that_loses_every_race_is_counted_and_answered_none(client, cap
     assert "gave up" in caplog.text
     assert total(client, 1) == 100
     leases.release(leases.acquire(RESOURCE, "next", 1_000))  # given back
+
+
+def test_a_sharded_capacity_is_resized_as_a_capacity_its_places_kept(client, caplog):
+    # Given a sharded capacity of one shard (12 places) whose joins were throttled
+    places = sharded.ShardedCounter("stock", "pk", "event", 1, "count")
+    for row in sharded.shard_items(places, 0, limit=12, version=1):
+        client.put_item(TableName="stock", Item=codec.encode_item(row))
+    clock = Clock()
+    window = adaptive.LoadWindow(clock=clock)
+    for _ in range(10):
+        clock.now += 0.1
+        window.saw(places, "throttled", 5)
+    resizer = adaptive.Resizer(client, lease.Leases(client, "leases", backoff=NOWAIT), load=window)
+    # When the resizer is asked for it as a capacity
+    with caplog.at_level(logging.INFO, logger="turnstile_ddb.adaptive"):
+        grown = resizer.maybe_resize(places, capacity=True)
+    # Then its places are spread over the new shards, none lost
+    assert grown is not None
+    assert (grown.before, grown.after) == (1, 2)
+    rows = sharded.read_items(client, places.with_shards(2))
+    assert sum(int(row["limit"]) for row in rows) == 12
+    assert sum(int(row["count"]) for row in rows) == 0
