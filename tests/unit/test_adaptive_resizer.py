@@ -4,6 +4,7 @@ skipped; a resize that gives up is counted and answered ``None``; the lease is g
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
@@ -12,9 +13,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from sim.ddb import create_table, moto_dynamodb
+from sim.ddb import Awaited, create_table, moto_dynamodb
 from tests.unit.test_adaptive import COUNTER, Clock, throttled_window
-from turnstile_ddb import adaptive, codec, lease, metrics, retry, sharded
+from turnstile_ddb import adaptive, aio, codec, lease, metrics, retry, sharded
 
 NOWAIT = retry.Backoff(attempts=3, sleep=lambda seconds: None)
 RESOURCE = "resize/stock/hot/count"
@@ -148,3 +149,12 @@ def test_a_sharded_capacity_is_resized_as_a_capacity_its_places_kept(client, cap
     rows = sharded.read_items(client, places.with_shards(2))
     assert sum(int(row["limit"]) for row in rows) == 12
     assert sum(int(row["count"]) for row in rows) == 0
+
+
+def test_the_async_resizer_makes_the_same_resize(client):
+    leases = aio.lease.Leases(Awaited(client), "leases", backoff=NOWAIT)
+    resizer = aio.adaptive.Resizer(Awaited(client), leases, load=throttled_window(Clock()))
+    grown = asyncio.run(resizer.maybe_resize(COUNTER))
+    assert grown is not None
+    assert (grown.before, grown.after) == (1, 2)
+    assert total(client, 2) == 100
