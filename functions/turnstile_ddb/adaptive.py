@@ -78,7 +78,8 @@ generation it read); the lease keeps two processes from acting on two stale deci
 ``ResizeSkipped`` per decision not carried out because another resizer held the lease or the
 shard count read under the lease was not the one decided on (resized meanwhile),
 ``ResizeFailed`` per resize that gave up (lost every race, stayed throttled, or its outcome is
-unknown; the next decision reads again). Every decision is logged (logger
+unknown; the lease table stayed throttled; the next decision reads again): never raised to the
+caller, whose own call succeeded. Every decision is logged (logger
 ``turnstile_ddb.adaptive``, INFO; a failure WARNING) with its reason; the library configures no
 handler.
 """
@@ -494,6 +495,9 @@ class _Resizing:
         except lease.Held as exc:
             _skipped(counter, decision, f"another resizer ({exc.owner!r}) holds the lease")
             return None
+        except (errors.Retryable, errors.OutcomeUnknown) as exc:  # the lease table's trouble
+            _failed(counter, exc)
+            return None
         try:
             resized = yield from self._under_lease(counter, decision, capacity)
         except Exception:  # not BaseException: a closed generator must not yield again
@@ -516,8 +520,7 @@ class _Resizing:
                 counter, decision.target, capacity=capacity, hints=self.hints
             )
         except (errors.Retryable, errors.OutcomeUnknown) as exc:
-            metrics.count("ResizeFailed", pattern=PATTERN)
-            _log.warning("resize of %s gave up: %s", counter.base, exc)
+            _failed(counter, exc)
             return None
         self._known.put(counter.identity, resized.after)
         self.load.resized(counter)
@@ -548,6 +551,13 @@ def _attributes(
 ) -> tuple[ResizePolicy, LoadWindow, sharded.Hints | None]:
     """What both front doors' resizers show as attributes."""
     return resizing.policy, resizing.load, resizing.hints
+
+
+def _failed(counter: sharded.ShardedCounter, exc: BaseException) -> None:
+    """A resize (or its lease) gave up: counted and logged, never raised to the caller, whose own
+    call succeeded; the next decision, after the cooldown, reads again."""
+    metrics.count("ResizeFailed", pattern=PATTERN)
+    _log.warning("resize of %s gave up: %s", counter.base, exc)
 
 
 def _skipped(counter: sharded.ShardedCounter, decision: Decision | None, why: str) -> None:

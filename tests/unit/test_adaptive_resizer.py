@@ -158,3 +158,26 @@ def test_the_async_resizer_makes_the_same_resize(client):
     assert grown is not None
     assert (grown.before, grown.after) == (1, 2)
     assert total(client, 2) == 100
+
+
+class ThrottledLeases(Cancelling):
+    """A client whose every write to the lease table is throttled."""
+
+    def update_item(self, **params: Any) -> Any:
+        if params["TableName"] != "leases":
+            return self._client.update_item(**params)
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+            "UpdateItem",
+        )
+
+
+def test_a_lease_table_that_stays_throttled_fails_the_resize_not_the_caller(client, caplog):
+    # Given a lease table throttled through the whole backoff
+    throttled: Any = ThrottledLeases(client)
+    leases = lease.Leases(throttled, "leases", backoff=NOWAIT)
+    resizer = adaptive.Resizer(throttled, leases, load=throttled_window(Clock()))
+    # When a resize is due, Then it is counted as failed and answered None; nothing changed
+    assert asked(resizer, caplog, logging.WARNING) == (None, {"ResizeFailed": 1})
+    assert "gave up" in caplog.text
+    assert total(client, 1) == 100
