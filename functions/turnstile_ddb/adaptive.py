@@ -29,9 +29,10 @@ Wiring it (one of each per process, shared by its threads)::
 ``Resizer(client, leases, policy=ResizePolicy(), load=LoadWindow(), *, hints=None, owner=None,
 lease_ms=10_000)``: ``client`` a boto3 DynamoDB client (``maybe_resize(..., client=other)``
 uses another for one call); ``leases`` the lease table (its settings: the requests go through
-the resizer's client); ``hints`` the hints the takes use (the resize tells them the new layout,
-and the resizer reads its current belief of the shard count from them); ``owner`` the lease
-owner's name (a random one by default); ``lease_ms`` how long a resize may hold the lease.
+the resizer's client, and every call of a resize retries under its ``backoff``); ``hints`` the
+hints the takes use (the resize tells them the new layout, and the resizer reads its current
+belief of the shard count from them); ``owner`` the lease owner's name (a random one by
+default); ``lease_ms`` how long a resize may hold the lease.
 
 **What the policy sees.** Throttles are the global truth: a shard throttles only when its key is
 over its write limit, whichever process sent the writes, so one process seeing throttles knows
@@ -95,7 +96,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from turnstile_ddb import _checks, _core, _sharded_resize, codec, errors, lease, metrics, sharded
+from turnstile_ddb import (
+    _checks,
+    _core,
+    _sharded_resize,
+    codec,
+    errors,
+    lease,
+    metrics,
+    retry,
+    sharded,
+)
 from turnstile_ddb._sharded_hints import _Recent
 
 if TYPE_CHECKING:
@@ -510,14 +521,18 @@ class _Resizing:
         self, counter: sharded.ShardedCounter, decision: Decision, capacity: bool
     ) -> _core.Steps[sharded.Resized | None]:
         try:
-            actual = yield from _shards_now(counter)
+            actual = yield from _shards_now(counter, self.leases.backoff)
             self._known.put(counter.identity, actual)
             if actual != decision.current:  # what was seen was seen at another layout
                 why = f"it has {actual} shard(s), not {decision.current}: resized meanwhile"
                 _skipped(counter, decision, why)
                 return None
             resized = yield from _sharded_resize.resize_protocol(
-                counter, decision.target, capacity=capacity, hints=self.hints
+                counter,
+                decision.target,
+                capacity=capacity,
+                backoff=self.leases.backoff,
+                hints=self.hints,
             )
         except (errors.Retryable, errors.OutcomeUnknown) as exc:
             _failed(counter, exc)
@@ -566,15 +581,23 @@ def _skipped(counter: sharded.ShardedCounter, decision: Decision | None, why: st
     _log.info("resize of %s%s skipped: %s", counter.base, wanted, why)
 
 
-def _shards_now(counter: sharded.ShardedCounter) -> _core.Steps[int]:
+def _shards_now(counter: sharded.ShardedCounter, backoff: retry.Backoff) -> _core.Steps[int]:
     """The shard count shard 0 records (one consistent read); absent: the counter's own."""
-    response = yield from _core.send(
+    read = _core.Call(
         "get_item",
-        TableName=counter.table,
-        Key=counter.wire_key(0),
-        ConsistentRead=True,
-        ProjectionExpression="#shards",
-        ExpressionAttributeNames={"#shards": counter.shards_attr},
+        {
+            "TableName": counter.table,
+            "Key": counter.wire_key(0),
+            "ConsistentRead": True,
+            "ProjectionExpression": "#shards",
+            "ExpressionAttributeNames": {"#shards": counter.shards_attr},
+        },
+    )
+    response = yield from retry.retrying(
+        read,
+        backoff=backoff,
+        idempotent=True,
+        pattern="sharded",  # the retries of a shard read
     )
     item = codec.decode_item(response.get("Item")) or {}
     return int(item.get(counter.shards_attr, counter.shards))

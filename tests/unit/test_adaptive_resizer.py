@@ -181,3 +181,21 @@ def test_a_lease_table_that_stays_throttled_fails_the_resize_not_the_caller(clie
     assert asked(resizer, caplog, logging.WARNING) == (None, {"ResizeFailed": 1})
     assert "gave up" in caplog.text
     assert total(client, 1) == 100
+
+
+class ThrottledReads(Cancelling):
+    """A client whose every read of one item is throttled."""
+
+    def get_item(self, **params: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+            "GetItem",
+        )
+
+
+def test_a_shard_read_that_stays_throttled_fails_the_resize_not_the_caller(client, caplog):
+    throttled: Any = ThrottledReads(client)
+    leases = lease.Leases(throttled, "leases", backoff=NOWAIT)
+    resizer = adaptive.Resizer(throttled, leases, load=throttled_window(Clock()))
+    assert asked(resizer, caplog, logging.WARNING) == (None, {"ResizeFailed": 1})
+    leases.release(leases.acquire(RESOURCE, "next", 1_000))  # given back
