@@ -160,42 +160,40 @@ def test_the_async_resizer_makes_the_same_resize(client):
     assert total(client, 2) == 100
 
 
-class ThrottledLeases(Cancelling):
-    """A client whose every write to the lease table is throttled."""
+class Throttling:
+    """A client whose every ``operation`` on ``table`` is throttled (the rest go through)."""
 
-    def update_item(self, **params: Any) -> Any:
-        if params["TableName"] != "leases":
-            return self._client.update_item(**params)
-        raise ClientError(
-            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
-            "UpdateItem",
-        )
+    def __init__(self, client: Any, operation: str, table: str) -> None:
+        self._client = client
+        self._operation = operation
+        self._table = table
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._client, name)
+        if name != self._operation:
+            return call
+
+        def throttled(**params: Any) -> Any:
+            if params["TableName"] != self._table:
+                return call(**params)
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                name,
+            )
+
+        return throttled
 
 
-def test_a_lease_table_that_stays_throttled_fails_the_resize_not_the_caller(client, caplog):
-    # Given a lease table throttled through the whole backoff
-    throttled: Any = ThrottledLeases(client)
+@pytest.mark.parametrize(("operation", "table"), [("update_item", "leases"), ("get_item", "stock")])
+def test_a_call_that_stays_throttled_fails_the_resize_not_the_caller(
+    client, caplog, operation, table
+):
+    # Given the lease's write, or the read of shard 0, throttled through the whole backoff
+    throttled: Any = Throttling(client, operation, table)
     leases = lease.Leases(throttled, "leases", backoff=NOWAIT)
     resizer = adaptive.Resizer(throttled, leases, load=throttled_window(Clock()))
     # When a resize is due, Then it is counted as failed and answered None; nothing changed
     assert asked(resizer, caplog, logging.WARNING) == (None, {"ResizeFailed": 1})
     assert "gave up" in caplog.text
     assert total(client, 1) == 100
-
-
-class ThrottledReads(Cancelling):
-    """A client whose every read of one item is throttled."""
-
-    def get_item(self, **params: Any) -> Any:
-        raise ClientError(
-            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
-            "GetItem",
-        )
-
-
-def test_a_shard_read_that_stays_throttled_fails_the_resize_not_the_caller(client, caplog):
-    throttled: Any = ThrottledReads(client)
-    leases = lease.Leases(throttled, "leases", backoff=NOWAIT)
-    resizer = adaptive.Resizer(throttled, leases, load=throttled_window(Clock()))
-    assert asked(resizer, caplog, logging.WARNING) == (None, {"ResizeFailed": 1})
-    leases.release(leases.acquire(RESOURCE, "next", 1_000))  # given back
+    lease.Leases(client, "leases").acquire(RESOURCE, "next", 1_000)  # free (or never taken)
