@@ -124,6 +124,8 @@ def catalog() -> dict[str, tuple[str, ...]]:
         "claims": _names(declared(lib + "claims"), retry),
         # the products domain retries the catalogue read and counts a multi-shard write's conflict
         "sharded": _names(declared(lib + "sharded"), ("CatalogueRetry",), retry),
+        # a resize policy's decisions (turnstile_ddb.adaptive's Resizer)
+        "adaptive": declared(lib + "adaptive"),
         "inventory": _names(declared("service.domain.inventory"), retry),
         "slots": _names(declared(lib + "slots"), retry),
         "lease": _names(declared(lib + "lease"), declared(lib + "lease_queue"), retry),
