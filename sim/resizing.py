@@ -55,8 +55,9 @@ TOTALS = (8, 15)  # what a set_total sets the counter to
 STOCK = sharded.ShardedCounter(TABLE, "pk", "hot", 1, "count")
 LIMITS = (2, 1)  # the capacity's places per shard at first: three places, four would-be members
 SEATS = sharded.ShardedCounter(TABLE, "pk", "seats", len(LIMITS), "count")
-# Client i believes the counter and the capacity have BELIEVED[i % 4] shards when it starts (the
-# truth is 1 and 2): every client starts wrong about one of them at least.
+# Client i believes the counter has BELIEVED[i % 4] shards when it starts (the truth is 1): half
+# the clients start wrong. Of the capacity every client believes the truth at first (its items
+# do not say their shard count until a resize), and is wrong after a resize of another client.
 BELIEVED = (1, 4, 1, 8)
 # The shard counts each resizer asks for in turn (the counter's, the capacity's), cycled.
 COUNTER_SIZES = ((4, 8, 2, 5), (3, 6, 1, 4))
@@ -90,10 +91,11 @@ class Resizing:
 
     def setup(self, client: Any) -> None:
         create_table(client, TABLE, "pk")
-        # The counter's items say their layout (shard_items writes it); the capacity's do not,
-        # as a capacity made before resizing existed: N is then the count it was built with.
+        # The counter's items say their shard count, so a caller who believes another one learns
+        # it from the first item it reads; the capacity's do not, as a capacity made before
+        # resizing existed: until its first resize, N is the count every caller builds it with.
         rows = [
-            *sharded.shard_items(STOCK, INITIAL),
+            *sharded.shard_items(STOCK, INITIAL, **{STOCK.shards_attr: STOCK.shards}),
             *(
                 {**SEATS.key(k), "count": 0, "limit": limit, "version": 1}
                 for k, limit in enumerate(LIMITS)
@@ -122,8 +124,8 @@ class Resizing:
     def _plan(self, task: Task, me: Client, step: int) -> tuple[str, tuple[Any, ...], Any]:
         """The next operation (the same draws whichever driver runs it)."""
         backoff = task.backoff(attempts=4)
-        stock = me.hints.shards.layout(me.stock)
-        seats = me.hints.shards.layout(me.seats)
+        stock = me.hints.shards.current(me.stock)
+        seats = me.hints.shards.current(me.seats)
         if me.resizer and step % 2 == 0:
             sizes = COUNTER_SIZES if me.resizes % 2 == 0 else SEAT_SIZES
             target = sizes[me.number][(me.resizes // 2) % len(sizes[me.number])]
@@ -160,11 +162,10 @@ class Resizing:
             shards=sharded.ShardHints(clock=task.clock),
             sold_out=sharded.SoldOutHints(clock=task.clock),
         )
-        believed = BELIEVED[number % len(BELIEVED)]
         me = Client(
             number,
-            dataclasses.replace(STOCK, shards=believed),
-            dataclasses.replace(SEATS, shards=believed),
+            STOCK.with_shards(BELIEVED[number % len(BELIEVED)]),
+            SEATS,
             hints,
         )
 
@@ -185,8 +186,9 @@ class Resizing:
         # The end: every client leaves the capacity for good (NotMember: it was not in it),
         # trying again while faults keep the answer from it.
         for _ in range(FINAL_LEAVES):
-            options = sharded.TakeOptions(backoff=task.backoff(attempts=4), hints=hints)
-            seats = hints.shards.layout(me.seats)
+            backoff = task.backoff(attempts=4)
+            options = sharded.TakeOptions(backoff=backoff, hints=hints, rand=task.rng)
+            seats = hints.shards.current(me.seats)
             if not _lost(call("leave", (seats, _member(task.name), options), {}, final=True)):
                 return
             task.sleep(0.5)
