@@ -293,7 +293,8 @@ def _layout(
     layouts = {
         (row.get(counter.shards_attr), row.get(counter.layout_attr)) for row in found.values()
     }
-    report.expect(len(layouts) <= 1, PATTERN, "one layout", f"{counter.base}: {sorted(layouts, key=str)}")
+    shown = sorted(layouts, key=str)
+    report.expect(len(layouts) <= 1, PATTERN, "one layout", f"{counter.base}: {shown}")
     committed = [op for op in resizes if op.type == OK and op.value["items"] > 0]
     answered = [int(op.value["generation"]) for op in committed]
     report.expect(
