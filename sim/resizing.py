@@ -289,7 +289,7 @@ def _layout(
     stored = int(first.get(counter.shards_attr, counter.shards))
     generation = int(first.get(counter.layout_attr, 0))
     where = f"{counter.base}: items {sorted(found)}, N {stored}"
-    report.expect(sorted(found) == list(range(stored)), PATTERN, "shards exactly below N", where)
+    report.expect(sorted(found) == list(range(stored)), PATTERN, "shards 0 to N-1", where)
     layouts = {
         (row.get(counter.shards_attr), row.get(counter.layout_attr)) for row in found.values()
     }

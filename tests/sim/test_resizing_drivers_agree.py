@@ -94,7 +94,7 @@ def test_the_checks_catch_a_shard_left_behind(monkeypatch):
         client.put_item(TableName=counter.table, Item=codec.encode_item(row))
 
     # Then the layout check sees it
-    assert "shards exactly below N" in _after_resize(monkeypatch, stray)
+    assert "shards 0 to N-1" in _after_resize(monkeypatch, stray)
 
 
 def test_the_checks_catch_a_place_made_by_a_resize(monkeypatch):
