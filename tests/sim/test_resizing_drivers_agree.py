@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from chaos.checkers import Report
+from chaos.history import OK, UNKNOWN, Op
 from sim import resizing
 from tests.sim.test_drivers_agree import _PROBE, _probe_mutant
 from turnstile_ddb import capacity, codec, sharded
@@ -124,3 +126,37 @@ def test_a_resize_mutant_is_killed_through_both_drivers(number, tmp_path):
     first = _probe_mutant(number, tmp_path, probe.replace("stock.run", "resizing.run"))
     assert set(first) == {"sync", "async"}, first
     assert first["sync"] == first["async"]
+
+
+def _op(f: str, invoked: float, completed: float, outcome: str = OK, **args: int) -> Op:
+    op = Op(0, resizing.PATTERN, "c", f, args, invoked, int(invoked * 1000), type=outcome)
+    op.completed = completed
+    return op
+
+
+def _total_checks(total: int, ops: list[Op]) -> list[str]:
+    report = Report()
+    resizing._totals(report, total, ops)
+    return [v.check for v in report.violations]
+
+
+def test_the_total_counts_from_the_last_set_total_that_may_have_applied():
+    # Given a set_total to 8, then a take of 3 that began after it was answered
+    reset, take = _op("set_total", 1, 2, total=8), _op("take", 3, 4, quantity=3)
+    # Then only 5 is exact: the initial stock no longer counts, nor 8 untouched
+    assert _total_checks(5, [reset, take]) == []
+    assert _total_checks(8, [reset, take]) == ["total exact"]
+    assert _total_checks(resizing.INITIAL - 3, [reset, take]) == ["total exact"]
+    # And a take overlapping the set_total may have come before it (8) or after it (5)
+    overlapping = _op("take", 1.5, 2.5, quantity=3)
+    assert _total_checks(8, [reset, overlapping]) == []
+    assert _total_checks(5, [reset, overlapping]) == []
+    # And a set_total of unknown outcome may or may not have applied
+    unknown = _op("set_total", 1, float("inf"), UNKNOWN, total=15)
+    assert _total_checks(15, [unknown]) == [] and _total_checks(12, [unknown]) == []
+    assert _total_checks(13, [unknown]) == ["total exact"]
+
+
+def test_more_acknowledged_takes_than_units_is_a_unit_sold_twice():
+    takes = [_op("take", n, n + 0.5, quantity=3) for n in range(5)]  # 15 of the 12 there
+    assert "no unit sold twice" in _total_checks(0, takes)
