@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.checkers import Report
@@ -87,7 +87,8 @@ class Client:
 class Resizing:
     operations: int = 10
     driver: str = "sync"
-    _spawned: int = 0
+    # Clients made so far: the first RESIZERS are the resizers, and BELIEVED is by this number.
+    _spawned: int = field(default=0, init=False, repr=False)
 
     def setup(self, client: Any) -> None:
         create_table(client, TABLE, "pk")
