@@ -28,7 +28,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 from functools import partial
 
 from chaos.checkers import Report
-from sim import counters, edges, keyed, leasing, places, reserving, stock
+from sim import counters, edges, keyed, leasing, places, reserving, resizing, stock
 
 Run = Callable[[int, str], tuple[str, Report]]
 # Each workload's one-seed run: (seed, driver) -> (history, report).
@@ -39,6 +39,7 @@ WORKLOADS: dict[str, Run] = {
     "keyed": keyed.run,
     "edges": edges.run,
     "counters": counters.run,
+    "resizing": resizing.run,
     # The asyncio reservation reads ahead where the synchronous one reads pool by pool: each of
     # the two protocols is compared through both drivers (sim/reserving.py).
     "reserving": partial(reserving.run_pair, {"sync": "sync", "async": "async-in-order"}),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.checkers import Report
-from sim import adversary, fenced, signup
+from sim import adversary, fenced, resizing, signup
 from sim.reservation_edges import ReservationEdges
 from sim.streams import Streams
 
@@ -62,4 +62,5 @@ KINDS: list[Kind] = [
     Kind("edges", lambda each: ReservationEdges(episodes=each), clients=2, each=4),
     Kind("streams", Streams, clients=2, each=4),
     Kind("adversary", lambda each: adversary.Adversary(episodes=each), clients=2, each=4),
+    Kind("resizing", lambda each: resizing.Resizing(operations=each), clients=4, each=10),
 ]
