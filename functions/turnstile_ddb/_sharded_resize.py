@@ -252,6 +252,12 @@ def _step(
             raise ValueError(
                 f"resize: {counter.base!r} has {read.shards} shards, over {MAX_SHARDS}"
             )
+        if not capacity and counter.limit_attr in items[0]:
+            # moved as a counter, a capacity's members would move and its places be copied
+            raise ValueError(
+                f"resize: {counter.base!r} has places ({counter.limit_attr!r}): it is a sharded"
+                " capacity, resized with capacity=True"
+            )
         grow = shards > read.shards
         layout = Layout(shards if grow else read.shards - 1, read.generation + 1)
         plan = _grow if grow else _shrink

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from turnstile_ddb import capacity, codec, errors, retry, sharded
+from turnstile_ddb import capacity, codec, errors, metrics, retry, sharded
 
 BACKOFF = retry.Backoff(attempts=60, base=0.002, cap=0.05)
 STOCK = 300
@@ -226,3 +226,61 @@ def test_resize_bounds_and_a_resize_to_the_same_count(ddb, table):
     assert sum(sharded.read_all(ddb, counter)) == 10
     # A resize losing every race says so
     assert issubclass(errors.LostEveryRace, retry.RetriesExhausted)
+
+
+def test_two_resizers_at_once_never_apply_both_and_keep_the_total(ddb, table):
+    # Given 120 units on one shard and two resizers racing from the same layouts, while takes go on
+    counter = sharded.ShardedCounter(table, "pk", "stock", 1, "count")
+    for row in sharded.shard_items(counter, 120):
+        ddb.put_item(TableName=table, Item=codec.encode_item(row))
+    done = threading.Event()
+    lock = threading.Lock()
+    made: list[sharded.Resized] = []
+    sold: list[int] = []
+
+    def resizing(targets: tuple[int, ...]) -> None:
+        for shards in targets:
+            resized = sharded.resize(ddb, counter, shards, backoff=BACKOFF, attempts=50)
+            with lock:
+                made.append(resized)
+
+    def buyer() -> None:
+        options = sharded.TakeOptions(backoff=BACKOFF, hints=sharded.Hints())
+        while not done.is_set():
+            try:
+                sharded.take(ddb, counter, 1, options)
+            except sharded.Exhausted:
+                return
+            with lock:
+                sold.append(1)
+
+    def both() -> None:
+        try:
+            run_threads([lambda: resizing((3, 7, 2, 5)), lambda: resizing((6, 2, 8, 4))])
+        finally:
+            done.set()
+
+    # When they run together (every resize transaction that applies is counted)
+    applied = metrics.Tally()
+    metrics.add_sink(applied)
+    try:
+        run_threads([both, buyer, buyer])
+    finally:
+        metrics.remove_sink(applied)
+    # Then the transactions that applied form one chain of generations, one higher each (two
+    # from one read would share one), the table holds the last layout, no unit made or lost
+    found = rows(ddb, table)
+    last = max(made, key=lambda r: r.generation)
+    shards = assert_one_layout(found, "stock", last.generation)
+    assert applied.get("sharded", "ShardResize") == last.generation
+    assert shards == last.after
+    assert sum(int(item["count"]) for item in shards_of(found, "stock").values()) == 120 - len(sold)
+
+
+def test_a_capacity_resized_as_a_counter_is_refused(ddb, table):
+    places = sharded.ShardedCounter(table, "pk", "event", 2, "count")
+    for row in sharded.shard_items(places, 0, limit=6, version=1):
+        ddb.put_item(TableName=table, Item=codec.encode_item(row))
+    with pytest.raises(ValueError, match="capacity=True"):
+        sharded.resize(ddb, places, 4)
+    assert sum(int(i["limit"]) for i in shards_of(rows(ddb, table), "event").values()) == 12
