@@ -48,6 +48,7 @@ readers check shard 0's generation around every multi-page read (not built: 100 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,15 +70,19 @@ MAX_SHARDS = 100
 
 @dataclass(frozen=True)
 class Resized:
-    """What one :func:`resize` did: ``before`` shards became ``after`` at layout ``generation``,
-    moving ``moved`` units (a capacity: places) between shards, in one transaction of ``items``
-    elements (each transactional write costs two write units per KB)."""
+    """What one :func:`resize` did: ``before`` shards became ``after`` at layout ``generation``
+    (the last this call wrote), moving ``moved`` units (a capacity: places) between shards, in
+    ``steps`` transactions of ``items`` elements in all (each transactional write costs two
+    write units per KB). A grow is one step; a shrink one step per dropped shard. ``after`` is
+    above the count asked for when a later step of a shrink lost every race (the steps made
+    stand), and ``steps`` is 0 when the counter already had that count."""
 
     before: int
     after: int
     generation: int
     moved: int
     items: int
+    steps: int
 
 
 def _keep(
@@ -218,16 +223,21 @@ def resize_protocol(
             f"resize: shards must be 1 to {MAX_SHARDS} (one transaction), not {shards}"
         )
     hints = hints if hints is not None else Hints()
-    first = yield from _step(counter, shards, capacity, backoff, attempts, hints)
-    done = first
+    done = yield from _step(counter, shards, capacity, backoff, attempts, hints)
     while done.after > shards:
-        step = yield from _step(counter, shards, capacity, backoff, attempts, hints)
+        try:
+            step = yield from _step(counter, shards, capacity, backoff, attempts, hints)
+        except errors.LostEveryRace:
+            return done  # the steps made stand: a valid layout, nearer the count asked for
+        if not step.steps:  # someone else's resize made the count: nothing more to write
+            return dataclasses.replace(done, after=step.after)
         done = Resized(
-            first.before,
+            done.before,
             step.after,
             step.generation,
             done.moved + step.moved,
             done.items + step.items,
+            done.steps + 1,
         )
     return done
 
@@ -247,7 +257,7 @@ def _step(
         learn(hints, counter, dict(enumerate(items)))
         read = Layout(len(items), counter.layout_of(items[0]).generation)
         if read.shards == shards:
-            return Resized(read.shards, shards, read.generation, 0, 0)
+            return Resized(read.shards, shards, read.generation, 0, 0, 0)
         if read.shards > MAX_SHARDS:
             raise ValueError(
                 f"resize: {counter.base!r} has {read.shards} shards, over {MAX_SHARDS}"
@@ -273,7 +283,7 @@ def _step(
         metrics.count("ShardResize", pattern=PATTERN)
         hints.shards.relayout(counter, layout)
         hints.sold_out.mark(counter, False)
-        return Resized(read.shards, layout.shards, layout.generation, moved, len(elements))
+        return Resized(read.shards, layout.shards, layout.generation, moved, len(elements), 1)
     raise errors.LostEveryRace(attempts, f"writes to {counter.base!r} kept moving its shards", last)
 
 
