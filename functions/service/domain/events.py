@@ -72,7 +72,9 @@ def _event(item: dict[str, Any]) -> dict[str, Any]:
 
 def _public(item: dict[str, Any]) -> dict[str, Any]:
     """A sharded event as the API answers it."""
-    public = {**_event(item), "shards": item["shards"]}
+    public = _event(item)
+    if item["shards"] > 1:
+        public["shards"] = item["shards"]
     if item.get("adaptive"):
         public["adaptive"] = True
     return public

@@ -33,7 +33,7 @@ requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
 
 @app.declared
 def create_event(body: models.CreateEventRequest) -> Response[Any]:
-    event = events.get().create(body.eventId, body.name, body.capacity, body.shards)
+    event = events.get().create(body.eventId, body.name, body.capacity, body.shards, body.adaptive)
     return created(event, f"/events/{event['eventId']}", etag=event["version"])
 
 

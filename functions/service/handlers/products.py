@@ -46,7 +46,9 @@ def expected_version(if_match: str) -> int | None:
 
 @app.declared
 def create_product(body: models.CreateProductRequest) -> Response[Any]:
-    product = products.get().create(body.productId, body.name, body.stock, body.shards)
+    product = products.get().create(
+        body.productId, body.name, body.stock, body.shards, body.adaptive
+    )
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
 
