@@ -21,9 +21,10 @@ leaves, per second, answered after the step's first :attr:`Pace.settle_seconds`)
 step, any caller's); ``5xx`` (client 5xx answered in the step once it was grown; all of the step's
 if it never was). Per run: ``oversold`` (products: sales acknowledged beyond what left the
 shards; events: members without a counted place, and places counted beyond the capacity),
-``resizes``, ``resize_wcu`` (per resize, the write units its calls consumed, read from each
-answer's consumed capacity on the resizer's own client: the shards' read is not a write, a
-cancelled attempt counts one per item), ``final_shards`` (after the tail) and ``totals``, the
+``resizes``, ``resize_wcu`` (per resize, the write units its transactions consumed, read from
+each answer's consumed capacity on the resizer's own client; a cancelled attempt counts one per
+item; the lease's two writes and the reads are left out), ``final_shards`` (after the tail) and
+``totals``, the
 table's own word at the end (``exact``: the counts agree, within the requests whose outcome is
 unknown).
 
@@ -84,8 +85,8 @@ def schedule(limit: float, pace: Pace, ramp: tuple[float, ...] = RAMP) -> list[f
 
 
 class ThreadUnits:
-    """The write units one client's calls consumed, per thread: what a resize cost is what its
-    thread's calls consumed while it ran (the lease makes resizes one at a time)."""
+    """The write units one client's transactions consumed, per thread: a resize's cost is what
+    its thread's transactions consumed while it ran (its lease's writes are not counted)."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -100,7 +101,7 @@ class ThreadUnits:
             params.setdefault("ReturnConsumedCapacity", "TOTAL")
 
     def _charge(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name in WRITE_OPERATIONS:
+        if model.name == "TransactWriteItems":
             self._local.units = self.mine() + write_units(parsed)
 
     def mine(self) -> float:
@@ -135,15 +136,16 @@ class Recorded:
         return resized
 
 
-def service_resizer(client: Any, leases: lease.Leases, limit: float) -> tuple[Any, Any]:
-    """The resizer a function builds (``service.runtime``) and the load observer its hints
-    report to, with one key's limit in this workload's requests per second."""
+def service_resizer(client: Any, leases: lease.Leases, limit: float) -> tuple[Any, sharded.Hints]:
+    """The resizer a function builds (``service.runtime``) and the hints its takes use (their
+    load window is what it decides from), its policy told one key's limit in this workload's
+    requests per second."""
     from turnstile_ddb import adaptive
 
-    observer = adaptive.LoadObserver()
+    window = adaptive.LoadWindow()
+    hints = sharded.Hints(load=window)
     policy = adaptive.ResizePolicy(one_key_limit=limit)
-    resizer = adaptive.Resizer(client=client, policy=policy, observer=observer, leases=leases)
-    return resizer, observer
+    return adaptive.Resizer(client, leases, policy, load=window, hints=hints), hints
 
 
 @dataclass
@@ -397,13 +399,9 @@ def run(db: Any, names: dict[str, str], pace: Pace = FULL) -> dict[str, Any]:
         client = model.attach(Meter().attach(db.client(config=retry.client_config())))
         units = ThreadUnits()
         resize_client = model.attach(units.attach(db.client(config=retry.client_config())))
-        leases = lease.Leases(
-            client=model.attach(db.client(config=retry.client_config())),
-            table=names[config.LEASES],
-        )
-        resizer, observer = service_resizer(resize_client, leases, limit)
+        leases = lease.Leases(client=resize_client, table=names[config.LEASES])
+        resizer, hints = service_resizer(resize_client, leases, limit)
         recorded = Recorded(resizer, units)
-        hints = sharded.Hints(load=observer)
         if kind == "product":
             workload = product_workload(client, setup, names, limit, pace, recorded, hints)
         else:

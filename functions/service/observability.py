@@ -124,7 +124,7 @@ def catalog() -> dict[str, tuple[str, ...]]:
         "claims": _names(declared(lib + "claims"), retry),
         # the products domain retries the catalogue read and counts a multi-shard write's conflict;
         # products and events count a resize that failed after a request (service.domain.resizing)
-        "sharded": _names(declared(lib + "sharded"), ("CatalogueRetry", "ResizeFailed"), retry),
+        "sharded": _names(declared(lib + "sharded"), ("CatalogueRetry", "ResizeError"), retry),
         "inventory": _names(declared("service.domain.inventory"), retry),
         "slots": _names(declared(lib + "slots"), retry),
         "lease": _names(declared(lib + "lease"), declared(lib + "lease_queue"), retry),

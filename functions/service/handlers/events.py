@@ -20,6 +20,7 @@ events: runtime.Lazy[Events] = runtime.Lazy(
         client=runtime.dynamodb.get(),
         table=catalog.tables("events")["events"],
         hints=runtime.sharded_hints.get(),
+        resizer=runtime.resizer.get(),
     )
 )
 requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(

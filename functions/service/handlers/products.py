@@ -22,6 +22,7 @@ products: runtime.Lazy[Products] = runtime.Lazy(
         table=catalog.tables("products")["products"],
         idempotency=runtime.idempotency.get(),
         hints=runtime.sharded_hints.get(),
+        resizer=runtime.resizer.get(),
     )
 )
 
