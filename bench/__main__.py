@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,7 @@ ADAPTIVE_COLUMNS = ["offered", "achieved", "direction", "shards", "grown", "thro
 
 
 def run_adaptive(
-    db: DynamoDBLocal, names: dict[str, str], *, quick: bool = False, out: Path | None = None
+    db: DynamoDBLocal, names: Mapping[str, str], *, quick: bool = False, out: Path | None = None
 ) -> dict[str, Any]:
     """The ramp on an adaptive product and an adaptive event (``bench.adaptive``)."""
     pace = adaptive.QUICK if quick else adaptive.FULL

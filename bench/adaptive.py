@@ -39,7 +39,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,7 +278,7 @@ def shard_count(client: Any, counter: sharded.ShardedCounter) -> Callable[[], in
 def product_workload(
     client: Any,
     setup: Any,
-    names: dict[str, str],
+    names: Mapping[str, str],
     limit: float,
     pace: Pace,
     resizer: Recorded,
@@ -319,7 +319,7 @@ def product_workload(
 def event_workload(
     client: Any,
     setup: Any,
-    names: dict[str, str],
+    names: Mapping[str, str],
     limit: float,
     resizer: Recorded,
     hints: sharded.Hints,
@@ -388,7 +388,7 @@ def _members(client: Any, table: str, event_id: str) -> int:
     return present
 
 
-def run(db: Any, names: dict[str, str], pace: Pace = FULL) -> dict[str, Any]:
+def run(db: Any, names: Mapping[str, str], pace: Pace = FULL) -> dict[str, Any]:
     """Both ramps, one after the other; the section's JSON document."""
     scale = scale_from_env() or hot.DEFAULT_SCALE
     model = CapacityModel(scale)
