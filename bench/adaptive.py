@@ -275,20 +275,26 @@ def shard_count(client: Any, counter: sharded.ShardedCounter) -> Callable[[], in
     return read
 
 
-def product_workload(
-    client: Any,
-    setup: Any,
-    names: Mapping[str, str],
-    limit: float,
-    pace: Pace,
-    resizer: Recorded,
-    hints: sharded.Hints,
-) -> Workload:
-    table = names[config.PRODUCTS]
+@dataclass(frozen=True)
+class Wiring:
+    """What a workload's requests go through: the client under the model, a set-up client
+    outside it, the tables, and the service's resizer with the hints its takes use."""
+
+    client: Any
+    setup: Any
+    names: Mapping[str, str]
+    resizer: Recorded
+    hints: sharded.Hints
+
+
+def product_workload(wiring: Wiring, limit: float, pace: Pace) -> Workload:
+    setup, table = wiring.setup, wiring.names[config.PRODUCTS]
     product_id = f"adaptive-{uuid.uuid4().hex[:8]}"
     stock = 2 * len(schedule(limit, pace))  # never sells out
     Products(client=setup, table=table).create(product_id, "Ramp", stock, adaptive=True)
-    products = Products(client=client, table=table, hints=hints, resizer=resizer)
+    products = Products(
+        client=wiring.client, table=table, hints=wiring.hints, resizer=wiring.resizer
+    )
 
     def attempt(_: int) -> tuple[str, int]:
         try:
@@ -316,18 +322,11 @@ def product_workload(
     return Workload("product (purchases)", limit, counter, attempt, totals)
 
 
-def event_workload(
-    client: Any,
-    setup: Any,
-    names: Mapping[str, str],
-    limit: float,
-    resizer: Recorded,
-    hints: sharded.Hints,
-) -> Workload:
-    table = names[config.EVENTS]
+def event_workload(wiring: Wiring, limit: float) -> Workload:
+    setup, table = wiring.setup, wiring.names[config.EVENTS]
     event_id = f"adaptive-{uuid.uuid4().hex[:8]}"
     Events(client=setup, table=table).create(event_id, "Ramp", EVENT_CAPACITY, adaptive=True)
-    events = Events(client=client, table=table, hints=hints, resizer=resizer)
+    events = Events(client=wiring.client, table=table, hints=wiring.hints, resizer=wiring.resizer)
     members: collections.deque[str] = collections.deque()
     lock = threading.Lock()
 
@@ -402,10 +401,11 @@ def run(db: Any, names: Mapping[str, str], pace: Pace = FULL) -> dict[str, Any]:
         leases = lease.Leases(client=resize_client, table=names[config.LEASES])
         resizer, hints = service_resizer(resize_client, leases, limit)
         recorded = Recorded(resizer, units)
+        wiring = Wiring(client, setup, names, recorded, hints)
         if kind == "product":
-            workload = product_workload(client, setup, names, limit, pace, recorded, hints)
+            workload = product_workload(wiring, limit, pace)
         else:
-            workload = event_workload(client, setup, names, limit, recorded, hints)
+            workload = event_workload(wiring, limit)
         time.sleep(min(1.5, pace.step_seconds))  # the creation's tokens come back
         print(f"  {workload.name}: {len(schedule(limit, pace))} requests", flush=True)
         runs.append(ramp_run(workload, recorded, model, shard_count(setup, workload.counter), pace))
