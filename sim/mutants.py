@@ -81,11 +81,14 @@ TESTS: dict[str, tuple[str, ...]] = {
             "functions/turnstile_ddb/sharded.py",
             "functions/turnstile_ddb/_sharded_counter.py",
             "functions/turnstile_ddb/_sharded_hints.py",
+            "functions/turnstile_ddb/_sharded_take.py",
+            "functions/turnstile_ddb/_sharded_resize.py",
         ),
         (
             _UNIT + "test_sharded_hints.py",
             _INTEGRATION + "test_sharded_stock.py",
             _INTEGRATION + "test_sharded_event.py",
+            _INTEGRATION + "test_sharded_resize.py",
         ),
     ),
     "functions/turnstile_ddb/_lease_item.py": (

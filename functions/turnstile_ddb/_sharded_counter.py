@@ -9,8 +9,8 @@ together (:func:`side_by_side`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from turnstile_ddb import _checks, _contract, _core, capacity, codec, errors, retry
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _BACKOFF = retry.Backoff()
+PATTERN = "sharded"  # the metrics' pattern
 T = TypeVar("T")
 
 
@@ -29,7 +30,12 @@ class ShardedCounter:
     The stored attribute names are fields: ``count_attr`` holds each shard's share;
     ``limit_attr`` and ``version_attr`` are read and written only by a sharded capacity
     (:func:`join`, :func:`leave`), and ``shard_attr`` names the member item's record of the
-    shard it joined."""
+    shard it joined. A resize (:func:`resize`) writes ``shards_attr`` (the shard count now) and
+    ``layout_attr`` (a generation, one more with every resize) on every shard: a counter never
+    resized has neither, and its ``shards`` is the one it was created with.
+
+    ``shards`` is the count the caller believes: the calls learn the current one from the shards
+    themselves (see :class:`Layout`) and remember it in the caller's hints."""
 
     table: str
     key_attr: str
@@ -40,6 +46,8 @@ class ShardedCounter:
     limit_attr: str = "limit"
     version_attr: str = "version"
     shard_attr: str = "shard"
+    shards_attr: str = "shards"
+    layout_attr: str = "layout"
 
     def __post_init__(self) -> None:
         extra = [(f"extra_key[{name!r}]", name) for name, _ in self.extra_key]
@@ -60,6 +68,16 @@ class ShardedCounter:
         count attribute, not its bare id (an event and a product may share an id)."""
         return (self.table, self.key_attr, self.base, self.extra_key, self.count_attr)
 
+    def layout_of(self, item: Mapping[str, Any]) -> Layout:
+        """The layout a shard item belongs to (never resized: ``shards`` as built, generation 0)."""
+        return Layout(
+            int(item.get(self.shards_attr, self.shards)), int(item.get(self.layout_attr, 0))
+        )
+
+    def with_shards(self, shards: int) -> ShardedCounter:
+        """This counter with ``shards`` shards (the same counter, another layout)."""
+        return self if shards == self.shards else replace(self, shards=shards)
+
     def capacity_row(self, shard: int) -> capacity.CapacityRow:
         """Shard ``shard`` as a :class:`turnstile_ddb.capacity.CapacityRow` (for :func:`join`)."""
         return capacity.CapacityRow(
@@ -69,6 +87,35 @@ class ShardedCounter:
             limit_attr=self.limit_attr,
             version_attr=self.version_attr,
         )
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """How many shards a counter has (``shards``) as of resize number ``generation``.
+
+    Every resize writes the new layout on every shard it keeps or creates, in the transaction
+    that moves the units, each element conditioned on the generation it read; the shards it
+    drops are deleted there too. So shard items exist exactly for ``k < shards``, and two shards
+    read showing the same generation were read with no resize between them."""
+
+    shards: int
+    generation: int
+
+
+def same_layout(
+    counter: ShardedCounter, generation: int
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition that a shard is still at layout ``generation`` (a counter never resized has
+    no ``layout_attr``): the expression, its names and its values."""
+    names = {"#layout": counter.layout_attr}
+    if generation == 0:
+        return "attribute_not_exists(#layout)", names, {}
+    return "#layout = :layout", names, codec.values(layout=generation)
+
+
+class Moved(errors.Retryable):
+    """A shard a read named is gone (a resize dropped it): nothing was written; read the
+    layout again. Raised inside the protocols, which do so; never to a caller."""
 
 
 class Exhausted(errors.Refused):
@@ -192,33 +239,52 @@ def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> di
     return found.get(tuple(key.values()))
 
 
+# A layout may change between the pages of one read: read again, at most this many times.
+RELAYOUT_READS = 8
+
+
 def read_with_protocol(
     counter: ShardedCounter,
     backoff: retry.Backoff = _BACKOFF,
     extra_keys: Sequence[dict[str, Any]] = (),
 ) -> _core.Steps[tuple[list[dict[str, Any]], list[dict[str, Any] | None]]]:
-    """Every shard item in shard order, plus the items at ``extra_keys`` of the same table in
-    the same call (``None`` where absent): a membership check that costs no extra round trip.
-    Raises :class:`Missing` when the shards do not exist."""
+    """Every shard item of the counter's current layout, in shard order (as many as it has
+    shards: ``counter.shards`` is only where the read starts), plus the items at ``extra_keys``
+    of the same table in the same call (``None`` where absent): a membership check that costs
+    no extra round trip. A shard missing, or shards showing different layouts, means a resize
+    ran meanwhile: read again at the newest layout seen. Raises :class:`Missing` when shard 0
+    does not exist (it is never dropped)."""
     names = list(counter.key(0))
-    shard_keys = [counter.key(k) for k in range(counter.shards)]
     extra = [{name: key.get(name) for name in names} for key in extra_keys]
-    found = yield from _batch_get(counter, [*shard_keys, *extra_keys], backoff)
-    shards = [_at(found, key) for key in shard_keys]
-    if any(item is None for item in shards):
-        raise Missing(counter.base)
-    return [item for item in shards if item is not None], [_at(found, key) for key in extra]
+    for _ in range(RELAYOUT_READS):
+        shard_keys = [counter.key(k) for k in range(counter.shards)]
+        found = yield from _batch_get(counter, [*shard_keys, *extra_keys], backoff)
+        shards = [_at(found, key) for key in shard_keys]
+        present = [item for item in shards if item is not None]
+        if shards[0] is None:
+            raise Missing(counter.base)
+        layouts = {counter.layout_of(item) for item in present}
+        newest = max(layouts)
+        if len(present) == len(shards) and layouts == {Layout(counter.shards, newest.generation)}:
+            return present, [_at(found, key) for key in extra]
+        counter = counter.with_shards(newest.shards)
+    raise errors.LostEveryRace(
+        RELAYOUT_READS, f"resizes of {counter.base!r} kept moving the shards"
+    )
 
 
 def read_shards_protocol(
     counter: ShardedCounter, shards: Sequence[int], backoff: retry.Backoff = _BACKOFF
 ) -> _core.Steps[dict[int, dict[str, Any]]]:
     """The items of ``shards`` only (strongly consistent): shard -> item. Raises
-    :class:`Missing` when one of them does not exist."""
+    :class:`Missing` when shard 0 is asked for and does not exist, :class:`Moved` when another
+    asked for is gone (a resize dropped it)."""
     found = yield from _batch_get(counter, [counter.key(k) for k in shards], backoff)
     items = {k: _at(found, counter.key(k)) for k in shards}
-    if any(item is None for item in items.values()):
+    if items.get(0, {}) is None:
         raise Missing(counter.base)
+    if any(item is None for item in items.values()):
+        raise Moved(counter.base)
     return {k: item for k, item in items.items() if item is not None}
 
 
@@ -244,5 +310,5 @@ def _read_shards(
     return _core.run(client, read_shards_protocol(counter, shards, backoff))
 
 
-for _public in (ShardedCounter, Exhausted, Full, Missing, Taken, split, shard_items):
+for _public in (ShardedCounter, Layout, Exhausted, Full, Missing, Taken, split, shard_items):
     _public.__module__ = "turnstile_ddb.sharded"  # shown, pickled and documented there

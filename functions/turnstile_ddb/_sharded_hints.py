@@ -14,10 +14,10 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from turnstile_ddb import _checks, deprecation, retry
-from turnstile_ddb._sharded_counter import _BACKOFF, ShardedCounter
+from turnstile_ddb import _checks, deprecation, metrics, retry
+from turnstile_ddb._sharded_counter import _BACKOFF, Layout, ShardedCounter
 
 _ROUNDS = 4
 _MAX_COUNTERS = 1024
@@ -98,10 +98,12 @@ class SoldOutHints:
 
 @dataclass
 class _Learned:
-    """What was learned of one counter's shards: shard -> (count, when), shard -> throttled at."""
+    """What was learned of one counter's shards: shard -> (count, when), shard -> throttled at,
+    and the newest layout seen (none: the counter as the caller built it)."""
 
     counts: dict[int, tuple[int, float]] = field(default_factory=dict)
     throttled: dict[int, float] = field(default_factory=dict)
+    layout: Layout | None = None
 
 
 @dataclass
@@ -161,6 +163,28 @@ class ShardHints:
         with self._learned.lock:
             self._of(counter).counts.clear()
 
+    def layout(self, counter: ShardedCounter) -> Layout:
+        """The newest layout learned of ``counter`` (none learned: ``counter.shards``, 0)."""
+        return self._of(counter).layout or Layout(counter.shards, 0)
+
+    def current(self, counter: ShardedCounter) -> ShardedCounter:
+        """``counter`` with the shard count last learned (a resize changes it), else as built."""
+        return counter.with_shards(self.layout(counter).shards)
+
+    def relayout(self, counter: ShardedCounter, layout: Layout) -> bool:
+        """Remember ``layout`` if it is newer than the one known (a higher generation), and then
+        forget the counts and throttles learned under the older one (a resize moved units
+        between shards, so those counts bound nothing). True when it was newer."""
+        with self._learned.lock:
+            if layout.generation <= self.layout(counter).generation:
+                return False
+            record = self._write(counter)
+            record.layout = layout
+            record.counts.clear()
+            record.throttled.clear()
+        metrics.count("LayoutChanged", pattern="sharded")
+        return True
+
     def known(self, counter: ShardedCounter) -> dict[int, int]:
         """Shard -> count, for the shards whose count was learned within ``trust_seconds``."""
         now = self.clock()
@@ -204,6 +228,17 @@ class ShardHints:
         return sorted(shards, key=lambda shard: self.is_hot(counter, shard))
 
 
+class LoadObserver(Protocol):
+    """What the calls tell of the load on a counter (a resize policy implements it):
+    ``kind`` is ``"taken"`` (``units`` taken, or a member joined), ``"throttled"`` (a shard
+    write was throttled), ``"conflict"`` (a shard write or transaction lost to a concurrent
+    one), ``"refused"`` (``Exhausted`` or ``Full`` raised), ``"left"`` (a member left) or
+    ``"restocked"`` (``units`` added, or the new total). ``counter`` is the caller's (its
+    ``identity`` leaves out ``shards``). Called on the caller's thread: keep it cheap."""
+
+    def saw(self, counter: ShardedCounter, kind: str, units: int = 1) -> None: ...
+
+
 @dataclass
 class Hints:
     """What a caller remembers of its sharded counters, to spend fewer calls: shard counts and
@@ -212,10 +247,17 @@ class Hints:
     Build one per process (per Lambda execution environment, say) and pass the same object to
     every call on the same counters, restocks included: :func:`add`, :func:`set_total` and
     :func:`leave` call :meth:`restocked`, so a take never trusts a count from before the total
-    grew. Hints only save calls: writes decide every sale."""
+    grew. Hints only save calls: writes decide every sale. ``load``: an observer told what each
+    call saw (:class:`LoadObserver`: what a resize policy decides from), none by default."""
 
     shards: ShardHints = field(default_factory=ShardHints)
     sold_out: SoldOutHints = field(default_factory=SoldOutHints)
+    load: LoadObserver | None = None
+
+    def saw(self, counter: ShardedCounter, kind: str, units: int = 1) -> None:
+        """Tell :attr:`load` (when set) what a call saw of ``counter`` (:class:`LoadObserver`)."""
+        if self.load is not None:
+            self.load.saw(counter, kind, units)
 
     def restocked(self, counter: ShardedCounter, total: int | None = None) -> None:
         """Forget what was learned of ``counter``, whose total changed (``total``: the new total,
@@ -229,10 +271,17 @@ def learn(
 ) -> dict[int, int]:
     """What a call saw of ``counter``'s shards (shard -> its item, as read or as a write
     answered it), told to ``hints``; shard -> count. Every count the protocols learn passes
-    here, so what else an item may tell (a change of the counter's layout) has one place."""
+    here, and so does every layout: an item showing a newer one than the hints knew makes them
+    :meth:`ShardHints.relayout` (the caller then goes on at :meth:`ShardHints.current`). Counts
+    of items from an older layout than the one known are not remembered."""
     counts = {shard: int(item.get(counter.count_attr, 0)) for shard, item in items.items()}
+    layouts = {shard: counter.layout_of(item) for shard, item in items.items()}
+    if layouts:
+        hints.shards.relayout(counter, max(layouts.values()))
+    newest = hints.shards.layout(counter)
     for shard, count in counts.items():
-        hints.shards.count(counter, shard, count)
+        if layouts[shard] == newest:
+            hints.shards.count(counter, shard, count)
     return counts
 
 
@@ -287,5 +336,5 @@ def _legacy_options(legacy: dict[str, Any]) -> TakeOptions:
     )
 
 
-for _public in (SoldOutHints, ShardHints, Hints, TakeOptions):
+for _public in (SoldOutHints, ShardHints, Hints, LoadObserver, TakeOptions):
     _public.__module__ = "turnstile_ddb.sharded"  # shown, pickled and documented there

@@ -66,9 +66,15 @@ Contention is counted in :mod:`turnstile_ddb.metrics` under pattern ``sharded``:
 decided by one read), ``SoldOutHint`` and ``ShortHint`` (refusals answered from the hints without
 a call), ``ShardRaceRefusal``.
 
-How N could adapt (not built): a counter could grow by a transaction that moves part of each
-shard's share into new shard items and raises ``shards`` on the parent under its version; readers
-learn N from the parent. Shrinking is the reverse, and must drain a shard before dropping it.
+The shard count changes online (:func:`resize`, with its conditions in
+:mod:`turnstile_ddb._sharded_resize`'s docstring): one transaction per resize moves units (or a
+capacity's places) between shards and writes the new layout (``shards_attr``, ``layout_attr``: a
+generation) on every shard, each element conditioned on the generation read; dropped shards are
+deleted there. Callers learn the layout from any shard item a read or a write answers, and from a
+shard that is gone (shard 0 never is), never by waiting: a take at a dropped shard fails its
+condition and reads the layout again; a refusal rests on a read of one layout (the items of one
+read showing one generation); a member whose shard was dropped leaves at a shard that counts it.
+A resize counts as a restock for the hints' bound above (its units move between shards).
 """
 
 from __future__ import annotations
@@ -77,12 +83,13 @@ import random
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from turnstile_ddb import (
     _checks,
     _contract,
     _core,
+    _sharded_hints,
+    _sharded_resize,
+    _sharded_take,
     capacity,
     codec,
     deprecation,
@@ -94,37 +101,47 @@ from turnstile_ddb import (
 )
 from turnstile_ddb._sharded_counter import (
     _BACKOFF,
+    PATTERN,
+    RELAYOUT_READS,
     Exhausted,
     Full,
+    Layout,
     Missing,
     ShardedCounter,
     Taken,
     _read_shards,
     _read_with,
-    read_shards_protocol,
     read_with_protocol,
+    same_layout,
     shard_items,
     split,
 )
 from turnstile_ddb._sharded_hints import (
     _ROUNDS,
     Hints,
+    LoadObserver,
     ShardHints,
     SoldOutHints,
     TakeOptions,
     _legacy_options,
     learn,
 )
+from turnstile_ddb._sharded_resize import MAX_SHARDS, Resized, resize_protocol
+from turnstile_ddb._sharded_take import _Take
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
+    "MAX_SHARDS",
     "METRICS",
     "Exhausted",
     "Full",
     "Hints",
+    "Layout",
+    "LoadObserver",
     "Missing",
+    "Resized",
     "ShardHints",
     "ShardedCounter",
     "SoldOutHints",
@@ -135,6 +152,7 @@ __all__ = [
     "leave",
     "read_all",
     "read_items",
+    "resize",
     "set_total",
     "shard_items",
     "split",
@@ -143,6 +161,9 @@ __all__ = [
 
 # The metrics this module counts (under ``PATTERN``), declared next to the code that counts them.
 METRICS: tuple[str, ...] = (
+    "LayoutChanged",
+    "ResizeConflict",
+    "ShardResize",
     "ShardFailover",
     "ShardConflict",
     "ShardRaceRefusal",
@@ -151,8 +172,6 @@ METRICS: tuple[str, ...] = (
     "ShortHint",
     "Throttle",
 )
-
-PATTERN = "sharded"
 
 
 def read_items_protocol(
@@ -187,219 +206,6 @@ def read_all(
 ) -> list[int]:
     """Every shard's count (see :func:`read_items`)."""
     return _core.run(client, read_all_protocol(counter, backoff))
-
-
-def _decrement(counter: ShardedCounter, shard: int, quantity: int) -> _core.Call:
-    return _core.Call(
-        "update_item",
-        {
-            "TableName": counter.table,
-            "Key": counter.wire_key(shard),
-            "UpdateExpression": "SET #count = #count - :q",
-            "ConditionExpression": "attribute_exists(#pk) AND #count >= :q",
-            "ExpressionAttributeNames": {"#pk": counter.key_attr, "#count": counter.count_attr},
-            "ExpressionAttributeValues": codec.values(q=quantity),
-            "ReturnValues": "ALL_NEW",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        },
-    )
-
-
-def _decrement_many(counter: ShardedCounter, takes: dict[int, int]) -> _core.Call:
-    """One transaction taking ``takes[k]`` from each shard ``k``, each guarded by its own
-    ``#count >= :take``: the shards cannot go below zero whatever sold meanwhile."""
-    return _core.Call(
-        "transact_write_items",
-        {
-            "TransactItems": [
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "SET #count = #count - :take",
-                        "ConditionExpression": "#count >= :take",
-                        "ExpressionAttributeNames": {"#count": counter.count_attr},
-                        "ExpressionAttributeValues": codec.values(take=take),
-                    }
-                }
-                for shard, take in takes.items()
-            ],
-            "ClientRequestToken": transact.new_token(),
-        },
-    )
-
-
-def spread(counts: Sequence[int], quantity: int, rand: random.Random) -> dict[int, int]:
-    """Shards (largest first) whose counts add up to ``quantity``: how much to take from each."""
-    order = sorted(range(len(counts)), key=lambda k: (-counts[k], rand.random()))
-    takes: dict[int, int] = {}
-    left = quantity
-    for k in order:
-        if left == 0 or counts[k] == 0:
-            break
-        takes[k] = min(counts[k], left)
-        left -= takes[k]
-    return takes
-
-
-class _Take:
-    """One :func:`take`: what it has spent and learned across its rounds, one protocol a step
-    (each a generator: see :mod:`turnstile_ddb._core`)."""
-
-    def __init__(self, counter: ShardedCounter, quantity: int, options: TakeOptions) -> None:
-        self.counter = counter
-        self.quantity = quantity
-        self.options = options
-        self.rand = options.rand or random.Random()
-        self.hints = options.hints if options.hints is not None else Hints()
-        self.calls = 0
-        self.throttled_rounds = 0
-        self.total = 0  # the counts last read added up to this
-        self.saw_enough = False  # a read showed enough units at least once
-
-    def run(self) -> _core.Steps[Taken]:
-        self.refuse_from_hints()
-        candidates = self.first_choice()
-        for round_ in range(self.options.rounds + 1):
-            taken, answered = yield from self.try_shards(candidates)
-            if taken is not None:
-                return taken
-            if round_ == self.options.rounds:
-                break
-            counts, items, candidates = yield from self.read_counts(round_, answered)
-            if not candidates:  # only a sum of shards holds q
-                taken = yield from self.take_across(counts, items)
-                if taken is not None:
-                    return taken
-        if not self.saw_enough:  # no read decided yet: a refusal rests on one, never a guess
-            yield from self.read_counts(self.options.rounds, {})
-        metrics.count("ShardRaceRefusal", pattern=PATTERN)
-        raise Exhausted(self.total, raced=True)
-
-    def refuse_from_hints(self) -> None:
-        """Step 0: refuse without a call when the hints alone show too few units."""
-        if self.hints.sold_out.fresh(self.counter):
-            metrics.count("SoldOutHint", pattern=PATTERN)
-            raise Exhausted(0)
-        fresh = self.hints.shards.known(self.counter)
-        if len(fresh) == self.counter.shards and sum(fresh.values()) < self.quantity:
-            metrics.count("ShortHint", pattern=PATTERN)
-            raise Exhausted(sum(fresh.values()))
-
-    def first_choice(self) -> list[int]:
-        """Step 1's shard, or none when the counter was last read empty (read at once)."""
-        if self.hints.sold_out.empty(self.counter):
-            return []
-        return [self.hints.shards.choose(self.counter, self.rand, self.quantity)]
-
-    def try_shards(
-        self, candidates: Sequence[int]
-    ) -> _core.Steps[tuple[Taken | None, dict[int, int]]]:
-        """Steps 1 and 3: each candidate's conditional write until one takes ``q``; else the
-        counts the refused writes answered (after a wait if one was throttled)."""
-        answered: dict[int, int] = {}
-        throttled: BaseException | None = None
-        for shard in candidates:
-            outcome = yield from self.try_one(shard)
-            if isinstance(outcome, Taken):
-                return outcome, answered
-            if isinstance(outcome, BaseException):
-                throttled = outcome
-            else:
-                answered[shard] = outcome
-        if throttled is not None:
-            self.throttled_rounds += 1
-            if self.throttled_rounds >= self.options.backoff.attempts:
-                raise errors.StayedThrottled(
-                    self.throttled_rounds, f"the shards of {self.counter.base!r}", throttled
-                )
-            yield from retry.pause(self.options.backoff, self.throttled_rounds)
-        return None, answered
-
-    def try_one(self, shard: int) -> _core.Steps[Taken | int | BaseException]:
-        """One shard's write: what it took, the count it answered, or the throttle (or the
-        refused connection) that kept it from being sent."""
-        counter = self.counter
-        self.calls += 1
-        try:
-            response = yield _decrement(counter, shard, self.quantity)
-        except retry.MAYBE_APPLIED_ERRORS as exc:
-            raise retry.OutcomeUnknown(str(exc)) from exc
-        except retry.NOT_SENT_ERRORS as exc:
-            return exc
-        except ClientError as exc:
-            if retry.is_throttle(exc):
-                metrics.count("Throttle", pattern=PATTERN)
-                metrics.count("ShardFailover", pattern=PATTERN)
-                self.hints.shards.throttled(counter, shard)
-                return exc
-            if not retry.condition_failed(exc):
-                raise
-            old = codec.old_item(exc)
-            if old is None:
-                raise Missing(counter.base) from exc
-            metrics.count("ShardFailover", pattern=PATTERN)
-            return learn(self.hints, counter, {shard: old})[shard]
-        item = codec.decode_item(response["Attributes"]) or {}
-        left = learn(self.hints, counter, {shard: item})[shard]
-        return Taken((shard,), left, self.calls, item)
-
-    def read_counts(
-        self, round_: int, answered: dict[int, int]
-    ) -> _core.Steps[tuple[dict[int, int], dict[int, dict[str, Any]], list[int]]]:
-        """Step 2: every shard's count, reading only what is not known, then the shards that
-        hold ``q`` in the order to try them; refuses (:class:`Exhausted`) when the counts add up
-        to fewer than ``q``. Known: the counts the writes just answered, and on the first read
-        those learned within the trust window too (each an upper bound of the count now: counts
-        only go down between restocks). Later rounds read the rest again, so a refusal for lost
-        races always rests on counts read or answered in that round. When no shard holds ``q``
-        alone, every shard is read (unless just done): the transaction over several needs them
-        all read now."""
-        counter = self.counter
-        counts = {**(self.hints.shards.known(counter) if round_ == 0 else {}), **answered}
-        unknown = [k for k in range(counter.shards) if k not in counts]
-        items: dict[int, dict[str, Any]] = {}
-        candidates: list[int] = []
-        for _ in range(2):
-            if unknown:
-                self.calls += 1
-                items = yield from read_shards_protocol(counter, unknown, self.options.backoff)
-                counts.update(learn(self.hints, counter, items))
-            self.total = sum(counts.values())
-            self.hints.sold_out.mark(counter, self.total == 0)
-            if self.total < self.quantity:
-                metrics.count("SoldOutRead", pattern=PATTERN)
-                raise Exhausted(self.total)
-            self.saw_enough = True
-            candidates = [k for k, count in counts.items() if count >= self.quantity]
-            if candidates or len(items) == counter.shards:
-                break
-            unknown = list(range(counter.shards))
-        self.rand.shuffle(candidates)
-        return counts, items, self.hints.shards.order(counter, candidates)
-
-    def take_across(
-        self, counts: dict[int, int], items: dict[int, dict[str, Any]]
-    ) -> _core.Steps[Taken | None]:
-        """Step 3's fallback: ``q`` from several shards in one transaction (each guarded by its
-        own count, see :func:`_decrement_many`); ``None`` when it lost a race or was throttled."""
-        counter = self.counter
-        ordered = [counts[k] for k in range(counter.shards)]
-        takes = spread(ordered, self.quantity, self.rand)
-        self.calls += 1
-        try:
-            yield _decrement_many(counter, takes)
-        except retry.MAYBE_APPLIED_ERRORS as exc:
-            raise retry.OutcomeUnknown(str(exc)) from exc
-        except ClientError as exc:
-            code = retry.error_code(exc)
-            if code != "TransactionCanceledException" and not retry.is_throttle(exc):
-                raise
-            metrics.count("ShardFailover", pattern=PATTERN)
-            return None
-        left = {shard: ordered[shard] - taken for shard, taken in takes.items()}
-        learn(self.hints, counter, {shard: {counter.count_attr: n} for shard, n in left.items()})
-        return Taken(tuple(takes), sum(left.values()), self.calls, items[next(iter(takes))])
 
 
 def take_protocol(
@@ -446,7 +252,10 @@ def _join_shard(
             counter.capacity_row(shard), recorded, backoff=transactions, also=also
         )
     except capacity.NoCounter as exc:
-        raise Missing(counter.base) from exc
+        if shard == 0:  # shard 0 is never dropped: the counter is gone
+            raise Missing(counter.base) from exc
+        metrics.count("ShardFailover", pattern=PATTERN)  # a resize dropped it: read again
+        return False
     except capacity.Full:
         metrics.count("ShardFailover", pattern=PATTERN)
         return False
@@ -454,18 +263,20 @@ def _join_shard(
 
 
 def _with_room(
-    counter: ShardedCounter, member: capacity.Member, backoff: retry.Backoff
-) -> _core.Steps[tuple[list[int], int, int]]:
-    """One read of every shard and of the member's key: the shards with room, and the counts
-    and limits added up. Raises :class:`turnstile_ddb.capacity.AlreadyMember` when the member
-    exists."""
-    items, (found,) = yield from read_with_protocol(counter, backoff, [dict(member.key)])
+    counter: ShardedCounter, member: capacity.Member, backoff: retry.Backoff, hints: Hints
+) -> _core.Steps[tuple[list[int], int, int, ShardedCounter]]:
+    """One read of every shard and of the member's key: the shards with room, the counts and
+    limits added up, and the counter at the layout read (told to ``hints``). Raises
+    :class:`turnstile_ddb.capacity.AlreadyMember` when the member exists."""
+    current = hints.shards.current(counter)
+    items, (found,) = yield from read_with_protocol(current, backoff, [dict(member.key)])
     if found is not None:
         raise capacity.AlreadyMember(found)
+    learn(hints, counter, dict(enumerate(items)))
     counts = [int(item.get(counter.count_attr, 0)) for item in items]
     limits = [int(item.get(counter.limit_attr, 0)) for item in items]
     room = [k for k, (count, limit) in enumerate(zip(counts, limits, strict=True)) if count < limit]
-    return room, sum(counts), sum(limits)
+    return room, sum(counts), sum(limits), counter.with_shards(len(items))
 
 
 def join_protocol(
@@ -481,19 +292,26 @@ def join_protocol(
     rand = options.rand or random.Random()
     hints = options.hints if options.hints is not None else Hints()
     backoff = transactions or options.backoff
-    candidates = [] if hints.sold_out.empty(counter) else [rand.randrange(counter.shards)]
+    current = hints.shards.current(counter)
+    candidates = [] if hints.sold_out.empty(counter) else [rand.randrange(current.shards)]
     count = limit = 0
     for _ in range(options.rounds + 1):
         for shard in candidates:
-            if (yield from _join_shard(counter, member, shard, backoff, also)):
+            if (yield from _join_shard(current, member, shard, backoff, also)):
+                hints.saw(counter, "taken")
                 return shard
-        candidates, count, limit = yield from _with_room(counter, member, options.backoff)
+            hints.saw(counter, "conflict")
+        candidates, count, limit, current = yield from _with_room(
+            counter, member, options.backoff, hints
+        )
         hints.sold_out.mark(counter, not candidates)
         if not candidates:
             metrics.count("SoldOutRead", pattern=PATTERN)
+            hints.saw(counter, "refused")
             raise Full(count, limit)
         rand.shuffle(candidates)
     metrics.count("ShardRaceRefusal", pattern=PATTERN)
+    hints.saw(counter, "refused")
     raise Full(count, limit, raced=True)
 
 
@@ -530,16 +348,59 @@ def leave_protocol(
 ) -> _core.Steps[int]:
     """:func:`leave`'s protocol."""
     options = options or TakeOptions()
+    backoff = transactions or options.backoff
     item = yield from versioned.read_protocol(member.table, member.key, options.backoff)
     if item is None:
         raise capacity.NotMember()
     shard = int(item[counter.shard_attr])
-    yield from capacity.leave_protocol(
-        counter.capacity_row(shard), member, backoff=transactions or options.backoff
-    )
+    if not (yield from _leave_shard(counter, member, shard, backoff)):
+        shard = yield from _leave_elsewhere(counter, member, options, backoff)
     if options.hints is not None:
         options.hints.restocked(counter)
+        options.hints.saw(counter, "left")
     return shard
+
+
+def _leave_shard(
+    counter: ShardedCounter, member: capacity.Member, shard: int, backoff: retry.Backoff
+) -> _core.Steps[bool]:
+    """The member's leave at ``shard`` (:func:`turnstile_ddb.capacity.leave`); False when that
+    shard is gone or counts nobody: a resize moved the place the member took elsewhere."""
+    try:
+        yield from capacity.leave_protocol(counter.capacity_row(shard), member, backoff=backoff)
+    except capacity.NoCounter:
+        if shard == 0:  # shard 0 is never dropped: the counter is gone
+            raise
+        return False
+    except transact.Cancelled as exc:
+        if not exc.failed_at(0):
+            raise
+        return False
+    return True
+
+
+def _leave_elsewhere(
+    counter: ShardedCounter, member: capacity.Member, options: TakeOptions, backoff: retry.Backoff
+) -> _core.Steps[int]:
+    """Leave at any shard that counts a member. A shrink adds a dropped shard's members to a
+    kept one, so the shards' counts add up to the members present, never less: while this
+    member is present, some shard counts at least one, and the member's delete in the same
+    transaction (``attribute_exists``) makes the leave count once."""
+    rand = options.rand or random.Random()
+    for _ in range(options.rounds + 1):
+        try:
+            items, _ = yield from read_with_protocol(counter, options.backoff)
+        except Missing as exc:
+            raise capacity.NoCounter() from exc
+        counted = [k for k, item in enumerate(items) if int(item.get(counter.count_attr, 0)) > 0]
+        rand.shuffle(counted)
+        current = counter.with_shards(len(items))
+        for shard in counted:
+            if (yield from _leave_shard(current, member, shard, backoff)):
+                return shard
+        metrics.count("ShardFailover", pattern=PATTERN)
+        counter = current
+    raise errors.LostEveryRace(options.rounds + 1, f"resizes of {counter.base!r} kept moving")
 
 
 @_contract.write
@@ -553,7 +414,10 @@ def leave(
 ) -> int:
     """Remove ``member`` from the shard it joined (its ``shard_attr``, read consistently) and
     give the place back, in :func:`turnstile_ddb.capacity.leave`'s transaction; returns that
-    shard. The hints forget the counter (it has room again). Raises
+    shard. When a resize dropped that shard (or moved its members' places into another), the
+    place is given back at a shard that counts one (the counts add up to the members present:
+    see :func:`resize`), and that shard is returned. The hints forget the counter (it has room
+    again). Raises
     :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile) and
     :class:`turnstile_ddb.capacity.NoCounter`."""
     steps = leave_protocol(counter, member, options, transactions=transactions)
@@ -584,24 +448,35 @@ def set_total_protocol(
 ) -> _core.Steps[list[int]]:
     """:func:`set_total`'s protocol."""
     _checks.at_least("set_total", "attempts", attempts, 1)
-    target = split(total, counter.shards)
+    hints = hints if hints is not None else Hints()
     names, sets, stamped = _stamp(stamp)
     last: transact.Cancelled | None = None
     for attempt in range(1, attempts + 1):
-        seen = yield from read_all_protocol(counter, backoff)
+        items, _ = yield from read_with_protocol(hints.shards.current(counter), backoff)
+        learn(hints, counter, dict(enumerate(items)))
+        # every shard conditioned on its count and on the layout read: a resize meanwhile
+        # cancels it (its shards would not be these)
+        same, same_names, same_values = same_layout(counter, counter.layout_of(items[0]).generation)
+        target = split(total, len(items))
         elements = [*also()]
         offset = len(elements)
-        for shard, (before, after) in enumerate(zip(seen, target, strict=True)):
+        for shard, (item, after) in enumerate(zip(items, target, strict=True)):
+            before = int(item.get(counter.count_attr, 0))
             elements.append(
                 {
                     "Update": {
                         "TableName": counter.table,
                         "Key": counter.wire_key(shard),
                         "UpdateExpression": "SET #count = :after" + sets,
-                        "ConditionExpression": "#count = :before",
-                        "ExpressionAttributeNames": {"#count": counter.count_attr, **names},
+                        "ConditionExpression": f"#count = :before AND {same}",
+                        "ExpressionAttributeNames": {
+                            "#count": counter.count_attr,
+                            **same_names,
+                            **names,
+                        },
                         "ExpressionAttributeValues": {
                             **codec.values(before=before, after=after),
+                            **same_values,
                             **stamped,
                         },
                     }
@@ -609,13 +484,14 @@ def set_total_protocol(
             )
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff)
-            if hints is not None:
-                hints.restocked(counter, total)
+            hints.restocked(counter, total)
+            hints.saw(counter, "restocked", total)
             return target
         except transact.Cancelled as exc:
             if any(exc.failed_at(i) for i in range(offset)):
                 raise
             metrics.count("ShardConflict", pattern=PATTERN)
+            hints.saw(counter, "conflict")
             last = exc
             yield from retry.pause(backoff, attempt)
     raise errors.LostEveryRace(attempts, "sales kept changing the shards", last)
@@ -660,34 +536,50 @@ def add_protocol(
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
-    elements = [*also]
-    for shard, share in enumerate(split(units, counter.shards)):
-        elements.append(
-            {
-                "Update": {
-                    "TableName": counter.table,
-                    "Key": counter.wire_key(shard),
-                    "UpdateExpression": "ADD #count :share"
-                    + adds
-                    + (f" SET {sets[2:]}" if sets else ""),
-                    "ConditionExpression": "attribute_exists(#pk)",
-                    "ExpressionAttributeNames": {
-                        "#pk": counter.key_attr,
-                        "#count": counter.count_attr,
-                        **names,
-                        **added,
-                    },
-                    "ExpressionAttributeValues": {
-                        **codec.values(share=share),
-                        **(codec.values(one=1) if increments else {}),
-                        **stamped,
-                    },
+    known = hints if hints is not None else Hints()
+    current = known.shards.current(counter)
+    for _ in range(RELAYOUT_READS):
+        elements = [*also]
+        for shard, share in enumerate(split(units, current.shards)):
+            elements.append(
+                {
+                    "Update": {
+                        "TableName": counter.table,
+                        "Key": counter.wire_key(shard),
+                        "UpdateExpression": "ADD #count :share"
+                        + adds
+                        + (f" SET {sets[2:]}" if sets else ""),
+                        "ConditionExpression": "attribute_exists(#pk)",
+                        "ExpressionAttributeNames": {
+                            "#pk": counter.key_attr,
+                            "#count": counter.count_attr,
+                            **names,
+                            **added,
+                        },
+                        "ExpressionAttributeValues": {
+                            **codec.values(share=share),
+                            **(codec.values(one=1) if increments else {}),
+                            **stamped,
+                        },
+                    }
                 }
-            }
-        )
-    yield from transact.transact_write_protocol(elements, backoff=backoff)
-    if hints is not None:
-        hints.restocked(counter)
+            )
+        try:
+            yield from transact.transact_write_protocol(elements, backoff=backoff)
+        except transact.Cancelled as exc:
+            shards = range(len(also) + 1, len(elements))  # shard 0's missing: the counter's gone
+            if not any(exc.failed_at(i) for i in shards) or exc.failed_at(len(also)):
+                raise
+            # a shard is gone: a resize dropped it; add again over the shards there are now
+            metrics.count("ShardConflict", pattern=PATTERN)
+            items, _ = yield from read_with_protocol(current, backoff)
+            learn(known, counter, dict(enumerate(items)))
+            current = counter.with_shards(len(items))
+            continue
+        known.restocked(counter)
+        known.saw(counter, "restocked", units)
+        return
+    raise errors.LostEveryRace(RELAYOUT_READS, f"resizes of {counter.base!r} kept moving")
 
 
 @_contract.write
@@ -717,6 +609,37 @@ def add(
         hints=hints,
     )
     _core.run(client, steps)
+
+
+# How a take spreads ``q`` over several shards (the service's catalogue update uses it too).
+spread = _sharded_take.spread
+_PROTOCOL_MODULES = (_sharded_take, _sharded_hints, _sharded_resize)
+
+
+@_contract.write
+def resize(
+    client: DynamoDBClient,
+    counter: ShardedCounter,
+    shards: int,
+    *,
+    capacity: bool = False,
+    backoff: retry.Backoff = _BACKOFF,
+    attempts: int = 8,
+    hints: Hints | None = None,
+) -> Resized:
+    """Change the counter's shard count to ``shards`` while it is used: one read of every shard
+    and one transaction that moves units (``capacity=True``, a sharded capacity: places) between
+    shards and writes the new layout on every shard, each element conditioned on the layout read.
+    The total (a capacity's members and places) never changes; takes, joins, leaves and restocks
+    may run throughout (see the module docstring). A transaction cancelled by a concurrent write
+    is read and tried again, at most ``attempts`` times (then
+    :class:`turnstile_ddb.retry.RetriesExhausted`, each counted ``ResizeConflict``). Already
+    ``shards``: no write. ``ValueError`` when the counter has, or would have, more than
+    :data:`MAX_SHARDS` (100: one transaction's items). ``hints`` learn the new layout."""
+    steps = resize_protocol(
+        counter, shards, capacity=capacity, backoff=backoff, attempts=attempts, hints=hints
+    )
+    return _core.run(client, steps)
 
 
 # Names of 0.3 that leave the public surface: each still answers, with a deprecation warning.

@@ -51,6 +51,19 @@ def wired(
 
 
 @pytest.fixture
+def pk_table(ddb: Any, unique: str) -> str:
+    """An on-demand table keyed by a string ``pk``, new for each test."""
+    name = f"pk-{unique}"
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+@pytest.fixture
 def stream_table(ddb: Any, unique: str) -> str:
     """A table with a NEW_AND_OLD_IMAGES stream, for the stream pump's tests."""
     name = f"pump-{unique}"

@@ -21,6 +21,7 @@ from turnstile_ddb import (
     _core,
     _lease_item,
     _queue_waiting,
+    _sharded_take,
     codec,
     lease,
     sharded,
@@ -352,8 +353,8 @@ def test_a_take_without_its_per_shard_condition_is_caught(monkeypatch):
             ),
         )
 
-    monkeypatch.setattr(sharded, "_decrement", unguarded_one)
-    monkeypatch.setattr(sharded, "_decrement_many", unguarded)
+    monkeypatch.setattr(_sharded_take, "_decrement", unguarded_one)
+    monkeypatch.setattr(_sharded_take, "_decrement_many", unguarded)
     found = _first_violations(
         _only(sharded_clients=4, sharded_each=12, faults=Faults.none()), range(10)
     )

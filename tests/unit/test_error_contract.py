@@ -117,6 +117,11 @@ UNITS = claims.UnitTable(table="units", index="byTicket", key_attrs=("sku", "sk"
 COUNTER = sharded.ShardedCounter(
     table="products", key_attr="productId", base="p1", shards=2, count_attr="stock"
 )
+# A take meeting a failed condition with no item at shard 0 knows the counter is gone (Missing);
+# at another shard, a resize may have dropped it and it reads again: one shard, one answer.
+ONE_SHARD = sharded.ShardedCounter(
+    table="products", key_attr="productId", base="p1", shards=1, count_attr="stock"
+)
 ROW = capacity.CapacityRow(table="events", key={"eventId": "e1"})
 MEMBER = capacity.Member(
     table="events", key={"eventId": "e1", "userId": "u1"}, item={"eventId": "e1", "userId": "u1"}
@@ -182,7 +187,7 @@ CALLS: dict[str, tuple[bool, Callable[[Any, FakeTime], object]]] = {
     "claims.release": (False, lambda c, t: claims.release(c, UNITS, [UNIT_KEY], holder="h1", backoff=quick(), rounds=1)),
     "sharded.read_items": (True, lambda c, t: sharded.read_items(c, COUNTER, quick())),
     "sharded.read_all": (True, lambda c, t: sharded.read_all(c, COUNTER, quick())),
-    "sharded.take": (False, lambda c, t: sharded.take(c, COUNTER, 1, sharded.TakeOptions(backoff=quick(), hints=sharded.Hints(), rounds=1))),
+    "sharded.take": (False, lambda c, t: sharded.take(c, ONE_SHARD, 1, sharded.TakeOptions(backoff=quick(), hints=sharded.Hints(), rounds=1))),
     "sharded.join": (False, lambda c, t: sharded.join(c, COUNTER, MEMBER, sharded.TakeOptions(backoff=quick(), rounds=1))),
     "sharded.leave": (False, lambda c, t: sharded.leave(c, COUNTER, MEMBER, sharded.TakeOptions(backoff=quick()))),
     "sharded.set_total": (False, lambda c, t: sharded.set_total(c, COUNTER, 4, backoff=quick(), attempts=1)),

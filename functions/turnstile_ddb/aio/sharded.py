@@ -6,10 +6,10 @@ once. ``take`` has no keywords of 0.3 (the sync one's deprecated ones)."""
 
 from __future__ import annotations
 
-from turnstile_ddb import _contract, _core
+from turnstile_ddb import _contract, _core, _sharded_resize
 from turnstile_ddb import sharded as sync
 
-__all__ = ["add", "join", "leave", "read_all", "read_items", "set_total", "take"]
+__all__ = ["add", "join", "leave", "read_all", "read_items", "resize", "set_total", "take"]
 
 read_items = _contract.read_async(_core.awaited(sync.read_items_protocol))
 read_all = _contract.read_async(_core.awaited(sync.read_all_protocol))
@@ -18,3 +18,4 @@ join = _contract.write_async(_core.awaited(sync.join_protocol))
 leave = _contract.write_async(_core.awaited(sync.leave_protocol))
 set_total = _contract.write_async(_core.awaited(sync.set_total_protocol))
 add = _contract.write_async(_core.awaited(sync.add_protocol))
+resize = _contract.write_async(_core.awaited(_sharded_resize.resize_protocol))

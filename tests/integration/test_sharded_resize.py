@@ -1,0 +1,226 @@
+"""Resizing sharded counters and capacities against DynamoDB Local while real threads take,
+restock, join and leave (``turnstile_ddb.sharded.resize``). Each thread keeps its own hints, so
+most of them act on a shard count a resize has just changed; the recorded history of answers is
+checked against the table: the total exact, nothing sold twice, no shard below zero or over its
+limit, shard items exactly those of the last layout, members counted once and every one able to
+leave."""
+
+from __future__ import annotations
+
+import random
+import threading
+import traceback
+from typing import Any
+
+import pytest
+
+from turnstile_ddb import capacity, codec, errors, retry, sharded
+
+BACKOFF = retry.Backoff(attempts=60, base=0.002, cap=0.05)
+STOCK = 300
+RESIZES = (4, 8, 2, 6, 1, 5)
+PLACES = 24
+TRIES = 400  # a thread's operations at most (a bound, never reached when all goes well)
+
+
+@pytest.fixture
+def table(pk_table: str) -> str:
+    return pk_table
+
+
+def rows(ddb: Any, table: str) -> dict[str, dict[str, Any]]:
+    items = ddb.scan(TableName=table, ConsistentRead=True)["Items"]
+    return {str(item["pk"]): item for item in (codec.decode_item(i) or {} for i in items)}
+
+
+def shards_of(found: dict[str, dict[str, Any]], base: str) -> dict[int, dict[str, Any]]:
+    return {int(pk.split("#")[1]): item for pk, item in found.items() if pk.startswith(f"{base}#")}
+
+
+def assert_one_layout(found: dict[str, dict[str, Any]], base: str, resizes: int) -> int:
+    """Shard items exist exactly for k < the stored count, all at the last generation."""
+    shards = shards_of(found, base)
+    layouts = {(int(item["shards"]), int(item["layout"])) for item in shards.values()}
+    assert len(layouts) == 1, layouts
+    ((count, generation),) = layouts
+    assert sorted(shards) == list(range(count))
+    assert generation == resizes
+    return count
+
+
+def resizer(
+    ddb: Any, counter: sharded.ShardedCounter, done: threading.Event, capacity_: bool
+) -> list[sharded.Resized]:
+    made = []
+    try:
+        for shards in RESIZES:
+            made.append(
+                sharded.resize(
+                    ddb, counter, shards, capacity=capacity_, backoff=BACKOFF, attempts=50
+                )
+            )
+    finally:
+        done.set()  # the others stop on it, whatever happened here
+    return made
+
+
+def run_threads(targets: list[Any]) -> None:
+    failures: list[BaseException] = []
+
+    def guarded(target: Any) -> None:
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            traceback.print_exc()
+            failures.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish"
+    assert not failures, failures
+
+
+def test_a_counter_resized_under_takes_and_restocks_keeps_its_total(ddb, table):
+    # Given 300 units on one shard, six buyers and a restocker, each with its own hints
+    counter = sharded.ShardedCounter(table, "pk", "stock", 1, "count")
+    for row in sharded.shard_items(counter, STOCK):
+        ddb.put_item(TableName=table, Item=codec.encode_item(row))
+    done = threading.Event()
+    lock = threading.Lock()
+    taken: list[tuple[int, tuple[int, ...]]] = []
+    added: list[int] = []
+    resized: list[sharded.Resized] = []
+
+    def buyer(seed: int) -> None:
+        rand = random.Random(seed)
+        options = sharded.TakeOptions(backoff=BACKOFF, hints=sharded.Hints(), rand=rand)
+        for _ in range(TRIES):
+            quantity = rand.choice([1, 2, 3])
+            try:
+                got = sharded.take(ddb, counter, quantity, options)
+            except sharded.Exhausted:
+                if done.is_set():
+                    return
+                continue
+            with lock:
+                taken.append((quantity, got.shards))
+            if done.is_set() and rand.random() < 0.2:
+                return
+
+    def restocker() -> None:
+        hints = sharded.Hints()
+        while not done.is_set():
+            sharded.add(ddb, counter, 5, backoff=BACKOFF, hints=hints)
+            with lock:
+                added.append(5)
+
+    # When the counter is resized six times (1 -> 4 -> 8 -> 2 -> 6 -> 1 -> 5) meanwhile
+    run_threads(
+        [
+            *(lambda s=s: buyer(s) for s in range(6)),
+            restocker,
+            lambda: resized.extend(resizer(ddb, counter, done, capacity_=False)),
+        ]
+    )
+    # Then every resize applied once, the total is exact and no shard went below zero
+    found = rows(ddb, table)
+    shards = assert_one_layout(found, "stock", len(RESIZES))
+    assert [r.after for r in resized] == list(RESIZES)
+    assert [r.generation for r in resized] == list(range(1, len(RESIZES) + 1))
+    counts = [int(item["count"]) for item in shards_of(found, "stock").values()]
+    assert shards == RESIZES[-1]
+    assert min(counts) >= 0
+    sold = sum(quantity for quantity, _ in taken)
+    print(f"sold {sold} in {len(taken)} takes, restocked {sum(added)}, resizes {resized}")
+    assert sum(counts) == STOCK + sum(added) - sold
+    assert len(taken) > len(RESIZES)  # the takes did race the resizes
+
+
+def test_a_capacity_resized_under_joins_and_leaves_counts_each_member_once(ddb, table):
+    # Given 24 places on two shards and eight people joining and leaving, own hints each
+    places = sharded.ShardedCounter(table, "pk", "event", 2, "count")
+    for row in sharded.shard_items(places, 0, limit=PLACES // 2, version=1):
+        ddb.put_item(TableName=table, Item=codec.encode_item(row))
+    done = threading.Event()
+    resized: list[sharded.Resized] = []
+
+    def person(seed: int) -> None:
+        rand = random.Random(seed)
+        options = sharded.TakeOptions(backoff=BACKOFF, hints=sharded.Hints(), rand=rand)
+        for turn in range(TRIES):
+            member = capacity.Member(table, {"pk": f"member-{seed}-{turn}"})
+            try:
+                sharded.join(ddb, places, member, options)
+            except sharded.Full:
+                continue
+            if rand.random() < 0.6:  # some stay: places the resizes must carry
+                sharded.leave(ddb, places, member, options)
+            if done.is_set():
+                return
+
+    # When the capacity is resized six times meanwhile
+    run_threads(
+        [
+            *(lambda s=s: person(s) for s in range(8)),
+            lambda: resized.extend(resizer(ddb, places, done, capacity_=True)),
+        ]
+    )
+    # Then the places are all there, no shard over its limit, each member counted once
+    found = rows(ddb, table)
+    assert_one_layout(found, "event", len(RESIZES))
+    shards = shards_of(found, "event").values()
+    assert sum(int(item["limit"]) for item in shards) == PLACES
+    assert all(0 <= int(item["count"]) <= int(item["limit"]) for item in shards)
+    members = [pk for pk in found if pk.startswith("member-")]
+    assert sum(int(item["count"]) for item in shards) == len(members)
+    print(f"{len(members)} members stay; resizes {resized}")
+    # And every member can leave, whatever shard it recorded: the counts come back to zero
+    hints = sharded.Hints()
+    for pk in members:
+        member = capacity.Member(table, {"pk": pk})
+        sharded.leave(ddb, places, member, sharded.TakeOptions(backoff=BACKOFF, hints=hints))
+    after = shards_of(rows(ddb, table), "event").values()
+    assert [int(item["count"]) for item in after] == [0] * RESIZES[-1]
+
+
+def test_resize_bounds_and_a_resize_to_the_same_count(ddb, table):
+    counter = sharded.ShardedCounter(table, "pk", "stock", 3, "count")
+    for row in sharded.shard_items(counter, 10):
+        ddb.put_item(TableName=table, Item=codec.encode_item(row))
+    # A resize past one transaction's items is refused before any call
+    with pytest.raises(ValueError, match="1 to 100"):
+        sharded.resize(ddb, counter, 101)
+    with pytest.raises(ValueError, match="1 to 100"):
+        sharded.resize(ddb, counter, 0)
+    # The same count writes nothing
+    same = sharded.resize(ddb, counter, 3)
+    assert (same.before, same.after, same.items, same.generation) == (3, 3, 0, 0)
+    assert "layout" not in rows(ddb, table)["stock#0"]
+    # A grow spreads the units evenly over the new shards, in one transaction of 5 items
+    grown = sharded.resize(ddb, counter, 5)
+    assert (grown.before, grown.after, grown.generation, grown.items) == (3, 5, 1, 5)
+    assert sorted(sharded.read_all(ddb, counter)) == [2, 2, 2, 2, 2]
+    # A caller still at 3 shards reads all five (its reads learn the layout)
+    assert len(sharded.read_items(ddb, counter)) == 5
+    # A shrink adds the dropped shards' units to the kept ones
+    shrunk = sharded.resize(ddb, counter, 2)
+    assert (shrunk.moved, shrunk.items) == (6, 5)
+    assert sum(sharded.read_all(ddb, counter)) == 10
+    # A take of a caller whose hints still say 5 shards lands, or refuses only when short
+    hints = sharded.Hints()
+    hints.shards.relayout(counter, sharded.Layout(5, 1))
+    taken = sharded.take(ddb, counter, 4, sharded.TakeOptions(hints=hints))
+    assert hints.shards.layout(counter) == sharded.Layout(2, 2)
+    assert taken.shards and max(taken.shards) < 2
+    with pytest.raises(sharded.Exhausted):
+        sharded.take(ddb, counter, 7, sharded.TakeOptions(hints=hints))
+    # A restock with stale hints adds over the shards there are
+    stale = sharded.Hints()
+    stale.shards.relayout(counter, sharded.Layout(5, 1))
+    sharded.add(ddb, counter, 4, hints=stale)
+    assert sum(sharded.read_all(ddb, counter)) == 10
+    # A resize losing every race says so
+    assert issubclass(errors.LostEveryRace, retry.RetriesExhausted)
