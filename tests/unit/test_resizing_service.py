@@ -115,3 +115,21 @@ def test_an_adaptive_events_registrations_keep_their_keys_whatever_its_shard_cou
     assert one.get("talk")["registered"] == 0
     # And the resizer was asked after both, about the event's sharded capacity
     assert resizer.asked == [("talk", 1, True), ("talk", 1, True)]
+
+
+def test_a_resized_products_and_events_answers_show_the_shards_they_have_now(
+    moto_ddb: Any, moto_tables: Any
+) -> None:
+    # Given an adaptive product and an adaptive event, each resized from one shard to four
+    shop = Products(client=moto_ddb, table=moto_tables["products"])
+    shop.create("p3", "thing", 10, adaptive=True)
+    talks = Events(client=moto_ddb, table=moto_tables["events"])
+    talks.create("t3", "Talk", 10, adaptive=True)
+    talks.register("t3", "alice")
+    sharded.resize(moto_ddb, shop.counter("p3", 1), 4)
+    sharded.resize(moto_ddb, talks.shards_of("t3", 1), 4, capacity=True)
+    # When a process that knew them at one shard reads them
+    product, event = shop.get("p3"), talks.get("t3")
+    # Then each shows four shards, and the totals the resizes kept
+    assert (product["shards"], product["stock"]) == (4, 10)
+    assert (event["shards"], event["registered"], event["capacity"]) == (4, 1, 10)

@@ -247,7 +247,8 @@ class Events:
         counts = sharded.read_all(
             self.client, self.shards_of(event_id, layout.shards), self.backoff
         )
-        return _public({**item, "registered": sum(counts)})
+        # the current layout's shards (a resize may have changed the count at creation)
+        return _public({**item, "registered": sum(counts), "shards": len(counts)})
 
     def register(
         self,

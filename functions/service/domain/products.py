@@ -176,7 +176,9 @@ class Products:
         item = self._parent(product_id)
         if is_sharded(item):
             counter = self.counter(product_id, item["shards"])
-            item["stock"] = sum(sharded.read_all(self.client, counter, self.backoff))
+            counts = sharded.read_all(self.client, counter, self.backoff)
+            # the current layout's shards (a resize may have changed the count at creation)
+            item["stock"], item["shards"] = sum(counts), len(counts)
         return _public(item)
 
     def restock(self, product_id: str, units: int) -> dict[str, Any]:
