@@ -21,9 +21,9 @@ leaves, per second, answered after the step's first :attr:`Pace.settle_seconds`)
 step, any caller's); ``5xx`` (client 5xx answered in the step once it was grown; all of the step's
 if it never was). Per run: ``oversold`` (products: sales acknowledged beyond what left the
 shards; events: members without a counted place, and places counted beyond the capacity),
-``resizes``, ``resize_wcu`` (per resize, the write units its transactions consumed, read from
-each answer's consumed capacity on the resizer's own client; a cancelled attempt counts one per
-item; the lease's two writes and the reads are left out), ``final_shards`` (after the tail) and
+``resizes``, ``resize_wcu`` (per resize, the write units of its transaction, 2 per item as AWS
+charges a transactional write, plus one per item of each cancelled attempt on the resizer's own
+client; the lease's two writes and the reads are left out), ``final_shards`` (after the tail) and
 ``totals``, the
 table's own word at the end (``exact``: the counts agree, within the requests whose outcome is
 unknown).
@@ -85,8 +85,10 @@ def schedule(limit: float, pace: Pace, ramp: tuple[float, ...] = RAMP) -> list[f
 
 
 class ThreadUnits:
-    """The write units one client's transactions consumed, per thread: a resize's cost is what
-    its thread's transactions consumed while it ran (its lease's writes are not counted)."""
+    """The write units one client's cancelled transactions cost, per thread (one per item: the
+    prepare phase), so that a resize's cancelled attempts are charged to the resize that made
+    them. A committed transaction is charged from its items (:class:`Recorded`): DynamoDB Local
+    answers 2 units for any transaction, whatever its size."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -101,7 +103,7 @@ class ThreadUnits:
             params.setdefault("ReturnConsumedCapacity", "TOTAL")
 
     def _charge(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name == "TransactWriteItems":
+        if model.name == "TransactWriteItems" and "Error" in parsed:
             self._local.units = self.mine() + write_units(parsed)
 
     def mine(self) -> float:
@@ -111,7 +113,9 @@ class ThreadUnits:
 
 @dataclass
 class Recorded:
-    """The service's resizer, remembering each resize it made and what its calls cost."""
+    """The service's resizer, remembering each resize it made and what it cost: its committed
+    transaction as AWS charges one (2 WCU per item of at most 1 KB; a shard item is far smaller),
+    plus its cancelled attempts (:class:`ThreadUnits`)."""
 
     resizer: Any
     units: ThreadUnits
@@ -128,8 +132,9 @@ class Recorded:
             spent = self.units.mine() - before
             with self._lock:
                 if resized is not None and resized.before != resized.after:
+                    wcu = spent + 2 * resized.items
                     self.resizes.append(
-                        {"before": resized.before, "after": resized.after, "wcu": spent}
+                        {"before": resized.before, "after": resized.after, "wcu": wcu}
                     )
                 else:
                     self.failed_wcu += spent  # a resize that raised, or calls that decided nothing
