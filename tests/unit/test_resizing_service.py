@@ -133,3 +133,20 @@ def test_a_resized_products_and_events_answers_show_the_shards_they_have_now(
     # Then each shows four shards, and the totals the resizes kept
     assert (product["shards"], product["stock"]) == (4, 10)
     assert (event["shards"], event["registered"], event["capacity"]) == (4, 1, 10)
+
+
+def test_the_functions_hand_one_resizer_deciding_from_their_hints_load_to_both_domains(
+    moto_ddb: Any, moto_tables: Any
+) -> None:
+    from service import runtime
+    from service.handlers import events as events_handler
+    from service.handlers import products as products_handler
+    from turnstile_ddb import adaptive
+
+    # When the products and events functions build their domain objects
+    shop, talks = products_handler.products.get(), events_handler.events.get()
+    # Then both resize through the environment's one resizer, whose window their takes feed
+    assert isinstance(shop.resizer, adaptive.Resizer)
+    assert shop.resizer is talks.resizer is runtime.resizer.get()
+    assert shop.hints is talks.hints and isinstance(shop.hints.load, adaptive.LoadWindow)
+    assert shop.hints.load is runtime.load.get()
