@@ -383,7 +383,8 @@ def _members(client: Any, table: str, event_id: str) -> int:
             TableName=table,
             KeyConditionExpression="eventId = :e AND begins_with(sk, :reg)",
             ExpressionAttributeValues=codec.values(
-                e=f"{event_id}#{bucket}", reg=events_domain.REGISTRATION_PREFIX
+                e=f"{event_id}#{events_domain.ADAPTIVE_PREFIX}{bucket}",
+                reg=events_domain.REGISTRATION_PREFIX,
             ),
             ConsistentRead=True,
             Select="COUNT",

@@ -107,11 +107,13 @@ def test_an_adaptive_events_registrations_keep_their_keys_whatever_its_shard_cou
     one.register("talk", "alice")
     spread = events_domain.ADAPTIVE_SPREAD
     bucket = events_domain.user_bucket("alice", spread)
-    # Then the registration is under the key its fixed spread names (not the counter's 1 shard)
-    assert item(moto_ddb, table, eventId=f"talk#{bucket}", sk="REG#alice") is not None
+    # Then the registration is under the key its fixed spread names, a key of its own (not a
+    # counter shard's: a sign-up writes its shard's key already)
+    assert item(moto_ddb, table, eventId=f"talk#r{bucket}", sk="REG#alice") is not None
+    assert item(moto_ddb, table, eventId="talk#0", sk="REG#alice") is None
     assert one.get("talk")["registered"] == 1 and one.get("talk")["adaptive"] is True
     Events(client=moto_ddb, table=table, resizer=resizer).unregister("talk", "alice")
-    assert item(moto_ddb, table, eventId=f"talk#{bucket}", sk="REG#alice") is None
+    assert item(moto_ddb, table, eventId=f"talk#r{bucket}", sk="REG#alice") is None
     assert one.get("talk")["registered"] == 0
     # And the resizer was asked after both, about the event's sharded capacity
     assert resizer.asked == [("talk", 1, True), ("talk", 1, True)]

@@ -36,7 +36,9 @@ counter shards (as for products, :mod:`service.domain.products`: a failed resize
 logged and never fails the request). A resize moves room between counter shards, never members:
 a registration keeps the key it was written under, because its hash is taken over a number fixed
 at creation (``spread``: the event item's ``shards`` for an event created sharded,
-:data:`ADAPTIVE_SPREAD` for an adaptive one), never over the current shard count.
+:data:`ADAPTIVE_SPREAD` for an adaptive one), never over the current shard count; an adaptive
+event's registrations are under keys of their own, ``<eventId>#r<h>``, so a sign-up writes its
+counter shard's key once, not twice when its hash falls on that shard.
 """
 
 from __future__ import annotations
@@ -88,8 +90,10 @@ def _registration(item: dict[str, Any]) -> dict[str, Any]:
 
 SHARD_SK = "SHARD"
 # Registration keys of an adaptive event: a user's registration is under one of this many keys,
-# whatever the counter's shard count becomes.
+# ``<eventId>#r<h>``, whatever the counter's shard count becomes, and never on a counter shard's
+# key (``<eventId>#<k>``), which every sign-up writes already.
 ADAPTIVE_SPREAD = 16
+ADAPTIVE_PREFIX = "r"
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class Layout:
 
     shards: int
     spread: int
+    prefix: str = ""  # registration keys: "<eventId>#<prefix><h>"
 
     @classmethod
     def of(cls, item: dict[str, Any]) -> Layout:
@@ -106,7 +111,9 @@ class Layout:
         if not is_sharded(item):
             return ONE_ITEM
         shards = int(item["shards"])
-        return cls(shards, ADAPTIVE_SPREAD if item.get("adaptive") else shards)
+        if item.get("adaptive"):
+            return cls(shards, ADAPTIVE_SPREAD, ADAPTIVE_PREFIX)
+        return cls(shards, shards)
 
 
 ONE_ITEM = Layout(shards=0, spread=0)  # an event that is one item: no shards
@@ -176,7 +183,7 @@ class Events:
         bucket = user_bucket(user_id, layout.spread)
         return capacity.Member(
             table=self.table,
-            key={"eventId": f"{event_id}#{bucket}", "sk": registration_sk(user_id)},
+            key={"eventId": f"{event_id}#{layout.prefix}{bucket}", "sk": registration_sk(user_id)},
             item={"userId": user_id, **attributes},
         )
 
