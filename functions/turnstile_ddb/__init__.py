@@ -18,6 +18,8 @@ every function takes an injected low-level boto3 DynamoDB client.
 - ``lease_queue``: fair (FIFO) waiting for a lease, heartbeats, bounded waits.
 - ``claims``: units as items, reserved in one transaction each.
 - ``sharded``: a counter split over shards, past one key's write ceiling.
+- ``adaptive``: a sharded counter's shard count that follows its load (a window, a policy, a
+  resizer under a lease).
 - ``cdk`` (extra ``turnstile-ddb[cdk]``): a table per primitive with its exact grant.
 - ``consumption``: a client that counts its DynamoDB calls and the capacity units each consumed.
 - ``aio`` (extra ``turnstile-ddb[async]``): the primitives ported so far as coroutines taking an

@@ -33,6 +33,13 @@ read, one applies and the other is cancelled by the generation. A take in flight
 that still exists (and so counts) or fails its condition on a dropped one and reads the layout
 again; a member whose shard was dropped leaves at the shard that took its place.
 
+A shrink drops one shard per step (each step a read and a transaction as above), and a step
+applies only if the dropped shard's count held still between its read and its transaction: under
+sustained sales at that shard it can lose every attempt (``LostEveryRace``, nothing changed).
+Shrink when the counter is quiet, as the resize policy does (:mod:`turnstile_ddb.adaptive`). A
+shrink under load would first close the dropped shards to sales (a condition on the shard's
+own index against ``#shards`` in every take), then move their frozen counts (not built).
+
 Bounded by the 100 elements of one transaction: ``max(N, M) <= 100``. Larger counts would keep
 the layout on shard 0 alone, move shards in steps of at most 99 with shard 0 in each, and have
 readers check shard 0's generation around every multi-page read (not built: 100 shards is
@@ -202,13 +209,38 @@ def resize_protocol(
     attempts: int = 8,
     hints: Hints | None = None,
 ) -> _core.Steps[Resized]:
-    """:func:`turnstile_ddb.sharded.resize`'s protocol."""
+    """:func:`turnstile_ddb.sharded.resize`'s protocol: a grow in one step, a shrink one dropped
+    shard a step (each step's drop is conditioned on that shard's exact count, which every sale
+    at it changes: one shard at a time gives a busy counter a chance between its sales)."""
     _checks.at_least("resize", "attempts", attempts, 1)
     if not 1 <= shards <= MAX_SHARDS:
         raise ValueError(
             f"resize: shards must be 1 to {MAX_SHARDS} (one transaction), not {shards}"
         )
     hints = hints if hints is not None else Hints()
+    first = yield from _step(counter, shards, capacity, backoff, attempts, hints)
+    done = first
+    while done.after > shards:
+        step = yield from _step(counter, shards, capacity, backoff, attempts, hints)
+        done = Resized(
+            first.before,
+            step.after,
+            step.generation,
+            done.moved + step.moved,
+            done.items + step.items,
+        )
+    return done
+
+
+def _step(
+    counter: ShardedCounter,
+    shards: int,
+    capacity: bool,
+    backoff: retry.Backoff,
+    attempts: int,
+    hints: Hints,
+) -> _core.Steps[Resized]:
+    """One resize transaction towards ``shards`` (all the way up, or one shard down)."""
     last: transact.Cancelled | None = None
     for attempt in range(1, attempts + 1):
         items, _ = yield from read_with_protocol(hints.shards.current(counter), backoff)
@@ -220,8 +252,9 @@ def resize_protocol(
             raise ValueError(
                 f"resize: {counter.base!r} has {read.shards} shards, over {MAX_SHARDS}"
             )
-        layout = Layout(shards, read.generation + 1)
-        plan = _grow if shards > read.shards else _shrink
+        grow = shards > read.shards
+        layout = Layout(shards if grow else read.shards - 1, read.generation + 1)
+        plan = _grow if grow else _shrink
         elements, moved = plan(counter, items, layout, capacity)
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff, pattern=PATTERN)
@@ -234,7 +267,7 @@ def resize_protocol(
         metrics.count("ShardResize", pattern=PATTERN)
         hints.shards.relayout(counter, layout)
         hints.sold_out.mark(counter, False)
-        return Resized(read.shards, shards, layout.generation, moved, len(elements))
+        return Resized(read.shards, layout.shards, layout.generation, moved, len(elements))
     raise errors.LostEveryRace(attempts, f"writes to {counter.base!r} kept moving its shards", last)
 
 

@@ -24,7 +24,6 @@ from turnstile_ddb import (
     _sharded_take,
     codec,
     lease,
-    sharded,
     transact,
     versioned,
 )

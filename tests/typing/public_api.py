@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, assert_type
 
 import turnstile_ddb
 from turnstile_ddb import (
+    adaptive,
     aio,
     capacity,
     claims,
@@ -248,6 +249,31 @@ async def async_sharded_api(client: Any, backoff: retry.Backoff) -> None:
     assert_type(await aio.sharded.set_total(client, counter, 5, attempts=2), list[int])
     assert_type(await aio.sharded.join(client, counter, member, options), int)
     assert_type(await aio.sharded.leave(client, counter, member, options), int)
+
+
+def adaptive_api(client: DynamoDBClient) -> None:
+    """turnstile_ddb.adaptive: the window, the policy's decision and the resizer's answer."""
+    counter = sharded.ShardedCounter(table="t", key_attr="id", base="p", shards=1, count_attr="n")
+    window = adaptive.LoadWindow(window=30.0)
+    window.saw(counter, "taken", 2)
+    seen = window.observe(counter)
+    assert_type(seen, adaptive.Observation)
+    assert_type(seen.last_taken, float | None)
+    policy = adaptive.ResizePolicy(one_key_limit=1000)
+    decision = policy.decide(seen, 1, 0.0)
+    assert_type(decision, adaptive.Decision | None)
+    if decision is not None:
+        assert_type(decision.target, int)
+    resizer = adaptive.Resizer(client, lease.Leases(client, "leases"), policy, window)
+    assert_type(resizer.maybe_resize(counter), sharded.Resized | None)
+    assert_type(resizer.decide(counter), adaptive.Decision | None)
+
+
+async def async_adaptive_api(client: Any) -> None:
+    """turnstile_ddb.aio.adaptive.Resizer answers what the sync one does, awaited."""
+    counter = sharded.ShardedCounter(table="t", key_attr="id", base="p", shards=1, count_attr="n")
+    resizer = aio.adaptive.Resizer(client, aio.lease.Leases(client, "leases"))
+    assert_type(await resizer.maybe_resize(counter, capacity=True), sharded.Resized | None)
 
 
 async def async_claims_api(client: Any, backoff: retry.Backoff) -> None:

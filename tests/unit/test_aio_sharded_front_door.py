@@ -60,6 +60,11 @@ CASES: list[tuple[str, str, tuple[Any, ...], Callable[[], dict[str, Any]]]] = [
     ("join again", "join", (PLACES, member("m0")), lambda: {"options": options()}),
     ("leave", "leave", (PLACES, member("m0")), lambda: {"options": options()}),
     ("leave not member", "leave", (PLACES, member("m9")), lambda: {"options": options()}),
+    ("grow", "resize", (STOCK, 5), lambda: {"backoff": NOWAIT}),
+    ("shrink", "resize", (STOCK, 1), lambda: {"backoff": NOWAIT}),
+    ("grow places", "resize", (PLACES, 4), lambda: {"capacity": True, "backoff": NOWAIT}),
+    ("shrink places", "resize", (PLACES, 1), lambda: {"capacity": True, "backoff": NOWAIT}),
+    ("resize none", "resize", (GONE, 3), lambda: {"backoff": NOWAIT}),
 ]
 
 

@@ -13,6 +13,7 @@ import pytest
 from service import observability
 from service.domain import inventory
 from turnstile_ddb import (
+    adaptive,
     claims,
     consumption,
     idempotency,
@@ -28,6 +29,7 @@ from turnstile_ddb import (
 ROOT = Path(__file__).resolve().parents[2]
 COUNTED = re.compile(r'metrics\.(?:count|timing)\(\s*"(\w+)"')
 DECLARING = [
+    adaptive,
     claims,
     consumption,
     idempotency,
@@ -73,7 +75,7 @@ def _retried() -> list[BaseException]:
 def test_the_catalogue_holds_each_declaration_under_its_pattern_once():
     # Built once (it parses every declaring module's source)
     catalog = observability.catalog()
-    for module in (claims, consumption, idempotency, sharded, slots, versioned):
+    for module in (adaptive, claims, consumption, idempotency, sharded, slots, versioned):
         assert set(module.METRICS) <= set(catalog[module.PATTERN])
     assert set(lease.METRICS) | set(lease_queue.METRICS) <= set(catalog["lease"])
     assert set(transact.METRICS) <= set(catalog["transact"])
@@ -107,6 +109,7 @@ def test_the_catalogue_reads_each_declaration_as_the_module_holds_it():
     # observability.declared reads METRICS from the source (deploy time imports no runtime); it
     # must give what importing the module gives
     modules = (
+        adaptive,
         claims,
         consumption,
         idempotency,

@@ -75,8 +75,8 @@ def test_a_failing_resizer_never_fails_the_sale_it_follows(
     receipt = shop.purchase("p1", 1)
     # Then the sale stands, and the failure was counted and logged
     assert receipt["remainingStock"] == 2 and shop.get("p1")["stock"] == 2
-    failed = metrics.tally.snapshot().get(("sharded", "ResizeError"), 0.0)
-    assert failed - before.get(("sharded", "ResizeError"), 0.0) == 1
+    failed = metrics.tally.snapshot().get(("adaptive", "ResizeError"), 0.0)
+    assert failed - before.get(("adaptive", "ResizeError"), 0.0) == 1
     assert "the request stands" in caplog.text
 
 

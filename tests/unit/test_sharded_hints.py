@@ -227,3 +227,49 @@ def test_a_join_without_shards_is_missing(moto_ddb, moto_tables):
     table = moto_tables["events"]
     with pytest.raises(sharded.Missing):
         sharded.join(moto_ddb, capacity_of(table, [1, 1]), member(table, "a"))
+
+
+class Seen:
+    """A load observer that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.kinds: list[tuple[str, int]] = []
+
+    def saw(self, counter: sharded.ShardedCounter, kind: str, units: int = 1) -> None:
+        self.kinds.append((kind, units))
+
+
+def test_the_calls_tell_the_load_observer_what_they_saw(moto_ddb, moto_tables):
+    # Given a counter of two shards, and hints with a load observer
+    counter = stocked(moto_ddb, moto_tables["products"], [2, 1])
+    seen = Seen()
+    options = sharded.TakeOptions(hints=sharded.Hints(load=seen), rand=random.Random(3))
+    # When a take sells, one is refused, a restock adds and a resize runs
+    sharded.take(moto_ddb, counter, 1, options)
+    with pytest.raises(sharded.Exhausted):
+        sharded.take(moto_ddb, counter, 9, options)
+    sharded.add(moto_ddb, counter, 4, hints=options.hints)
+    sharded.resize(moto_ddb, counter, 3, hints=options.hints)
+    # Then the observer heard each, with its units
+    assert seen.kinds[0] == ("taken", 1)
+    assert ("refused", 9) in seen.kinds and ("restocked", 4) in seen.kinds
+    assert options.hints is not None and options.hints.shards.layout(counter).shards == 3
+
+
+def test_a_caller_with_an_old_shard_count_learns_the_new_one_from_a_shard(moto_ddb, moto_tables):
+    # Given a counter grown from two shards to four, and a caller that still says two
+    counter = stocked(moto_ddb, moto_tables["products"], [4, 4])
+    sharded.resize(moto_ddb, counter, 4)
+    hints = sharded.Hints()
+    # When it reads, and when it takes more than its two shards hold
+    assert len(sharded.read_all(moto_ddb, counter)) == 4
+    taken = sharded.take(moto_ddb, counter, 2, sharded.TakeOptions(hints=hints))
+    # Then its hints learned the layout from the shard it met, and the read saw all four
+    assert hints.shards.layout(counter) == sharded.Layout(4, 1)
+    assert hints.shards.current(counter).shards == 4
+    assert sum(sharded.read_all(moto_ddb, counter)) == 8 - 2 and taken.remaining >= 0
+    # And a shrink back to one is learned from the shards that are gone
+    sharded.resize(moto_ddb, counter, 1)
+    sharded.take(moto_ddb, counter, 1, sharded.TakeOptions(hints=hints))
+    assert hints.shards.layout(counter).shards == 1
+    assert sharded.read_all(moto_ddb, counter) == [5]

@@ -46,7 +46,7 @@ sharded purchase (sold or refused) the service's :class:`Resizes` (a
 :class:`turnstile_ddb.adaptive.Resizer` in Lambda) decides whether to grow or shrink the shards,
 from what this process observed; the resize is one transaction of :mod:`turnstile_ddb.sharded`,
 which never changes the total. A resize that fails never fails the purchase: it is counted
-(``ResizeError``, pattern ``sharded``) and logged, and the sale stands. A sharded product created
+(``ResizeError``, pattern ``adaptive``) and logged, and the sale stands. A sharded product created
 with ``shards`` > 1 is resized the same way. The product item's ``shards`` is the count at
 creation; the current count is on the shards, and a purchase learns it from them.
 

@@ -8,7 +8,7 @@ this process observed whether to grow or shrink it, and does. Deciding is cheap 
 nothing; a resize is one transaction that never changes the counter's total.
 
 A resize never fails the request it follows: :func:`after_request` counts whatever the resizer
-raised (``ResizeError``, pattern ``sharded``), logs it, and returns.
+raised (``ResizeError``, pattern ``adaptive``), logs it, and returns.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from turnstile_ddb import metrics, sharded
+from turnstile_ddb import adaptive, metrics, sharded
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def after_request(
     try:
         resizer.maybe_resize(counter, capacity=capacity)
     except Exception:  # the request stands whatever the resize did
-        metrics.count("ResizeError", pattern=sharded.PATTERN)
+        metrics.count("ResizeError", pattern=adaptive.PATTERN)
         logger.exception("resizing %s failed; the request stands", counter.base)
 
 

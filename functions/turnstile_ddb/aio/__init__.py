@@ -8,6 +8,7 @@ the same metrics. Both front doors drive one protocol per primitive
 
 Install with the extra ``turnstile-ddb[async]`` (aiobotocore). Here so far:
 
+- ``aio.adaptive``: ``Resizer`` (``maybe_resize`` awaited);
 - ``aio.capacity``: ``join``, ``leave``;
 - ``aio.claims``: ``reserve`` (a first pool short of the units, the other pools' first pages are
   read at once), ``release``, ``confirm``, ``holders_units``;
@@ -35,6 +36,7 @@ an injected sleep is called, and awaited when it returns an awaitable (a corouti
 from __future__ import annotations
 
 from turnstile_ddb.aio import (
+    adaptive,
     capacity,
     claims,
     creation,
@@ -49,6 +51,7 @@ from turnstile_ddb.aio import (
 )
 
 __all__ = [
+    "adaptive",
     "capacity",
     "claims",
     "creation",
