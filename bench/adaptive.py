@@ -258,6 +258,13 @@ def ramp_run(
     }
 
 
+def hottest(model: CapacityModel, base: str, most: int = 6) -> str:
+    """The keys of ``base``'s items (shards, registrations) the model throttled most, and how
+    often: where a run's throttles came from."""
+    counted = [(n, key) for key, n in model.stats.throttled_by_key.items() if base in key]
+    return ", ".join(f"{key.split('/')[2]} {n}" for n, key in sorted(counted, reverse=True)[:most])
+
+
 def _unknown(results: list[tuple[int, float, str, int]]) -> int:
     return sum(1 for _, _, outcome, _ in results if outcome == UNKNOWN)
 
@@ -422,6 +429,7 @@ def run(
         time.sleep(min(1.5, pace.step_seconds))  # the creation's tokens come back
         print(f"  {workload.name}: {len(schedule(limit, pace))} requests", flush=True)
         runs.append(ramp_run(workload, recorded, model, shard_count(setup, workload.counter), pace))
+        print(f"  most throttled keys: {hottest(model, workload.counter.base)}", flush=True)
     return {
         "runs": runs,
         "scale": scale,
