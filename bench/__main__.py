@@ -11,12 +11,14 @@ import argparse
 import json
 import os
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 from bench import (  # noqa: E402
+    adaptive,
     async_leases,
     async_reservation,
     coldstart,
@@ -92,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         "--cold-repeat", type=int, default=coldstart.REPEATS, help="cold starts per function"
     )
     parser.add_argument(
+        "--quick", action="store_true", help="short steps (the adaptive section's ramp)"
+    )
+    parser.add_argument(
         "--record-memory",
         action="store_true",
         help=f"write the memory section's choice to {memory.CHOICE.relative_to(ROOT)}",
@@ -150,7 +155,35 @@ def main(argv: list[str] | None = None) -> int:
             run_cost(db, loaded)
         if not only or "async-reservation" in only:
             run_async_reservation(db)
+        if not only or "adaptive" in only:
+            run_adaptive(db, names, quick=args.quick)
     return 0
+
+
+ADAPTIVE_COLUMNS = ["offered", "achieved", "direction", "shards", "grown", "throttles", "5xx"]
+
+
+def run_adaptive(
+    db: DynamoDBLocal, names: Mapping[str, str], *, quick: bool = False, out: Path | None = None
+) -> dict[str, Any]:
+    """The ramp on an adaptive product and an adaptive event (``bench.adaptive``)."""
+    pace = adaptive.QUICK if quick else adaptive.FULL
+    seconds = (len(adaptive.RAMP) * pace.step_seconds + pace.tail_seconds) * 2
+    print(f"\n## adaptive (two ramps, about {seconds / 60:.0f} minutes)", flush=True)
+    document = adaptive.run(db, names, pace)
+    path = out or RESULTS / "adaptive.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    for run in document["runs"]:
+        print(
+            f"\n### {run['name']}: one key {run['one_key_limit']:g} requests/s, "
+            f"{run['resizes']} resizes ({sum(run['resize_wcu']):g} WCU), "
+            f"final shards {run['final_shards']}, oversold {run['oversold']}\n"
+        )
+        print(markdown(run["steps"], ADAPTIVE_COLUMNS))
+        print(f"\ntotals: {run['totals']}; WCU per resize: {run['resize_wcu']}")
+    print(f"\nload average after: {document['load_average']}; written: {path}")
+    return document
 
 
 def run_async_reservation(db: DynamoDBLocal) -> None:

@@ -61,17 +61,8 @@ class Meter:
     def _charge(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name not in WRITE_OPERATIONS:
             return
-        consumed = parsed.get("ConsumedCapacity")
-        units = 0.0
-        if isinstance(consumed, dict):
-            units = float(consumed.get("CapacityUnits", 0))
-        elif isinstance(consumed, list):
-            units = sum(float(c.get("CapacityUnits", 0)) for c in consumed)
+        units = write_units(parsed)
         code = (parsed.get("Error") or {}).get("Code")
-        if code == "ConditionalCheckFailedException":
-            units += 1.0
-        elif code == "TransactionCanceledException":
-            units += float(len(parsed.get("CancellationReasons", [])))
         with self._lock:
             self.wcu += units
             if code == "ConditionalCheckFailedException":
@@ -85,6 +76,23 @@ class Meter:
     @property
     def total_calls(self) -> int:
         return sum(self.calls.values())
+
+
+def write_units(parsed: dict[str, Any]) -> float:
+    """The write units one write's answer says it consumed, with what a refused one costs
+    (1 per refused condition, 1 per item of a cancelled transaction: see the module docstring)."""
+    consumed = parsed.get("ConsumedCapacity")
+    units = 0.0
+    if isinstance(consumed, dict):
+        units = float(consumed.get("CapacityUnits", 0))
+    elif isinstance(consumed, list):
+        units = sum(float(c.get("CapacityUnits", 0)) for c in consumed)
+    code = (parsed.get("Error") or {}).get("Code")
+    if code == "ConditionalCheckFailedException":
+        units += 1.0
+    elif code == "TransactionCanceledException":
+        units += float(len(parsed.get("CancellationReasons", [])))
+    return units
 
 
 @dataclass

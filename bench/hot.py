@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,34 +48,48 @@ RESERVATION_POOLS = (1, 8, 16)  # 16: capacity twice the offered rate
 
 
 def _offer(rate: float, seconds: float, attempt: Callable[[], tuple[str, int]]) -> list[tuple]:
-    """Open-loop load: request i is due at ``i / rate``; ``WORKERS`` threads send what is due
-    (late when all are busy). Returns ``(end - t0, outcome, units sold)`` per request."""
-    total = int(rate * seconds)
+    """Open-loop load: request i is due at ``i / rate``. Returns ``(end - t0, outcome, units
+    sold)`` per request."""
+    due = [index / rate for index in range(int(rate * seconds))]
+    return [(at, outcome, units) for _, at, outcome, units in offer(due, lambda _: attempt())]
+
+
+def offer(
+    due: Sequence[float],
+    attempt: Callable[[int], tuple[str, int]],
+    workers: int = WORKERS,
+    t0: float | None = None,
+) -> list[tuple[int, float, str, int]]:
+    """Open-loop load on a schedule: request i is sent at ``t0 + due[i]`` (``due`` ascending;
+    ``t0`` a ``time.monotonic()``, 0.2 s from now unless given) by one of ``workers`` threads
+    (late when all are busy). ``attempt(i)`` returns ``(outcome, units)``; a retry budget spent
+    is ``"503"``, anything else raised ``"500:<type>"`` (a 5xx the client would see). Returns
+    ``(i, end - t0, outcome, units)`` per request."""
     lock = threading.Lock()
     state = {"next": 0}
-    results: list[tuple[float, str, int]] = []
-    t0 = time.monotonic() + 0.2
+    results: list[tuple[int, float, str, int]] = []
+    start = time.monotonic() + 0.2 if t0 is None else t0
 
     def worker() -> None:
         while True:
             with lock:
                 index = state["next"]
                 state["next"] += 1
-            if index >= total:
+            if index >= len(due):
                 return
-            delay = t0 + index / rate - time.monotonic()
+            delay = start + due[index] - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             try:
-                outcome, units = attempt()
+                outcome, units = attempt(index)
             except (retry.RetriesExhausted, retry.OutcomeUnknown):
                 outcome, units = "503", 0
             except Exception as exc:  # noqa: BLE001 - counted as a 5xx the client would see
                 outcome, units = f"500:{type(exc).__name__}", 0
             with lock:
-                results.append((time.monotonic() - t0, outcome, units))
+                results.append((index, time.monotonic() - start, outcome, units))
 
-    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -44,9 +44,11 @@ IDEMPOTENT = Access(grants=("grant_idempotency",))  # own partitions only
 ACCESS: dict[str, dict[str, Access]] = {
     "products": {
         # versioned.read, atomic / versioned / If-Match updates (also in transactions); create
-        # (creation.create_if_absent); a sharded product's shards read at once (GET, failover)
-        config.PRODUCTS: Access(grants=("grant_versioned",), actions=(PUT, BATCH_GET)),
+        # (creation.create_if_absent); a sharded product's shards read at once (GET, failover);
+        # a resize puts new shards and a shrink deletes the removed ones (sharded.resize)
+        config.PRODUCTS: Access(grants=("grant_versioned",), actions=(PUT, DELETE, BATCH_GET)),
         config.IDEMPOTENCY: IDEMPOTENT,
+        config.LEASES: Access(grants=("grant_lease",)),  # one resizer at a time
     },
     "locks": {
         # acquire, renew, release, and waitMs's queue (turnstile_ddb.lease_queue)
@@ -73,6 +75,8 @@ ACCESS: dict[str, dict[str, Access]] = {
         ),
         config.REGISTRATION_REQUESTS: Access(actions=(GET, PUT)),  # submit, read
         config.IDEMPOTENCY: IDEMPOTENT,
+        # one resizer at a time for an adaptive event (its resize: grant_capacity's actions)
+        config.LEASES: Access(grants=("grant_lease",)),
     },
     "inventorycreator": {
         # header read, units, progress; the table's capacity, which paces the writes

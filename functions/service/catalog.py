@@ -47,7 +47,8 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         name="products",
         module="service.handlers.products",
-        tables=(config.PRODUCTS, config.IDEMPOTENCY),
+        # leases: one resizer at a time for an adaptive product's shards
+        tables=(config.PRODUCTS, config.IDEMPOTENCY, config.LEASES),
         description="Products and purchases with optimistic concurrency",
         memory_mb=512,  # bench/memory.json: 6.3 ms CPU, 22.0 ms waiting (median)
     ),
@@ -77,7 +78,8 @@ API_FUNCTIONS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         name="events",
         module="service.handlers.events",
-        tables=(config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY),
+        # leases: one resizer at a time for an adaptive event's counter shards
+        tables=(config.EVENTS, config.REGISTRATION_REQUESTS, config.IDEMPOTENCY, config.LEASES),
         description="Events and registrations without write skew",
         memory_mb=1024,  # bench/memory.json: 6.4 ms CPU, 14.5 ms waiting (median)
     ),

@@ -124,8 +124,9 @@ def catalog() -> dict[str, tuple[str, ...]]:
         "claims": _names(declared(lib + "claims"), retry),
         # the products domain retries the catalogue read and counts a multi-shard write's conflict
         "sharded": _names(declared(lib + "sharded"), ("CatalogueRetry",), retry),
-        # a resize policy's decisions (turnstile_ddb.adaptive's Resizer)
-        "adaptive": declared(lib + "adaptive"),
+        # a resize policy's decisions (turnstile_ddb.adaptive's Resizer); products and events
+        # count a resizer that raised after a request (service.domain.resizing)
+        "adaptive": _names(declared(lib + "adaptive"), ("ResizeError",)),
         "inventory": _names(declared("service.domain.inventory"), retry),
         "slots": _names(declared(lib + "slots"), retry),
         "lease": _names(declared(lib + "lease"), declared(lib + "lease_queue"), retry),

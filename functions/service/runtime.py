@@ -80,7 +80,35 @@ def _build_idempotency() -> IdempotencyStore:
 idempotency: Lazy[IdempotencyStore] = Lazy(_build_idempotency)
 
 
+def _build_load() -> Any:
+    from turnstile_ddb import adaptive
+
+    return adaptive.LoadWindow()
+
+
+# What this environment's requests observed of each sharded counter's load (taken, throttled,
+# refused...): what the resizer decides from. Told by the hints' takes and joins.
+load: Lazy[Any] = Lazy(_build_load)
+
+
 # What this execution environment learnt of sharded counters (shard counts, throttles, sold out),
 # shared by every domain object that takes from or restocks them, so a restock here makes every
 # take here forget. Built on first use, like the clients; the library keeps no state of its own.
-sharded_hints: Lazy[sharded.Hints] = Lazy(sharded.Hints)
+sharded_hints: Lazy[sharded.Hints] = Lazy(lambda: sharded.Hints(load=load.get()))
+
+
+def _build_resizer() -> Any:
+    from turnstile_ddb import adaptive, lease
+
+    leases = lease.Leases(
+        client=dynamodb.get(),
+        table=config.Tables.from_env(config.LEASES)[config.LEASES],
+        backoff=config.call_backoff(),
+    )
+    return adaptive.Resizer(dynamodb.get(), leases, load=load.get(), hints=sharded_hints.get())
+
+
+# Decides after a request on an adaptive product or event whether to resize its shards (the
+# policy's defaults: one key's 1000 writes a second), one resizer at a time across environments
+# (a lease on the leases table). Built with the products and events domain objects.
+resizer: Lazy[Any] = Lazy(_build_resizer)

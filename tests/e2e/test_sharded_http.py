@@ -75,3 +75,30 @@ def test_a_sharded_events_registration_request_is_accepted_by_the_decider(
     decided = alice.get(f"{api_url}{asked.headers['Location']}", timeout=30).json()
     assert decided["status"] == "ACCEPTED", decided
     assert pump.dead_letters == []
+
+
+def test_an_adaptive_products_and_events_requests_succeed_with_the_resizer_built(
+    api_url, unique, admin, alice
+):
+    # Given an adaptive product and an adaptive event (one shard each; the functions build their
+    # resizer, whose lease is on the leases table, with the first request)
+    product = admin.post(
+        f"{api_url}/products",
+        json={"productId": unique, "name": "Drop", "stock": 10, "adaptive": True},
+        timeout=30,
+    )
+    event = admin.post(
+        f"{api_url}/events",
+        json={"eventId": unique, "name": "Launch", "capacity": 10, "adaptive": True},
+        timeout=30,
+    )
+    assert (product.status_code, event.status_code) == (201, 201), product.text + event.text
+    # When alice buys 2, registers and cancels
+    bought = alice.post(f"{api_url}/products/{unique}/purchases", json={"quantity": 2}, timeout=30)
+    seat = alice.post(f"{api_url}/events/{unique}/registrations", json={}, timeout=30)
+    gone = alice.delete(f"{api_url}/events/{unique}/registrations/{alice.sub}", timeout=30)
+    # Then each is answered as the contract says, and the counts moved exactly
+    assert (bought.status_code, seat.status_code, gone.status_code) == (201, 201, 204)
+    after = alice.get(f"{api_url}/products/{unique}", timeout=30).json()
+    assert (after["stock"], after["adaptive"]) == (8, True)
+    assert alice.get(f"{api_url}/events/{unique}", timeout=30).json()["registered"] == 0

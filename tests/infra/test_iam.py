@@ -177,3 +177,14 @@ def test_a_policy_without_one_action_denies_it_with_awss_message(template):
         f"authorized to perform: dynamodb:BatchGetItem on resource: {arn(products)} because no "
         "identity-based policy allows the dynamodb:BatchGetItem action"
     )
+
+
+@pytest.mark.parametrize("function", ["products", "events"])
+def test_functions_that_resize_their_shards_take_the_resize_lease_and_shrink(template, function):
+    # An adaptive product's or event's shards are resized by one resizer at a time (a lease on
+    # the leases table: acquire and release are conditional updates); a shrink deletes shards
+    leases = arn(table(template, "TablesLeases"))
+    assert grants(template, function)["Leases"] == {"UpdateItem", "ConditionCheckItem"}
+    own = "TablesProducts" if function == "products" else "TablesEvents"
+    assert allowed(template, function, "DeleteItem", arn(table(template, own)))
+    assert not allowed(template, function, "DeleteItem", leases)

@@ -85,9 +85,11 @@ def test_products_function_runtime_layer_and_environment(t, template):
     )
 
 
-def test_products_function_may_touch_only_its_two_tables(template):
+def test_products_function_may_touch_only_its_three_tables(template):
+    # its products, its idempotency records, and the leases (one resizer at a time)
     products = logical_id(template, "AWS::DynamoDB::Table", "TablesProductsTable")
     idempotency = logical_id(template, "AWS::DynamoDB::Table", "TablesIdempotencyTable")
+    leases = logical_id(template, "AWS::DynamoDB::Table", "TablesLeasesTable")
     policy = template["Resources"][
         logical_id(template, "AWS::IAM::Policy", "FunctionsProductsRoleDefaultPolicy")
     ]
@@ -99,7 +101,7 @@ def test_products_function_may_touch_only_its_two_tables(template):
         for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
         if isinstance(r, dict) and "Fn::GetAtt" in r
     }
-    assert tables == {products, idempotency}
+    assert tables == {products, idempotency, leases}
     actions = {action for s in dynamo for action in s["Action"]}
     assert "dynamodb:UpdateItem" in actions and "dynamodb:Scan" not in actions
 

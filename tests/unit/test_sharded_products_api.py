@@ -90,3 +90,31 @@ def test_a_keyed_purchase_of_a_sharded_product_is_applied_once(moto_ddb, moto_ta
     assert first[0] == again[0] == 201
     assert first[2]["purchaseId"] == again[2]["purchaseId"]
     assert call("GET", "/products/{productId}", "/products/drop")[2]["stock"] == 3
+
+
+def test_an_adaptive_product_is_created_with_one_shard_and_says_so(moto_ddb, moto_tables):
+    # When a product is created adaptive, without a shard count
+    status, _, created = call(
+        "POST",
+        "/products",
+        "/products",
+        {"productId": "drop", "name": "Drop", "stock": 10, "adaptive": True},
+    )
+    # Then it answers as a product whose shards follow the load (one shard: no "shards")
+    assert status == 201 and created["adaptive"] is True and "shards" not in created
+    status, _, receipt = call(
+        "POST", "/products/{productId}/purchases", "/products/drop/purchases", {"quantity": 2}
+    )
+    assert (status, receipt["shard"], receipt["remainingStock"]) == (201, 0, 8)
+    status, _, product = call("GET", "/products/{productId}", "/products/drop")
+    assert (status, product["stock"], product["adaptive"]) == (200, 8, True)
+
+
+@pytest.mark.parametrize("adaptive", ["yes", 1, None])
+def test_an_adaptive_flag_that_is_not_a_boolean_is_refused_and_writes_nothing(
+    moto_ddb, moto_tables, adaptive
+):
+    body = {"productId": "drop", "name": "Drop", "stock": 10, "adaptive": adaptive}
+    status, _, refused = call("POST", "/products", "/products", body)
+    assert status == 400 and refused["error"] == "VALIDATION_ERROR"
+    assert scan_all(moto_ddb, moto_tables["products"]) == []

@@ -28,6 +28,17 @@ the shards one ``BatchGetItem`` shows with room (the same call reads the user's 
 key), and is ``EVENT_FULL`` only when that read shows every shard full. The ``byUser`` index
 shows ``eventId`` with the ``#<h>`` suffix, which :func:`_registration` strips (``#`` cannot
 occur in ids).
+
+Events whose shard count follows the load (``adaptive`` at creation): the same sharded capacity,
+created with ``shards`` counter shards (1 unless asked), the event item marked ``adaptive``; after
+each sharded sign-up and cancellation the service's resizer decides whether to grow or shrink the
+counter shards (as for products, :mod:`service.domain.products`: a failed resize is counted and
+logged and never fails the request). A resize moves room between counter shards, never members:
+a registration keeps the key it was written under, because its hash is taken over a number fixed
+at creation (``spread``: the event item's ``shards`` for an event created sharded,
+:data:`ADAPTIVE_SPREAD` for an adaptive one), never over the current shard count; an adaptive
+event's registrations are under keys of their own, ``<eventId>#r<h>``, so a sign-up writes its
+counter shard's key once, not twice when its hash falls on that shard.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, AlreadyRegistered, EventFull, NotFound
+from service.domain.resizing import Resizes, after_request, is_sharded
 from service.lru import LRU
 from turnstile_ddb import capacity, codec, creation, retry, sharded, transact, versioned
 
@@ -60,6 +72,16 @@ def _event(item: dict[str, Any]) -> dict[str, Any]:
     return {key: item[key] for key in ("eventId", "name", "capacity", "registered", "version")}
 
 
+def _public(item: dict[str, Any]) -> dict[str, Any]:
+    """A sharded event as the API answers it."""
+    public = _event(item)
+    if item["shards"] > 1:
+        public["shards"] = item["shards"]
+    if item.get("adaptive"):
+        public["adaptive"] = True
+    return public
+
+
 def _registration(item: dict[str, Any]) -> dict[str, Any]:
     public = {key: item[key] for key in ("eventId", "userId", "registeredAt")}
     public["eventId"] = str(public["eventId"]).split("#", 1)[0]
@@ -67,6 +89,34 @@ def _registration(item: dict[str, Any]) -> dict[str, Any]:
 
 
 SHARD_SK = "SHARD"
+# Registration keys of an adaptive event: a user's registration is under one of this many keys,
+# ``<eventId>#r<h>``, whatever the counter's shard count becomes, and never on a counter shard's
+# key (``<eventId>#<k>``), which every sign-up writes already.
+ADAPTIVE_SPREAD = 16
+ADAPTIVE_PREFIX = "r"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What ``Events.shard_counts`` keeps of a sharded event: its counter's shards at creation
+    (the count a caller starts from) and its registrations' ``spread`` (fixed)."""
+
+    shards: int
+    spread: int
+    prefix: str = ""  # registration keys: "<eventId>#<prefix><h>"
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Layout:
+        """An event item's layout (:data:`ONE_ITEM` for an event that is one item)."""
+        if not is_sharded(item):
+            return ONE_ITEM
+        shards = int(item["shards"])
+        if item.get("adaptive"):
+            return cls(shards, ADAPTIVE_SPREAD, ADAPTIVE_PREFIX)
+        return cls(shards, shards)
+
+
+ONE_ITEM = Layout(shards=0, spread=0)  # an event that is one item: no shards
 
 
 def user_bucket(user_id: str, shards: int) -> int:
@@ -85,13 +135,17 @@ class Events:
     backoff: retry.Backoff = field(default_factory=config.call_backoff)
     transactions: retry.Backoff = field(default_factory=config.registration_backoff)
     clock: Callable[[], str] = now_iso
-    # learnt; never changes; the most recently used only (a forgotten one is learnt again)
-    shard_counts: LRU[str, int] = field(default_factory=lambda: LRU(config.SHARD_COUNTS_KEPT))
+    # learnt (never changes: see Layout); the most recently used only (a forgotten one is learnt
+    # again)
+    shard_counts: LRU[str, Layout] = field(default_factory=lambda: LRU(config.SHARD_COUNTS_KEPT))
     # What this process learnt of sharded events' shards (runtime.sharded_hints in Lambda).
     hints: sharded.Hints = field(default_factory=sharded.Hints)
     # The random choices of sharded sign-ups (which shard first, the failover order): inject a
     # seeded one for reproducible runs, as Products takes one.
     rand: random.Random = field(default_factory=random.Random)
+    # Decides after each sharded sign-up or cancellation whether to resize the event's counter
+    # shards (none: never).
+    resizer: Resizes | None = None
 
     def _event_key(self, event_id: str) -> dict[str, Any]:
         return {"eventId": event_id, "sk": EVENT_SK}
@@ -124,18 +178,20 @@ class Events:
         )
 
     def _sharded_member(
-        self, event_id: str, shards: int, user_id: str, **attributes: Any
+        self, event_id: str, layout: Layout, user_id: str, **attributes: Any
     ) -> capacity.Member:
-        bucket = user_bucket(user_id, shards)
+        bucket = user_bucket(user_id, layout.spread)
         return capacity.Member(
             table=self.table,
-            key={"eventId": f"{event_id}#{bucket}", "sk": registration_sk(user_id)},
+            key={"eventId": f"{event_id}#{layout.prefix}{bucket}", "sk": registration_sk(user_id)},
             item={"userId": user_id, **attributes},
         )
 
-    def create(self, event_id: str, name: str, capacity_: int, shards: int = 1) -> dict[str, Any]:
-        if shards > 1:
-            return self._create_sharded(event_id, name, capacity_, shards)
+    def create(
+        self, event_id: str, name: str, capacity_: int, shards: int = 1, adaptive: bool = False
+    ) -> dict[str, Any]:
+        if shards > 1 or adaptive:
+            return self._create_sharded(event_id, name, capacity_, shards, adaptive)
         item = {
             **self._event_key(event_id),
             "name": name,
@@ -149,10 +205,11 @@ class Events:
             )
         except creation.AlreadyExists as exc:
             raise AlreadyExists(f"event {event_id!r} already exists") from exc
+        self.shard_counts.put(event_id, ONE_ITEM)
         return _event(item)
 
     def _create_sharded(
-        self, event_id: str, name: str, capacity_: int, shards: int
+        self, event_id: str, name: str, capacity_: int, shards: int, adaptive: bool
     ) -> dict[str, Any]:
         parent = {
             **self._event_key(event_id),
@@ -161,6 +218,8 @@ class Events:
             "shards": shards,
             "version": 1,
         }
+        if adaptive:
+            parent["adaptive"] = True
         counters = [
             {
                 "eventId": f"{event_id}#{k}",
@@ -177,19 +236,26 @@ class Events:
             transact.transact_write(self.client, elements, backoff=self.backoff)
         except transact.Cancelled as exc:
             raise AlreadyExists(f"event {event_id!r} already exists") from exc
-        self.shard_counts.put(event_id, shards)
-        return {**_event({**parent, "registered": 0}), "shards": shards}
+        self.shard_counts.put(event_id, Layout.of(parent))
+        return _public({**parent, "registered": 0})
 
-    def get(self, event_id: str) -> dict[str, Any]:
+    def _item(self, event_id: str) -> dict[str, Any]:
         item = versioned.read(self.client, self.table, self._event_key(event_id), self.backoff)
         if item is None:
             raise NotFound(f"no event {event_id!r}")
-        shards = item.get("shards", 1)
-        self.shard_counts.put(event_id, shards)
-        if shards == 1:
+        return item
+
+    def get(self, event_id: str) -> dict[str, Any]:
+        item = self._item(event_id)
+        layout = Layout.of(item)
+        self.shard_counts.put(event_id, layout)
+        if layout == ONE_ITEM:
             return _event(item)
-        counts = sharded.read_all(self.client, self.shards_of(event_id, shards), self.backoff)
-        return {**_event({**item, "registered": sum(counts)}), "shards": shards}
+        counts = sharded.read_all(
+            self.client, self.shards_of(event_id, layout.shards), self.backoff
+        )
+        # the current layout's shards (a resize may have changed the count at creation)
+        return _public({**item, "registered": sum(counts), "shards": len(counts)})
 
     def register(
         self,
@@ -206,9 +272,9 @@ class Events:
         extra = {"registeredAt": registered_at}
         if request_id is not None:
             extra["requestId"] = request_id
-        shards = self.shard_counts.get(event_id) or 1
-        if shards > 1:
-            self._register_sharded(event_id, shards, user_id, extra, also)
+        layout = self.shard_counts.get(event_id)
+        if layout is not None and layout != ONE_ITEM:
+            self._register_sharded(event_id, layout, user_id, extra, also)
             return {"eventId": event_id, "userId": user_id, "registeredAt": registered_at}
         try:
             capacity.join(
@@ -223,8 +289,9 @@ class Events:
         except capacity.NoCounter as exc:
             raise NotFound(f"no event {event_id!r}") from exc
         except capacity.Full as exc:
-            if exc.counter.get("shards", 1) > 1:  # learnt: this event is sharded
-                self.shard_counts.put(event_id, exc.counter["shards"])
+            learnt = Layout.of(exc.counter)
+            if learnt != ONE_ITEM:  # learnt: this event is sharded
+                self.shard_counts.put(event_id, learnt)
                 return self.register(event_id, user_id, also=also, request_id=request_id)
             raise EventFull(
                 f"event {event_id!r} is full",
@@ -236,18 +303,33 @@ class Events:
     def _register_sharded(
         self,
         event_id: str,
-        shards: int,
+        layout: Layout,
         user_id: str,
         extra: dict[str, Any],
         also: Sequence[dict[str, Any]],
     ) -> None:
         """Join one shard of the event's sharded capacity (:func:`turnstile_ddb.sharded.join`:
         a random shard, then the shards one read shows with room; see the module docstring)."""
+        counter = self.shards_of(event_id, layout.shards)
+        try:
+            self._join_sharded(counter, layout, user_id, extra, also)
+        finally:
+            after_request(self.resizer, counter, capacity=True)
+
+    def _join_sharded(
+        self,
+        counter: sharded.ShardedCounter,
+        layout: Layout,
+        user_id: str,
+        extra: dict[str, Any],
+        also: Sequence[dict[str, Any]],
+    ) -> None:
+        event_id = counter.base
         try:
             sharded.join(
                 self.client,
-                self.shards_of(event_id, shards),
-                self._sharded_member(event_id, shards, user_id, **extra),
+                counter,
+                self._sharded_member(event_id, layout, user_id, **extra),
                 sharded.TakeOptions(backoff=self.backoff, hints=self.hints, rand=self.rand),
                 transactions=self.transactions,
                 also=also,
@@ -267,9 +349,12 @@ class Events:
 
     def unregister(self, event_id: str, user_id: str) -> None:
         """Give the seat back: the reverse transaction (registration gone, ``registered - 1``)."""
-        shards = self.shard_counts.get(event_id) or self.get(event_id).get("shards", 1)
-        if shards > 1:
-            self._unregister_sharded(event_id, shards, user_id)
+        layout = self.shard_counts.get(event_id)
+        if layout is None:
+            layout = Layout.of(self._item(event_id))
+            self.shard_counts.put(event_id, layout)
+        if layout != ONE_ITEM:
+            self._unregister_sharded(event_id, layout, user_id)
             return
         try:
             capacity.leave(
@@ -283,17 +368,20 @@ class Events:
         except capacity.NoCounter as exc:
             raise NotFound(f"no event {event_id!r}") from exc
 
-    def _unregister_sharded(self, event_id: str, shards: int, user_id: str) -> None:
+    def _unregister_sharded(self, event_id: str, layout: Layout, user_id: str) -> None:
+        counter = self.shards_of(event_id, layout.shards)
         try:
             sharded.leave(
                 self.client,
-                self.shards_of(event_id, shards),
-                self._sharded_member(event_id, shards, user_id),
+                counter,
+                self._sharded_member(event_id, layout, user_id),
                 sharded.TakeOptions(backoff=self.backoff, hints=self.hints, rand=self.rand),
                 transactions=self.transactions,
             )
         except (capacity.NotMember, capacity.NoCounter) as exc:
             raise NotFound(f"user {user_id!r} is not registered for event {event_id!r}") from exc
+        finally:
+            after_request(self.resizer, counter, capacity=True)
 
     def registrations_of(self, user_id: str) -> list[dict[str, Any]]:
         """Every registration of ``user_id``, by event id (from the eventually consistent GSI)."""

@@ -40,8 +40,19 @@ each with ``stock`` and a copy of ``version``, written by :mod:`turnstile_ddb.sh
   unkeyed path does), each conditioned on the count read, with its stored answer in one
   transaction (retried on a race). ``OUT_OF_STOCK`` only when the shards together hold too few.
 
-The process remembers which products are sharded (``shards`` never changes after creation); the
-first purchase of a product in a process learns it from the product item's ALL_OLD image.
+Products whose shard count follows the load (``adaptive`` at creation): the same sharded layout,
+created with ``shards`` shards (1 unless asked), the product item marked ``adaptive``. After each
+sharded purchase (sold or refused) the service's :class:`Resizes` (a
+:class:`turnstile_ddb.adaptive.Resizer` in Lambda) decides whether to grow or shrink the shards,
+from what this process observed; the resize is one transaction of :mod:`turnstile_ddb.sharded`,
+which never changes the total. A resize that fails never fails the purchase: it is counted
+(``ResizeError``, pattern ``adaptive``) and logged, and the sale stands. A sharded product created
+with ``shards`` > 1 is resized the same way. The product item's ``shards`` is the count at
+creation; the current count is on the shards, and a purchase learns it from them.
+
+The process remembers which products are sharded (a product item never changes between one item
+and shards); the first purchase of a product in a process learns it from the product item's
+ALL_OLD image.
 """
 
 from __future__ import annotations
@@ -53,9 +64,18 @@ from typing import Any
 
 from service import config
 from service.domain.errors import AlreadyExists, Conflict, NotFound, OutOfStock, VersionMismatch
+from service.domain.resizing import Resizes, after_request, is_sharded
 from service.lru import LRU
 from turnstile_ddb import codec, creation, metrics, retry, sharded, transact, versioned
 from turnstile_ddb.idempotency import IdempotencyStore, InProgress
+
+# ``shard_counts``' entry for a product that is one item (no shards).
+SINGLE = 0
+
+
+def layout_of(item: dict[str, Any]) -> int:
+    """What ``shard_counts`` keeps of a product item: its shards, or :data:`SINGLE`."""
+    return int(item.get("shards", 1)) if is_sharded(item) else SINGLE
 
 
 class _Sharded(Exception):
@@ -78,6 +98,8 @@ def _public(item: dict[str, Any]) -> dict[str, Any]:
     public = {key: item[key] for key in ("productId", "name", "stock", "version")}
     if item.get("shards", 1) > 1:
         public["shards"] = item["shards"]
+    if item.get("adaptive"):
+        public["adaptive"] = True
     return public
 
 
@@ -95,13 +117,16 @@ class Products:
         )
     )
 
-    # learnt; never changes; the most recently used only (a forgotten one is learnt again)
+    # learnt (shards at creation, or SINGLE); the most recently used only (a forgotten one is
+    # learnt again)
     shard_counts: LRU[str, int] = field(default_factory=lambda: LRU(config.SHARD_COUNTS_KEPT))
     # What this process learnt of sharded products' shards (runtime.sharded_hints in Lambda).
     hints: sharded.Hints = field(default_factory=sharded.Hints)
     # The random choices of sharded purchases (which shard, how to spread): inject a seeded one
     # to replay them (the simulator does).
     rand: random.Random = field(default_factory=random.Random)
+    # Decides after each sharded purchase whether to resize the product's shards (none: never).
+    resizer: Resizes | None = None
 
     def _key(self, product_id: str) -> dict[str, Any]:
         return {"productId": product_id}
@@ -109,9 +134,11 @@ class Products:
     def counter(self, product_id: str, shards: int) -> sharded.ShardedCounter:
         return sharded.ShardedCounter(self.table, "productId", product_id, shards, "stock")
 
-    def create(self, product_id: str, name: str, stock: int, shards: int = 1) -> dict[str, Any]:
-        if shards > 1:
-            return self._create_sharded(product_id, name, stock, shards)
+    def create(
+        self, product_id: str, name: str, stock: int, shards: int = 1, adaptive: bool = False
+    ) -> dict[str, Any]:
+        if shards > 1 or adaptive:
+            return self._create_sharded(product_id, name, stock, shards, adaptive)
         item = {"productId": product_id, "name": name, "stock": stock, "version": 1}
         try:
             creation.create_if_absent(
@@ -119,14 +146,16 @@ class Products:
             )
         except creation.AlreadyExists as exc:
             raise AlreadyExists(f"product {product_id!r} already exists") from exc
-        self.shard_counts.put(product_id, 1)
+        self.shard_counts.put(product_id, SINGLE)
         return item
 
     def _create_sharded(
-        self, product_id: str, name: str, stock: int, shards: int
+        self, product_id: str, name: str, stock: int, shards: int, adaptive: bool
     ) -> dict[str, Any]:
         counter = self.counter(product_id, shards)
         parent = {"productId": product_id, "name": name, "shards": shards, "version": 1}
+        if adaptive:
+            parent["adaptive"] = True
         created = [parent, *sharded.shard_items(counter, stock, version=1)]
         elements = [creation.put_new_op(self.table, item, "productId") for item in created]
         try:
@@ -140,22 +169,26 @@ class Products:
         item = versioned.read(self.client, self.table, self._key(product_id), self.backoff)
         if item is None:
             raise NotFound(f"no product {product_id!r}")
-        self.shard_counts.put(product_id, item.get("shards", 1))
+        self.shard_counts.put(product_id, layout_of(item))
         return item
 
     def get(self, product_id: str) -> dict[str, Any]:
         item = self._parent(product_id)
-        if item.get("shards", 1) > 1:
+        if is_sharded(item):
             counter = self.counter(product_id, item["shards"])
-            item["stock"] = sum(sharded.read_all(self.client, counter, self.backoff))
+            counts = sharded.read_all(self.client, counter, self.backoff)
+            # the current layout's shards (a resize may have changed the count at creation)
+            item["stock"], item["shards"] = sum(counts), len(counts)
         return _public(item)
 
     def restock(self, product_id: str, units: int) -> dict[str, Any]:
         """Add ``units`` to the stock, exactly, whatever sells meanwhile (+1 catalogue version)."""
         # A known count (it never changes) spares the read: the add's condition refuses a
         # product that is missing or sharded by itself.
-        shards = self.shard_counts.get(product_id) or self._parent(product_id).get("shards", 1)
-        if shards == 1:
+        shards = self.shard_counts.get(product_id)
+        if shards is None:
+            shards = layout_of(self._parent(product_id))
+        if shards == SINGLE:
             # A commutative add: one write, no read to go stale, so concurrent sales never make
             # it conflict (``attribute_exists(stock)``: never onto a sharded product's parent).
             try:
@@ -190,9 +223,9 @@ class Products:
         """Apply ``changes`` only if the product is still at ``expected_version`` (HTTP If-Match);
         ``None`` (``If-Match: *``) means any current representation (RFC 9110): no version check,
         only that the product exists."""
-        if self.shard_counts.get(product_id) != 1:
-            shards = self._parent(product_id).get("shards", 1)
-            if shards > 1:
+        if self.shard_counts.get(product_id) != SINGLE:
+            shards = layout_of(self._parent(product_id))
+            if shards != SINGLE:
                 return self._update_sharded(product_id, shards, expected_version, changes)
         try:
             if expected_version is None:
@@ -291,8 +324,8 @@ class Products:
         claim: InProgress | None = None,
     ) -> dict[str, Any]:
         purchase_id = uuid.uuid4().hex
-        shards = self.shard_counts.get(product_id) or 1
-        if shards > 1:
+        shards = self.shard_counts.get(product_id)
+        if shards:  # known sharded (None: not known yet, learnt below)
             return self._purchase_sharded(product_id, shards, quantity, purchase_id, claim)
         try:
             return self._purchase_single(product_id, quantity, strategy, purchase_id, claim)
@@ -309,6 +342,19 @@ class Products:
         claim: InProgress | None,
     ) -> dict[str, Any]:
         counter = self.counter(product_id, shards)
+        try:
+            return self._take_sharded(counter, quantity, purchase_id, claim)
+        finally:
+            after_request(self.resizer, counter)
+
+    def _take_sharded(
+        self,
+        counter: sharded.ShardedCounter,
+        quantity: int,
+        purchase_id: str,
+        claim: InProgress | None,
+    ) -> dict[str, Any]:
+        product_id = counter.base
         if claim is not None:
             return self._purchase_sharded_keyed(counter, quantity, purchase_id, claim)
         try:
@@ -412,7 +458,7 @@ class Products:
         except versioned.NoSuchItem as exc:
             raise NotFound(f"no product {product_id!r}") from exc
         except versioned.NoSuchAttribute as exc:
-            if exc.current.get("shards", 1) > 1:  # a sharded parent holds no stock
+            if is_sharded(exc.current):  # a sharded parent holds no stock
                 raise _Sharded(exc.current["shards"]) from exc
             raise
         except versioned.Insufficient as exc:
@@ -425,7 +471,7 @@ class Products:
         def decide(item: dict[str, Any] | None) -> dict[str, Any]:
             if item is None:
                 raise NotFound(f"no product {product_id!r}")
-            if item.get("shards", 1) > 1:
+            if is_sharded(item):
                 raise _Sharded(item["shards"])
             if item["stock"] < quantity:
                 raise self._out_of_stock(item, quantity)

@@ -20,6 +20,7 @@ events: runtime.Lazy[Events] = runtime.Lazy(
         client=runtime.dynamodb.get(),
         table=catalog.tables("events")["events"],
         hints=runtime.sharded_hints.get(),
+        resizer=runtime.resizer.get(),
     )
 )
 requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
@@ -33,7 +34,7 @@ requests: runtime.Lazy[RegistrationRequests] = runtime.Lazy(
 
 @app.declared
 def create_event(body: models.CreateEventRequest) -> Response[Any]:
-    event = events.get().create(body.eventId, body.name, body.capacity, body.shards)
+    event = events.get().create(body.eventId, body.name, body.capacity, body.shards, body.adaptive)
     return created(event, f"/events/{event['eventId']}", etag=event["version"])
 
 

@@ -22,6 +22,7 @@ products: runtime.Lazy[Products] = runtime.Lazy(
         table=catalog.tables("products")["products"],
         idempotency=runtime.idempotency.get(),
         hints=runtime.sharded_hints.get(),
+        resizer=runtime.resizer.get(),
     )
 )
 
@@ -46,7 +47,9 @@ def expected_version(if_match: str) -> int | None:
 
 @app.declared
 def create_product(body: models.CreateProductRequest) -> Response[Any]:
-    product = products.get().create(body.productId, body.name, body.stock, body.shards)
+    product = products.get().create(
+        body.productId, body.name, body.stock, body.shards, body.adaptive
+    )
     return created(product, f"/products/{product['productId']}", etag=product["version"])
 
 

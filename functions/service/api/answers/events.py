@@ -26,6 +26,9 @@ class Event(Answer):
     shards: Annotated[int, Field(ge=2)] | SkipJsonSchema[None] = absent(
         "a sharded event's shards (more than 1)"
     )
+    adaptive: Literal[True] | SkipJsonSchema[None] = absent(
+        "true when the event's shard count follows the load (created adaptive)"
+    )
 
 
 class EventRegistration(Answer):

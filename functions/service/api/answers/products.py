@@ -5,7 +5,7 @@ Imported only when the document is built (``service.api.models.answer``), never 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
@@ -24,6 +24,9 @@ class Product(Answer):
     stock: int = Field(ge=0)
     version: Version
     shards: Shards2 | SkipJsonSchema[None] = absent("a sharded product's shards (more than 1)")
+    adaptive: Literal[True] | SkipJsonSchema[None] = absent(
+        "true when the product's shard count follows the load (created adaptive)"
+    )
 
 
 class PurchaseReceipt(Answer):

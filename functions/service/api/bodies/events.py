@@ -15,6 +15,8 @@ class CreateEventRequest(Body):
     name: Name
     capacity: Annotated[int, Field(ge=1, le=config.MAX_EVENT_CAPACITY), INTEGRAL]
     shards: Shards = 1
+    # the counter's shard count follows the load (starting at ``shards``): docs/http-api.md
+    adaptive: bool = False
 
 
 class RegistrationRequest(Body):

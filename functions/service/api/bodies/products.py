@@ -15,6 +15,8 @@ class CreateProductRequest(Body):
     name: Name
     stock: Stock
     shards: Shards = 1
+    # the shard count follows the load (starting at ``shards``): docs/http-api.md
+    adaptive: bool = False
 
 
 class UpdateProductRequest(Body):
