@@ -74,8 +74,9 @@ class Resized:
     (the last this call wrote), moving ``moved`` units (a capacity: places) between shards, in
     ``steps`` transactions of ``items`` elements in all (each transactional write costs two
     write units per KB). A grow is one step; a shrink one step per dropped shard. ``after`` is
-    above the count asked for when a later step of a shrink lost every race (the steps made
-    stand), and ``steps`` is 0 when the counter already had that count."""
+    above the count asked for when a later step of a shrink wrote nothing (it lost every race or
+    stayed throttled; the steps made stand), and ``steps`` is 0 when the counter already had that
+    count."""
 
     before: int
     after: int
@@ -227,7 +228,7 @@ def resize_protocol(
     while done.after > shards:
         try:
             step = yield from _step(counter, shards, capacity, backoff, attempts, hints)
-        except errors.LostEveryRace:
+        except errors.Retryable:  # this step wrote nothing (lost every race, stayed throttled)
             return done  # the steps made stand: a valid layout, nearer the count asked for
         if not step.steps:  # someone else's resize made the count: nothing more to write
             return dataclasses.replace(done, after=step.after)
