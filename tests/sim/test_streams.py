@@ -15,7 +15,8 @@ from sim.model import Model
 from sim.run import Config, default_sizes, describe, run_seed
 from turnstile_ddb import capacity, codec, retry
 
-SEEDS = range(6)
+FAULTS = ("redelivered", "died", "bisected", "retried")
+MIN_SEEDS, MAX_SEEDS = 6, 32
 
 
 def _final(history: str) -> dict:
@@ -26,20 +27,28 @@ def _final(history: str) -> dict:
 
 @pytest.fixture(scope="module")
 def default_runs():
-    return [run_seed(seed) for seed in SEEDS]
+    """The default configuration's seeds from 0, until each stream fault has happened at least
+    once (at least MIN_SEEDS, at most MAX_SEEDS). The runs are deterministic, so the count is
+    fixed for a given tree; a bisection needs a failure on a batch of two or more records, and
+    is the rarest (seeds 12 and 14 of the first 16 once the resizing workload joined)."""
+    runs, happened = [], Counter[str]()
+    for seed in range(MAX_SEEDS):
+        runs.append(run_seed(seed))
+        happened.update(_final(runs[-1].history)["stream"])
+        if len(runs) >= MIN_SEEDS and all(happened[fault] for fault in FAULTS):
+            break
+    return runs
 
 
 def test_each_stream_fault_happens_in_the_default_run(default_runs):
     """Redelivered batches, invocations dying mid-batch, bisected batches and retried records
-    all occur within a few seeds of the default configuration, and the runs stay clean."""
+    all occur within MAX_SEEDS seeds of the default configuration, and the runs stay clean."""
     happened: Counter[str] = Counter()
     for result in default_runs:
         assert not result.report.violations, describe(result)
         happened.update(_final(result.history)["stream"])
-    assert happened["redelivered"] > 0
-    assert happened["died"] > 0
-    assert happened["bisected"] > 0
-    assert happened["retried"] > 0
+    for fault in FAULTS:
+        assert happened[fault] > 0, (fault, len(default_runs), happened)
 
 
 def test_the_requests_fill_the_events_and_the_summary_consumer_writes(default_runs):
