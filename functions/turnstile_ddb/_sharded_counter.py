@@ -239,7 +239,9 @@ def _at(found: dict[tuple[Any, ...], dict[str, Any]], key: dict[str, Any]) -> di
     return found.get(tuple(key.values()))
 
 
-# A layout may change between the pages of one read: read again, at most this many times.
+# A layout may change between the pages of one read: read again, at most this many times (the
+# first at once, each later one after a pause of the read's backoff: a shrink is one step per
+# dropped shard, and a reader chasing it read for read can lose every race on a busy machine).
 RELAYOUT_READS = 8
 
 
@@ -256,7 +258,9 @@ def read_with_protocol(
     does not exist (it is never dropped)."""
     names = list(counter.key(0))
     extra = [{name: key.get(name) for name in names} for key in extra_keys]
-    for _ in range(RELAYOUT_READS):
+    for attempt in range(RELAYOUT_READS):
+        if attempt > 1:
+            yield from retry.pause(backoff, attempt - 1)
         shard_keys = [counter.key(k) for k in range(counter.shards)]
         found = yield from _batch_get(counter, [*shard_keys, *extra_keys], backoff)
         shards = [_at(found, key) for key in shard_keys]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from turnstile_ddb import capacity, codec, retry, sharded
+from turnstile_ddb import capacity, codec, errors, retry, sharded
 from turnstile_ddb.deprecation import TurnstileDeprecationWarning
 
 
@@ -273,3 +273,39 @@ def test_a_caller_with_an_old_shard_count_learns_the_new_one_from_a_shard(moto_d
     sharded.take(moto_ddb, counter, 1, sharded.TakeOptions(hints=hints))
     assert hints.shards.layout(counter).shards == 1
     assert sharded.read_all(moto_ddb, counter) == [5]
+
+
+class Shifting:
+    """A client whose shards show two layouts for the first ``moving`` reads (a resize going
+    on, one step after another), then one."""
+
+    def __init__(self, moving: int) -> None:
+        self.moving = moving
+        self.reads = 0
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+        self.reads += 1
+        ((table, request),) = RequestItems.items()
+        settled = self.reads > self.moving
+        items = [
+            {**key, "count": {"N": "1"}, "shards": {"N": "2"},
+             "layout": {"N": "1" if settled or key["pk"]["S"].endswith("#0") else "0"}}
+            for key in request["Keys"]
+        ]  # fmt: skip
+        return {"Responses": {table: items}, "UnprocessedKeys": {}}
+
+
+def test_a_read_chasing_a_resize_pauses_between_its_later_reads():
+    # Given a counter whose shards disagree on their layout for three reads
+    counter = sharded.ShardedCounter("stock", "pk", "hot", 2, "count")
+    slept: list[float] = []
+    backoff = retry.Backoff(base=0.01, cap=0.01, sleep=slept.append, rand=lambda: 1.0)
+    client = Shifting(moving=3)
+    # When it is read, the second read comes at once and each later one after a pause
+    assert sharded.read_all(client, counter, backoff=backoff) == [1, 1]  # type: ignore[arg-type]
+    assert client.reads == 4 and slept == [0.01, 0.01]
+    # And a resize that never settles is a lost race after RELAYOUT_READS reads
+    slept.clear()
+    with pytest.raises(errors.LostEveryRace):
+        sharded.read_all(Shifting(moving=99), counter, backoff=backoff)  # type: ignore[arg-type]
+    assert len(slept) == sharded.RELAYOUT_READS - 2
