@@ -93,7 +93,7 @@ import time
 import uuid
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from turnstile_ddb import (
@@ -127,6 +127,11 @@ __all__ = [
 METRICS: tuple[str, ...] = ("ResizeUp", "ResizeDown", "ResizeSkipped", "ResizeFailed")
 
 PATTERN = "adaptive"
+
+# ResizePolicy.for_capacities: a capacity grows at half its limit, to 2.5 times the load
+_CAPACITY_GROW_AT = 0.5
+_CAPACITY_HEADROOM = 2.5
+_CAPACITY_SHRINK_HEADROOM = 3.0
 
 _log = logging.getLogger(__name__)
 
@@ -374,6 +379,23 @@ class ResizePolicy:
                 f"{owner}.shrink_below must be between 0 and 1, not {self.shrink_below!r}"
             )
 
+    def for_capacities(self) -> ResizePolicy:
+        """This policy as a sharded capacity needs it: growing at no more than half the
+        capacity (``grow_at`` 0.5), to at least 2.5 times the load (``headroom``; a shrink to 3
+        times the peak), where this policy is not already earlier. A capacity's joins and leaves
+        are transactions, and so is a resize, which writes every kept shard: once the joins
+        hold the shards at their limit, each of those keys is drained the moment it has room,
+        and a write that needs room at every one of them at once seldom gets it. So a capacity
+        must grow before its limit, far enough that the load can double before the next
+        decision (0.5 x 2 = its limit). A counter's takes are single writes, and its resizes
+        were measured to land above its limit; it keeps this policy."""
+        return replace(
+            self,
+            grow_at=min(self.grow_at, _CAPACITY_GROW_AT),
+            headroom=max(self.headroom, _CAPACITY_HEADROOM),
+            shrink_headroom=max(self.shrink_headroom, _CAPACITY_SHRINK_HEADROOM),
+        )
+
     def needed(self, rate: float, headroom: float) -> int:
         """The shards whose capacity is ``headroom`` times ``rate``, within the range."""
         wanted = math.ceil(rate * headroom / self.one_key_limit - 1e-9)
@@ -465,6 +487,7 @@ class _Resizing:
         _checks.at_least("Resizer", "lease_ms", lease_ms, 1)
         self.leases = leases
         self.policy = policy if policy is not None else ResizePolicy()
+        self.capacity_policy = self.policy.for_capacities()
         self.load = load if load is not None else LoadWindow()
         self.hints = hints
         self.owner = owner if owner is not None else f"resizer-{uuid.uuid4().hex[:12]}"
@@ -480,10 +503,11 @@ class _Resizing:
         known = self._known.get(counter.identity)
         return known if known is not None else counter.shards
 
-    def decide(self, counter: sharded.ShardedCounter) -> Decision | None:
-        """What the policy says of ``counter`` now."""
+    def decide(self, counter: sharded.ShardedCounter, capacity: bool) -> Decision | None:
+        """What the policy says of ``counter`` now (a capacity: ``policy.for_capacities()``)."""
         now = self.load.clock()
-        return self.policy.decide(self.load.observe(counter, now), self.current(counter), now)
+        policy = self.capacity_policy if capacity else self.policy
+        return policy.decide(self.load.observe(counter, now), self.current(counter), now)
 
     def protocol(
         self, counter: sharded.ShardedCounter, capacity: bool
@@ -495,7 +519,7 @@ class _Resizing:
         if looked is not None and now - looked < LOOK_EVERY:
             return None
         self._looked.put(counter.identity, now)
-        decision = self.decide(counter)
+        decision = self.decide(counter, capacity)
         if decision is None:
             return None
         self.load.resized(counter)  # the cooldown starts: this process's other takes wait
@@ -623,9 +647,10 @@ class Resizer:
         self.policy, self.load, self.hints = _attributes(self._resizing)
         self.owner, self.lease_ms = self._resizing.owner, lease_ms
 
-    def decide(self, counter: sharded.ShardedCounter) -> Decision | None:
-        """What the policy says of ``counter`` now (no call, nothing done)."""
-        return self._resizing.decide(counter)
+    def decide(self, counter: sharded.ShardedCounter, *, capacity: bool = False) -> Decision | None:
+        """What the policy says of ``counter`` now (no call, nothing done); of a sharded
+        capacity (``capacity=True``), what ``policy.for_capacities()`` says."""
+        return self._resizing.decide(counter, capacity)
 
     def maybe_resize(
         self,

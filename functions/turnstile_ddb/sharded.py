@@ -79,6 +79,7 @@ A resize counts as a restock for the hints' bound above (its units move between 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -353,8 +354,13 @@ def leave_protocol(
     if item is None:
         raise capacity.NotMember()
     shard = int(item[counter.shard_attr])
-    if not (yield from _leave_shard(counter, member, shard, backoff)):
-        shard = yield from _leave_elsewhere(counter, member, options, backoff)
+    try:
+        left = yield from _leave_shard(counter, member, shard, backoff)
+    except errors.RetriesExhausted as exc:  # its shard stayed throttled or contended
+        shard = yield from _leave_around(counter, member, shard, options, backoff, exc)
+    else:
+        if not left:
+            shard = yield from _leave_elsewhere(counter, member, options, backoff)
     if options.hints is not None:
         options.hints.restocked(counter)
         options.hints.saw(counter, "left")
@@ -377,6 +383,39 @@ def _leave_shard(
             raise
         return False
     return True
+
+
+def _leave_around(
+    counter: ShardedCounter,
+    member: capacity.Member,
+    busy: int,
+    options: TakeOptions,
+    backoff: retry.Backoff,
+    exc: errors.RetriesExhausted,
+) -> _core.Steps[int]:
+    """Leave at another shard when the member's own (``busy``) stayed throttled or contended.
+    A member's place need not come back where it was taken: the shards' counts add up to the
+    members present (see :func:`_leave_elsewhere`), so any shard that counts one may give it
+    back. Without this, the oldest members' leaves all land on the first shards (a counter that
+    grew kept its early members there) and hold those keys at their limit, which no resize can
+    spread. The other shards of the layout the hints know are tried in random order, each with
+    one retry, without a read (one that counts nobody refuses the write, which decides); after
+    ``options.rounds`` of them the leave gives up with ``exc``."""
+    if options.hints is not None:
+        options.hints.shards.throttled(counter, busy)
+        options.hints.saw(counter, "throttled")
+        counter = options.hints.shards.current(counter)
+    others = [k for k in range(counter.shards) if k != busy]
+    (options.rand or random.Random()).shuffle(others)
+    quick = dataclasses.replace(backoff, attempts=min(2, backoff.attempts))
+    for shard in others[: options.rounds]:
+        metrics.count("ShardFailover", pattern=PATTERN)
+        try:
+            if (yield from _leave_shard(counter, member, shard, quick)):
+                return shard
+        except errors.RetriesExhausted:
+            continue
+    raise exc
 
 
 def _leave_elsewhere(

@@ -267,6 +267,8 @@ def adaptive_api(client: DynamoDBClient) -> None:
     resizer = adaptive.Resizer(client, lease.Leases(client, "leases"), policy, window)
     assert_type(resizer.maybe_resize(counter), sharded.Resized | None)
     assert_type(resizer.decide(counter), adaptive.Decision | None)
+    assert_type(resizer.decide(counter, capacity=True), adaptive.Decision | None)
+    assert_type(policy.for_capacities(), adaptive.ResizePolicy)
 
 
 async def async_adaptive_api(client: Any) -> None:

@@ -33,9 +33,11 @@ class Resizer:
         self.policy, self.load, self.hints = adaptive._attributes(self._resizing)
         self.owner, self.lease_ms = self._resizing.owner, lease_ms
 
-    def decide(self, counter: sharded.ShardedCounter) -> adaptive.Decision | None:
+    def decide(
+        self, counter: sharded.ShardedCounter, *, capacity: bool = False
+    ) -> adaptive.Decision | None:
         """:meth:`turnstile_ddb.adaptive.Resizer.decide`."""
-        return self._resizing.decide(counter)
+        return self._resizing.decide(counter, capacity)
 
     async def maybe_resize(
         self,
