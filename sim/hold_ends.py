@@ -41,10 +41,9 @@ from typing import Any
 from chaos.checkers import Report
 from chaos.history import FAIL, OK, UNKNOWN, Op
 from sim import checks
-from sim.boundary import BoundaryClock, Noting
+from sim.boundary import BoundaryClock, Noting, Stalling
 from sim.ddb import Awaited, Stats
 from sim.model import Model
-from sim.reservation_edges import _Stalling
 from sim.reserving import NO_CRASH, create_units
 from sim.scheduler import Crashed, Task
 from sim.workloads import Recorder
@@ -65,7 +64,7 @@ class _Door:
     def __init__(self, task: Task, client: Any, driver: str) -> None:
         self.task = task
         self.clock = BoundaryClock(task)
-        self.stalling: Any = _Stalling(Noting(client, self.clock), task)
+        self.stalling: Any = Stalling(Noting(client, self.clock), task)
         self.driver = driver
         self.awaited = Awaited(self.stalling)
 
