@@ -124,3 +124,30 @@ class Noting:
         answer = self.client.transact_write_items(**request)
         elements = [e.get("Update") or e.get("Put") or {} for e in request["TransactItems"]]
         return self._noted(answer, *elements)
+
+
+class Stalling:
+    """A simulated client, except that when ``seconds`` is set its next write (a claim:
+    ``UpdateItem`` or ``TransactWriteItems``) first waits that long on this client's clock, once:
+    a process paused between its read and its write, so the write lands after the hold it
+    records has ended."""
+
+    def __init__(self, client: Any, task: Task) -> None:
+        self.client, self.task = client, task
+        self.seconds: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def _stall(self) -> None:
+        if self.seconds is not None:
+            seconds, self.seconds = self.seconds, None
+            self.task.sleep(seconds)
+
+    def update_item(self, **request: Any) -> Any:
+        self._stall()
+        return self.client.update_item(**request)
+
+    def transact_write_items(self, **request: Any) -> Any:
+        self._stall()
+        return self.client.transact_write_items(**request)

@@ -28,7 +28,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 from functools import partial
 
 from chaos.checkers import Report
-from sim import counters, edges, keyed, leasing, places, reserving, resizing, stock
+from sim import counters, edges, hold_ends, keyed, leasing, places, reserving, resizing, stock
 
 Run = Callable[[int, str], tuple[str, Report]]
 # Each workload's one-seed run: (seed, driver) -> (history, report).
@@ -44,6 +44,8 @@ WORKLOADS: dict[str, Run] = {
     # the two protocols is compared through both drivers (sim/reserving.py).
     "reserving": partial(reserving.run_pair, {"sync": "sync", "async": "async-in-order"}),
     "reserving-ahead": partial(reserving.run_pair, {"sync": "sync-ahead", "async": "async"}),
+    # A hold's end, at the very millisecond (sim/hold_ends.py).
+    "hold-ends": hold_ends.run,
 }
 DRIVERS = ("sync", "async")
 

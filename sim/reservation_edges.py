@@ -58,7 +58,7 @@ from service import config
 from service.domain.errors import AlreadyConfirmed, Expired, NotFound, OutOfStock
 from service.domain.inventory import Inventory, unit_id
 from sim import checks
-from sim.boundary import BoundaryClock, Noting
+from sim.boundary import BoundaryClock, Noting, Stalling
 from sim.scheduler import Crashed, Task
 from turnstile_ddb import claims, retry
 
@@ -75,33 +75,6 @@ EPISODES = (
     "claim-after-end",
     "answered-at-end",
 )
-
-
-class _Stalling:
-    """The client an actor's ``Inventory`` calls: the simulated client itself, except that when
-    ``seconds`` is set the next write (a claim: ``UpdateItem`` or ``TransactWriteItems``) first
-    waits that long on this client's clock, once: a process paused between its read and its
-    write."""
-
-    def __init__(self, client: Any, task: Task) -> None:
-        self.client, self.task = client, task
-        self.seconds: float | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-    def _stall(self) -> None:
-        if self.seconds is not None:
-            seconds, self.seconds = self.seconds, None
-            self.task.sleep(seconds)
-
-    def update_item(self, **request: Any) -> Any:
-        self._stall()
-        return self.client.update_item(**request)
-
-    def transact_write_items(self, **request: Any) -> Any:
-        self._stall()
-        return self.client.transact_write_items(**request)
 
 
 def _sleep_until(task: Task, seconds: float) -> None:
@@ -222,7 +195,7 @@ class _Actor:
         self.task = task
         self.client = client
         self.clock = BoundaryClock(task)
-        self.stalling = _Stalling(Noting(client, self.clock), task)
+        self.stalling = Stalling(Noting(client, self.clock), task)
         self.store = Inventory(
             self.stalling,
             TABLE,

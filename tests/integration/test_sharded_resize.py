@@ -277,6 +277,51 @@ def test_two_resizers_at_once_never_apply_both_and_keep_the_total(ddb, table):
     assert sum(int(item["count"]) for item in shards_of(found, "stock").values()) == 120 - len(sold)
 
 
+class _HeldWrite:
+    """``client``, except that its first ``TransactWriteItems`` waits until ``meanwhile()`` has
+    run: a resizer whose transaction leaves after another resizer's whole resize."""
+
+    def __init__(self, client: Any, meanwhile: Any) -> None:
+        self.client, self.meanwhile = client, meanwhile
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def transact_write_items(self, **request: Any) -> Any:
+        meanwhile, self.meanwhile = self.meanwhile, None
+        if meanwhile is not None:
+            meanwhile()
+        return self.client.transact_write_items(**request)
+
+
+def test_of_two_resizes_from_one_read_the_second_is_refused(ddb, table):
+    # Given 20 units on three shards (10, 10, 0), read by a shrink to two shards whose
+    # transaction is held until a grow to five shards, from the same layout, has applied; the
+    # grow leaves the third shard (at or under its share) as it was, so only the generation
+    # both read tells the two apart
+    counter = sharded.ShardedCounter(table, "pk", "stock", 3, "count")
+    for row, count in zip(sharded.shard_items(counter, 0), (10, 10, 0), strict=True):
+        ddb.put_item(TableName=table, Item=codec.encode_item({**row, "count": count}))
+    grown: list[sharded.Resized] = []
+    held: Any = _HeldWrite(ddb, lambda: grown.append(sharded.resize(ddb, counter, 5)))
+    conflicts = metrics.Tally()
+    metrics.add_sink(conflicts)
+    # When the shrink's transaction is sent after the grow's (one attempt: no read again)
+    try:
+        with pytest.raises(errors.LostEveryRace):
+            sharded.resize(held, counter, 2, backoff=BACKOFF, attempts=1)
+    finally:
+        metrics.remove_sink(conflicts)
+    # Then the grow applied, the shrink was refused (counted as a conflict), and the shards are
+    # the grow's five, one layout, the 20 units exact
+    assert [(g.before, g.after, g.generation) for g in grown] == [(3, 5, 1)]
+    assert conflicts.get("sharded", "ResizeConflict") == 1
+    found = rows(ddb, table)
+    assert assert_one_layout(found, "stock", 1) == 5
+    assert sum(int(item["count"]) for item in shards_of(found, "stock").values()) == 20
+    assert sum(sharded.read_all(ddb, counter)) == 20
+
+
 def test_a_capacity_resized_as_a_counter_is_refused(ddb, table):
     places = sharded.ShardedCounter(table, "pk", "event", 2, "count")
     for row in sharded.shard_items(places, 0, limit=6, version=1):
