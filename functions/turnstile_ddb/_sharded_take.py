@@ -7,6 +7,7 @@ writes they send.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -97,19 +98,25 @@ class _Take:
         self.throttled_rounds = 0
         self.total = 0  # the counts last read added up to this
         self.saw_enough = False  # a read showed enough units at least once
+        # the last round's writes met a throttle: it lost no race, so it counts towards the
+        # backoff's attempts (StayedThrottled), never towards the rounds of a refusal
+        self.throttled_round = False
 
     def run(self) -> _core.Steps[Taken]:
         self.refuse_from_hints()
         candidates = self.first_choice()
-        for round_ in range(self.options.rounds + 1):
+        round_ = 0  # rounds that lost a race; a throttled one is bounded by the backoff instead
+        for read in itertools.count():
             taken, answered = yield from self.try_shards(candidates)
             if taken is not None:
                 return taken
-            if round_ == self.options.rounds:
+            if not self.throttled_round:
+                round_ += 1
+            if round_ > self.options.rounds:
                 break
             if self.moved:
                 answered = {}  # counts of another layout: they bound nothing now
-            counts, items, candidates = yield from self.read_counts(round_, answered)
+            counts, items, candidates = yield from self.read_counts(read, answered)
             if not candidates:  # only a sum of shards holds q
                 taken = yield from self.take_across(counts, items)
                 if taken is not None:
@@ -165,6 +172,7 @@ class _Take:
                 throttled = outcome
             elif outcome is not None:
                 answered[shard] = outcome
+        self.throttled_round = throttled is not None
         if throttled is not None:
             self.throttled_rounds += 1
             if self.throttled_rounds >= self.options.backoff.attempts:

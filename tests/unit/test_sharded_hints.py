@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from turnstile_ddb import capacity, codec, errors, retry, sharded
 from turnstile_ddb.deprecation import TurnstileDeprecationWarning
@@ -309,3 +310,38 @@ def test_a_read_chasing_a_resize_pauses_between_its_later_reads():
     with pytest.raises(errors.LostEveryRace):
         sharded.read_all(Shifting(moving=99), counter, backoff=backoff)  # type: ignore[arg-type]
     assert len(slept) == sharded.RELAYOUT_READS - 2
+
+
+class ThrottledWrites:
+    """A client whose next ``times`` single-item writes are throttled (not sent); the rest go
+    to ``client``."""
+
+    def __init__(self, client: Any, times: int) -> None:
+        self.client = client
+        self.times = times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def update_item(self, **params: Any) -> Any:
+        if self.times > 0:
+            self.times -= 1
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}
+            raise ClientError({"Error": error}, "UpdateItem")
+        return self.client.update_item(**params)
+
+
+def test_rounds_whose_writes_were_throttled_never_end_in_a_refusal(moto_ddb, moto_tables):
+    # Given 10 units on two shards, and the next six writes throttled (the keys over their limit)
+    counter = stocked(moto_ddb, moto_tables["products"], [5, 5])
+    client = ThrottledWrites(moto_ddb, 6)
+    quiet = retry.Backoff(attempts=8, base=0, cap=0, sleep=lambda s: None)
+    # When a take allowed one lost race goes on through them
+    taken = sharded.take(client, counter, 1, sharded.TakeOptions(backoff=quiet, rounds=1))
+    # Then it sells (six throttled rounds are the backoff's to bound, not lost races)
+    assert taken.remaining == 4 and sum(sharded.read_all(moto_ddb, counter)) == 9
+    # And throttled past the backoff's attempts, it stays throttled: never "sold out"
+    client.times = 20
+    with pytest.raises(errors.StayedThrottled):
+        sharded.take(client, counter, 1, sharded.TakeOptions(backoff=quiet, rounds=1))
+    assert sum(sharded.read_all(moto_ddb, counter)) == 9
