@@ -128,10 +128,10 @@ METRICS: tuple[str, ...] = ("ResizeUp", "ResizeDown", "ResizeSkipped", "ResizeFa
 
 PATTERN = "adaptive"
 
-# ResizePolicy.for_capacities: a capacity grows at half its limit, to 2.5 times the load
-_CAPACITY_GROW_AT = 0.5
-_CAPACITY_HEADROOM = 2.5
-_CAPACITY_SHRINK_HEADROOM = 3.0
+# ResizePolicy.for_capacities: a capacity grows at 40 % of its limit, to 3 times the load
+_CAPACITY_GROW_AT = 0.4
+_CAPACITY_HEADROOM = 3.0
+_CAPACITY_SHRINK_HEADROOM = 3.5
 
 _log = logging.getLogger(__name__)
 
@@ -380,15 +380,16 @@ class ResizePolicy:
             )
 
     def for_capacities(self) -> ResizePolicy:
-        """This policy as a sharded capacity needs it: growing at no more than half the
-        capacity (``grow_at`` 0.5), to at least 2.5 times the load (``headroom``; a shrink to 3
+        """This policy as a sharded capacity needs it: growing at no more than 40 % of the
+        capacity (``grow_at`` 0.4), to at least 3 times the load (``headroom``; a shrink to 3.5
         times the peak), where this policy is not already earlier. A capacity's joins and leaves
         are transactions, and so is a resize, which writes every kept shard: once the joins
         hold the shards at their limit, each of those keys is drained the moment it has room,
         and a write that needs room at every one of them at once seldom gets it. So a capacity
         must grow before its limit, far enough that the load can double before the next
-        decision (0.5 x 2 = its limit). A counter's takes are single writes, and its resizes
-        were measured to land above its limit; it keeps this policy."""
+        decision and still leave room at every shard (0.4 x 2 = 80 % of its limit; a resize
+        was measured to land at 83 %, and not at 100 %). A counter's takes are single writes,
+        and its resizes were measured to land above its limit; it keeps this policy."""
         return replace(
             self,
             grow_at=min(self.grow_at, _CAPACITY_GROW_AT),
