@@ -6,7 +6,7 @@ Both runs go through the service's own domain code, as a request would: an adapt
 (:meth:`service.domain.events.Events.register` and ``unregister``: sign-ups, and leaves once half
 the capacity is taken, so places recycle). After every request the domain hands the counter to the
 service's resizer (:class:`turnstile_ddb.adaptive.Resizer`, its lease on the leases table, its
-policy told one key's limit), which grows or shrinks the shards from what the process observed.
+policy told one key's write units), which grows or shrinks the shards from what it observed.
 
 Everything runs under :mod:`local.capacity_model` (``TURNSTILE_CAPACITY_SCALE``, default
 :data:`bench.hot.DEFAULT_SCALE`: 10 WCU/s per key). One key's limit is in requests per second: a
@@ -143,8 +143,9 @@ class Recorded:
 
 def service_resizer(client: Any, leases: lease.Leases, limit: float) -> tuple[Any, sharded.Hints]:
     """The resizer a function builds (``service.runtime``) and the hints its takes use (their
-    load window is what it decides from), its policy told one key's limit in this workload's
-    requests per second."""
+    load window is what it decides from), its policy told one key's write units per second (a
+    purchase writes one; for an event's sign-ups, transactions, the policy halves it itself:
+    ``ResizePolicy.for_capacities``)."""
     from turnstile_ddb import adaptive
 
     window = adaptive.LoadWindow()
@@ -419,7 +420,8 @@ def run(
         units = ThreadUnits()
         resize_client = model.attach(units.attach(db.client(config=retry.client_config())))
         leases = lease.Leases(client=resize_client, table=names[config.LEASES])
-        resizer, hints = service_resizer(resize_client, leases, limit)
+        # the policy is told a key's write units: it halves them for a capacity's transactions
+        resizer, hints = service_resizer(resize_client, leases, model.wcu)
         recorded = Recorded(resizer, units)
         wiring = Wiring(client, setup, names, recorded, hints)
         if kind == "product":

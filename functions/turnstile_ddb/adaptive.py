@@ -380,9 +380,11 @@ class ResizePolicy:
             )
 
     def for_capacities(self) -> ResizePolicy:
-        """This policy as a sharded capacity needs it: growing at no more than 40 % of the
-        capacity (``grow_at`` 0.4), to at least 3 times the load (``headroom``; a shrink to 3.5
-        times the peak), where this policy is not already earlier. A capacity's joins and leaves
+        """This policy as a sharded capacity needs it: half the ``one_key_limit`` (a join or a
+        leave writes its shard in a transaction, which DynamoDB charges two write units), and
+        growing at no more than 40 % of the capacity (``grow_at`` 0.4), to at least 3 times the
+        load (``headroom``; a shrink to 3.5 times the peak), where this policy is not already
+        earlier. A capacity's joins and leaves
         are transactions, and so is a resize, which writes every kept shard: once the joins
         hold the shards at their limit, each of those keys is drained the moment it has room,
         and a write that needs room at every one of them at once seldom gets it. So a capacity
@@ -392,6 +394,7 @@ class ResizePolicy:
         and its resizes were measured to land above its limit; it keeps this policy."""
         return replace(
             self,
+            one_key_limit=self.one_key_limit / 2,
             grow_at=min(self.grow_at, _CAPACITY_GROW_AT),
             headroom=max(self.headroom, _CAPACITY_HEADROOM),
             shrink_headroom=max(self.shrink_headroom, _CAPACITY_SHRINK_HEADROOM),
