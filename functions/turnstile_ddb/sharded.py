@@ -355,7 +355,7 @@ def leave_protocol(
         raise capacity.NotMember()
     shard = int(item[counter.shard_attr])
     try:
-        left = yield from _leave_shard(counter, member, shard, backoff)
+        left = yield from _leave_shard(counter, member, shard, _brief(backoff))
     except errors.RetriesExhausted as exc:  # its shard stayed throttled or contended
         shard = yield from _leave_around(counter, member, shard, options, backoff, exc)
     else:
@@ -385,6 +385,11 @@ def _leave_shard(
     return True
 
 
+def _brief(backoff: retry.Backoff) -> retry.Backoff:
+    """A leave's patience at one shard: one retry, then another (:func:`_leave_around`)."""
+    return dataclasses.replace(backoff, attempts=min(2, backoff.attempts))
+
+
 def _leave_around(
     counter: ShardedCounter,
     member: capacity.Member,
@@ -393,7 +398,9 @@ def _leave_around(
     backoff: retry.Backoff,
     exc: errors.RetriesExhausted,
 ) -> _core.Steps[int]:
-    """Leave at another shard when the member's own (``busy``) stayed throttled or contended.
+    """Leave at another shard when the member's own (``busy``) stayed throttled or contended
+    through one retry (a leave waits no longer at a busy shard: any other that counts a member
+    takes the place back at once).
     A member's place need not come back where it was taken: the shards' counts add up to the
     members present (see :func:`_leave_elsewhere`), so any shard that counts one may give it
     back. Without this, the oldest members' leaves all land on the first shards (a counter that
@@ -407,7 +414,7 @@ def _leave_around(
         counter = options.hints.shards.current(counter)
     others = [k for k in range(counter.shards) if k != busy]
     (options.rand or random.Random()).shuffle(others)
-    quick = dataclasses.replace(backoff, attempts=min(2, backoff.attempts))
+    quick = _brief(backoff)
     for shard in others[: options.rounds]:
         metrics.count("ShardFailover", pattern=PATTERN)
         try:
