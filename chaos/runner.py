@@ -40,7 +40,8 @@ from local.dynamodb_local import DynamoDBLocal
 from service import catalog, config
 from service.domain import locks as lock_domain
 from service.domain.inventory import pool_names
-from turnstile_ddb import codec, lease
+from service.domain.products import Products
+from turnstile_ddb import codec, lease, sharded
 from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings
 
 CLIENTS = {
@@ -50,6 +51,7 @@ CLIENTS = {
     "queue": 4,
     "wallets": 3,
     "inventory": 3,
+    "resizing": 3,  # the first resizes an adaptive product's shards, the others buy it
 }
 # The queue's own settings (the library's defaults: H 0.5 s, L 1.5 s, poll 50 ms).
 QUEUE_SETTINGS = QueueSettings()
@@ -243,6 +245,9 @@ def _run(
     setup.queued = [f"chaos-{run_id}-q{n}" for n in range(2)]
     setup.wallets = [f"chaos-{run_id}-w{n}" for n in range(2)]
     workloads.create_sku(setup, quiet)
+    workloads.next_product(setup, quiet, -1, adaptive=True)
+    # The resizing workload's resizer calls the library itself, on the faulty client.
+    stock = Products(faulty, physical[config.PRODUCTS])
 
     stop_pumps = threading.Event()
     pumps: list[tuple[pump.MappingSpec, pump.StreamPump]] = []
@@ -285,7 +290,12 @@ def _run(
             client = workloads.Client(
                 f"{pattern[:5]}{n}", history, nemesis, workloads.Caller(bridge, nemesis), stop
             )
-            step = _step(pattern, client, setup, quiet, skewed_leases(), physical[config.LEASES])
+            if pattern == "resizing" and n == 0:
+                step = workloads.resizer(client, setup, stock)
+            else:
+                step = _step(
+                    pattern, client, setup, quiet, skewed_leases(), physical[config.LEASES]
+                )
             everyone.append(client)
             worker = threading.Thread(target=client.run, args=(step,), daemon=True)
             worker.start()
@@ -359,6 +369,8 @@ def _step(
         return workloads.queue(client, setup, LeaseQueue(fenced, QUEUE_SETTINGS), lease_table)
     if pattern == "wallets":
         return workloads.wallets(client, setup)
+    if pattern == "resizing":
+        return workloads.purchases(client, setup, quiet, adaptive=True)
     return workloads.inventory(client, setup, quiet)
 
 
@@ -494,4 +506,36 @@ def _check(
                 summary = {k: int(answer[k]) for k in ("available", "reserved", "sold")}
         skus[sku] = checkers.SkuState(units, summary, holders)
     report.merge(checkers.inventory(history.of("inventory"), skus))
+
+    adaptive = {}
+    for product_id, _ in setup.adaptive:
+        counter = Products(client, tables[config.PRODUCTS]).counter(product_id, 1)
+        adaptive[product_id] = checkers.ShardedState(counter, _shard_rows(client, counter))
+    report.merge(checkers.resizing(history.of("resizing"), setup.adaptive, adaptive))
     return report
+
+
+def _shard_rows(client: Any, counter: sharded.ShardedCounter) -> dict[str, dict[str, Any]]:
+    """Every item of ``counter``'s table keyed as one of its shards (``<base>#<k>`` and the
+    counter's other key attributes, whatever ``k``: a shard a resize left behind is found too),
+    by that key."""
+    items: dict[str, dict[str, Any]] = {}
+    start: dict[str, Any] | None = None
+    while True:
+        kwargs: dict[str, Any] = {
+            "TableName": counter.table,
+            "FilterExpression": "begins_with(#k, :base)",
+            "ExpressionAttributeNames": {"#k": counter.key_attr},
+            "ExpressionAttributeValues": {":base": {"S": f"{counter.base}#"}},
+            "ConsistentRead": True,
+        }
+        if start:
+            kwargs["ExclusiveStartKey"] = start
+        page = client.scan(**kwargs)
+        for raw in page.get("Items", []):
+            item = codec.decode_item(raw) or {}
+            if all(item.get(name) == value for name, value in counter.extra_key):
+                items[str(item[counter.key_attr])] = item
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items
