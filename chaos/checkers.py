@@ -223,23 +223,25 @@ def registrations(
     final: dict[str, EventState],
     dead_letters: set[str],
     ttl_deleted: set[str],
+    *,
+    pattern: str = "registrations",
 ) -> Report:
     """Per event: ``registered`` <= capacity and equals the registrations that exist; nobody is
     registered twice (a second acknowledged registration of a user needs a cancel in between);
     every acknowledged registration request ends ACCEPTED or REJECTED, or in the dead letters, or
     was decided and then removed by TTL, never silently PENDING or lost."""
     report = Report()
-    _one_effect_per_key(report, "registrations", ops, "registeredAt", unique=False)
+    _one_effect_per_key(report, pattern, ops, "registeredAt", unique=False)
     for event_id, state in final.items():
         report.expect(
             state.registered <= state.capacity,
-            "registrations",
+            pattern,
             "capacity",
             f"{event_id}: registered {state.registered} > capacity {state.capacity}",
         )
         report.expect(
             state.registered == len(state.users),
-            "registrations",
+            pattern,
             "counter matches registrations",
             f"{event_id}: registered {state.registered}, registration items {len(state.users)}",
         )
@@ -263,7 +265,7 @@ def registrations(
                 ]
                 report.expect(
                     bool(between),
-                    "registrations",
+                    pattern,
                     "nobody twice",
                     f"{event_id}: {user} got a second seat with no cancel in between",
                     [first, second],
@@ -276,7 +278,7 @@ def registrations(
             decided = status in ("ACCEPTED", "REJECTED")
             report.expect(
                 decided or request_id in dead_letters or request_id in ttl_deleted,
-                "registrations",
+                pattern,
                 "async request decided",
                 f"{event_id}: request {request_id} is {status or 'gone'} after the stream drained",
                 [op],
@@ -846,6 +848,7 @@ class ShardedState:
 
     counter: sharded.ShardedCounter
     rows: dict[str, dict[str, Any]]
+    members: set[str] = field(default_factory=set)  # a sharded capacity's: who holds a place
 
 
 def shard_layout(
@@ -900,14 +903,20 @@ def shard_layout(
 
 
 def resizing(
-    ops: list[Op], products: Sequence[tuple[str, int]], final: Mapping[str, ShardedState]
+    ops: list[Op],
+    products: Sequence[tuple[str, int]],
+    final: Mapping[str, ShardedState],
+    events: Sequence[tuple[str, int]] = (),
 ) -> Report:
-    """Per adaptive product, its stock in shards that a resizer grows and shrinks while sales go
-    on: the stock checks of :func:`purchases` (:func:`stock_conserved` over the shards added up,
-    one receipt per purchase: no unit sold twice) but the linearizable counter (a sharded sale's
-    ``remainingStock`` is a lower bound), no shard below zero, and the layout
-    (:func:`shard_layout`; the functions' own resizer resizes too, unrecorded, so the generation
-    has no upper bound)."""
+    """A resizer grows and shrinks the shards of adaptive products and events while sales,
+    sign-ups and cancellations go on through the functions (whose own resizer resizes too,
+    unrecorded: the layout's generation has no upper bound, :func:`shard_layout`). Per product:
+    the stock checks of :func:`purchases` (:func:`stock_conserved` over the shards added up, one
+    receipt per purchase: no unit sold twice) but the linearizable counter (a sharded sale's
+    ``remainingStock`` is a lower bound), no shard below zero, and the layout. Per event (a
+    sharded capacity, ``capacity=True`` resizes): the layout, the shards' limits adding up to the
+    capacity, no shard over its limit or below zero, and :func:`registrations`' checks with the
+    shards' counts added up (each member counted once, nobody registered twice)."""
     report = Report()
     sales = [op for op in ops if op.f == "purchase"]
     _one_effect_per_key(report, "resizing", sales, "purchaseId")
@@ -917,14 +926,43 @@ def resizing(
         if state is None:
             stock_conserved(report, "resizing", product_id, initial, None, mine)
             continue
-        resizes = [op for op in ops if op.f == "resize" and op.args["product"] == product_id]
-        rows = shard_layout(report, "resizing", state.rows, state.counter, resizes, bounded=False)
-        counts = [int(row[state.counter.count_attr]) for row in rows]
-        report.expect(
-            min(counts, default=0) >= 0,
-            "resizing",
-            "no oversell",
-            f"{product_id}: the shards hold {counts}",
-        )
+        counts, _ = _resized(report, ops, product_id, state)
         stock_conserved(report, "resizing", product_id, initial, sum(counts), mine)
+    for event_id, capacity in events:
+        state = final[event_id]
+        counts, limits = _resized(report, ops, event_id, state, capacity=True)
+        report.expect(
+            sum(limits) == capacity,
+            "resizing",
+            "places kept",
+            f"{event_id}: capacity {capacity}, the shards' limits {limits}",
+        )
+        seats = EventState(capacity, sum(counts), state.members, {})
+        joins = [op for op in ops if op.f in ("register", "cancel")]
+        report.merge(registrations(joins, {event_id: seats}, set(), set(), pattern="resizing"))
     return report
+
+
+def _resized(
+    report: Report, ops: list[Op], base: str, state: ShardedState, *, capacity: bool = False
+) -> tuple[list[int], list[int]]:
+    """The layout of ``base``'s shards (:func:`shard_layout`, against the resizes of ``base`` in
+    ``ops``) and no shard below zero (a ``capacity``: nor over its limit); their counts and
+    limits (a counter's: its counts), in shard order."""
+    counter = state.counter
+    resizes = [op for op in ops if op.f == "resize" and op.args["counter"] == base]
+    rows = shard_layout(report, "resizing", state.rows, counter, resizes, bounded=False)
+    counts = [int(row[counter.count_attr]) for row in rows]
+    if not capacity:
+        report.expect(
+            min(counts, default=0) >= 0, "resizing", "no oversell", f"{base}: shards {counts}"
+        )
+        return counts, counts
+    limits = [int(row[counter.limit_attr]) for row in rows]
+    report.expect(
+        all(0 <= count <= limit for count, limit in zip(counts, limits, strict=True)),
+        "resizing",
+        "never over the limit",
+        f"{base}: the shards hold {counts} of {limits}",
+    )
+    return counts, limits

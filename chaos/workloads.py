@@ -25,6 +25,7 @@ from typing import Any
 from chaos.history import FAIL, OK, UNKNOWN, History, Op
 from chaos.nemesis import Crash, Nemesis
 from local.bridge import Bridge, LocalContext
+from service.domain.events import Events
 from service.domain.products import Products
 from turnstile_ddb import errors, lease, retry, sharded
 from turnstile_ddb.lease_queue import Heartbeat, LeaseQueue, WaitTimedOut
@@ -177,6 +178,8 @@ class Setup:
     skus: list[tuple[str, int]] = field(default_factory=list)
     # adaptive products (productId, initial stock): their stock in shards that get resized
     adaptive: list[tuple[str, int]] = field(default_factory=list)
+    # adaptive events (eventId, capacity): their seats in a sharded capacity that gets resized
+    adaptive_events: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -275,25 +278,32 @@ def purchases(
 RESIZE_TO = (3, 1, 6, 2, 5, 1, 4, 2)
 
 
-def resizer(client: Client, setup: Setup, stock: Products) -> Callable[[], None]:
-    """Resizes the newest adaptive product's stock (:func:`turnstile_ddb.sharded.resize`, called
-    directly on the counter ``stock`` builds for it, as the service does, through ``stock``'s
-    client, which takes the nemesis's faults) to the next count of :data:`RESIZE_TO`, racing the
-    purchases and the service's own resizer. A resize that gives up (every attempt lost to sales
-    or throttled: nothing written) is a ``fail``."""
-    turn = itertools.count()
+def resizer(client: Client, setup: Setup, stock: Products, seats: Events) -> Callable[[], None]:
+    """Resizes the newest adaptive product's stock and the adaptive event's seats in turn
+    (:func:`turnstile_ddb.sharded.resize`, the event's with ``capacity=True``), each to the next
+    count of :data:`RESIZE_TO`, racing the purchases, sign-ups and cancellations and the
+    service's own resizer. It calls the library directly, on the counters the service's domain
+    builds (``stock``, ``seats``), through their client, which takes the nemesis's faults. A
+    resize that gives up (every attempt lost to other writes or throttled: nothing written) is
+    a ``fail``."""
+    turns = itertools.count()
 
     def step() -> None:
-        product_id = setup.adaptive[-1][0]
-        shards = RESIZE_TO[next(turn) % len(RESIZE_TO)]
+        turn = next(turns)
+        # one shard, as created: a resize learns the current count from the shards
+        if turn % 2 == 0 or not setup.adaptive_events:
+            base, capacity = setup.adaptive[-1][0], False
+            counter, dynamodb = stock.counter(base, 1), stock.client
+        else:
+            base, capacity = setup.adaptive_events[-1][0], True
+            counter, dynamodb = seats.shards_of(base, 1), seats.client
+        shards = RESIZE_TO[turn // 2 % len(RESIZE_TO)]
         op = client.history.invoke(
-            "resizing", client.name, "resize", product=product_id, shards=shards
+            "resizing", client.name, "resize", counter=base, capacity=capacity, shards=shards
         )
-        # one shard, as created: the resize learns the current count from the shards
-        counter = stock.counter(product_id, 1)
         with client.nemesis.invocation("resizing resize"):
             try:
-                done = sharded.resize(stock.client, counter, shards)
+                done = sharded.resize(dynamodb, counter, shards, capacity=capacity)
                 client.history.complete(op, OK, None, dataclasses.asdict(done))
             except retry.RetriesExhausted as exc:
                 client.history.complete(op, FAIL, None, {"error": type(exc).__name__})
@@ -307,26 +317,29 @@ def resizer(client: Client, setup: Setup, stock: Products) -> Callable[[], None]
 USERS = 24
 
 
-def registrations(client: Client, setup: Setup) -> Callable[[], None]:
+def registrations(client: Client, setup: Setup, *, adaptive: bool = False) -> Callable[[], None]:
+    """Sign-ups, cancellations and asynchronous registration requests through the functions;
+    with ``adaptive``, sign-ups and cancellations only, at the adaptive events, recorded under the
+    ``resizing`` pattern."""
+    events = setup.adaptive_events if adaptive else setup.events
+    pattern = "resizing" if adaptive else "registrations"
+    joins, cancels = (0.55, 1.0) if adaptive else (0.4, 0.65)  # the rest: requests
+
     def step() -> None:
-        event_id = client.rng.choice(setup.events)[0]
+        event_id = client.rng.choice(events)[0]
         user = f"u{client.rng.randrange(USERS)}"
         roll = client.rng.random()
-        if roll < 0.4:
+        if roll < joins:
             key = client.fresh("k") if client.rng.random() < 0.5 else None
             op = client.history.invoke(
-                "registrations", client.name, "register", event=event_id, user=user, key=key
+                pattern, client.name, "register", event=event_id, user=user, key=key
             )
             client.request(op, "POST", f"/events/{event_id}/registrations", {"userId": user}, key)
-        elif roll < 0.65:
-            op = client.history.invoke(
-                "registrations", client.name, "cancel", event=event_id, user=user
-            )
+        elif roll < cancels:
+            op = client.history.invoke(pattern, client.name, "cancel", event=event_id, user=user)
             client.request(op, "DELETE", f"/events/{event_id}/registrations/{user}")
         else:
-            op = client.history.invoke(
-                "registrations", client.name, "request", event=event_id, user=user
-            )
+            op = client.history.invoke(pattern, client.name, "request", event=event_id, user=user)
             client.request(
                 op, "POST", f"/events/{event_id}/registration-requests", {"userId": user}
             )

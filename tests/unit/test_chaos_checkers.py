@@ -7,6 +7,7 @@ from typing import Any
 
 from chaos import checkers, linear
 from chaos.history import FAIL, OK, UNKNOWN, Op
+from service.domain.events import Events
 from service.domain.products import Products
 
 INF = float("inf")
@@ -682,7 +683,7 @@ def adaptive_purchase(start: float, end: float, outcome: str, value: Any, q: int
 
 
 def resize(start: float, end: float, outcome: str, value: Any, shards: int) -> Op:
-    return op("resize", start, end, outcome, value, pattern="resizing", product="a", shards=shards)
+    return op("resize", start, end, outcome, value, pattern="resizing", counter="a", shards=shards)
 
 
 def shard_rows(counts: list[int], shards: int, generation: int) -> dict[str, dict[str, Any]]:
@@ -768,3 +769,60 @@ def test_resizing_catches_an_acknowledged_resize_the_layout_does_not_show() -> N
     final = {"a": checkers.ShardedState(STOCK, shard_rows([7], 1, 0))}
     report = checkers.resizing(resizing_history(), [("a", 10)], final)
     assert names(report) == {"each resize raised the generation"}
+
+
+# the adaptive event "e": capacity 4, its seats' counter as the service builds it
+SEATS = Events(None, "events").shards_of("e", 1)
+
+
+def seat_rows(counts: list[int], limits: list[int], generation: int) -> dict[str, dict[str, Any]]:
+    return {
+        f"e#{k}": {
+            "eventId": f"e#{k}",
+            "sk": "SHARD",
+            "registered": count,
+            "capacity": limit,
+            "shards": len(counts),
+            "layout": generation,
+        }
+        for k, (count, limit) in enumerate(zip(counts, limits, strict=True))
+    }
+
+
+def sign_up(start: float, end: float, outcome: str, user: str, f: str = "register") -> Op:
+    value = {"registeredAt": f"t{start}"} if f == "register" and outcome == OK else None
+    return op(f, start, end, outcome, value, pattern="resizing", event="e", user=user)
+
+
+def event_history() -> list[Op]:
+    return numbered(
+        [
+            sign_up(0, 1, OK, "u1"),
+            sign_up(0, 1, OK, "u2"),
+            op("resize", 1, 2, OK, grown(1, 1, 2), pattern="resizing", counter="e", shards=2),
+            sign_up(2, 3, OK, "u3"),
+            sign_up(3, 4, OK, "u2", f="cancel"),
+            sign_up(4, 5, UNKNOWN, "u4"),
+        ]
+    )
+
+
+def seats(counts: list[int], limits: list[int], members: set[str]) -> checkers.Report:
+    final = {"e": checkers.ShardedState(SEATS, seat_rows(counts, limits, 1), members)}
+    return checkers.resizing(event_history(), [], final, [("e", 4)])
+
+
+def test_resizing_passes_a_correct_event() -> None:
+    # u1 and u3 hold places; u4's sign-up of unknown outcome did not apply
+    report = seats([1, 1], [2, 2], {"u1", "u3"})
+    assert report.violations == [], report.violations
+    assert report.checks >= 7
+
+
+def test_resizing_catches_a_member_counted_twice() -> None:
+    assert names(seats([2, 1], [2, 2], {"u1", "u3"})) == {"counter matches registrations"}
+
+
+def test_resizing_catches_a_shard_over_its_limit_and_places_lost() -> None:
+    assert names(seats([2, 0], [1, 3], {"u1", "u3"})) == {"never over the limit"}
+    assert names(seats([1, 1], [2, 1], {"u1", "u3"})) == {"places kept"}
