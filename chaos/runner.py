@@ -52,10 +52,11 @@ CLIENTS = {
     "queue": 4,
     "wallets": 3,
     "inventory": 3,
-    # the first resizes an adaptive product's and an adaptive event's shards, the last signs up
-    # for the event and cancels, the others buy the product
+    # the first two resize an adaptive product's and an adaptive event's shards (racing each
+    # other), the last signs up for the event and cancels, the others buy the product
     "resizing": 4,
 }
+RESIZERS = 2  # of the resizing clients, the first ones: they resize instead of buying
 # The queue's own settings (the library's defaults: H 0.5 s, L 1.5 s, poll 50 ms).
 QUEUE_SETTINGS = QueueSettings()
 IDEMPOTENCY_LOCK_MS = 4_000  # shorter than the deployed 30 s so crashed keyed requests resume
@@ -302,8 +303,8 @@ def _run(
             client = workloads.Client(
                 f"{pattern[:5]}{n}", history, nemesis, workloads.Caller(bridge, nemesis), stop
             )
-            if pattern == "resizing" and n == 0:
-                step = workloads.resizer(client, setup, stock, seats)
+            if pattern == "resizing" and n < RESIZERS:
+                step = workloads.resizer(client, setup, stock, seats, first_turn=4 * n)
             elif pattern == "resizing" and n == count - 1:
                 step = workloads.registrations(client, setup, adaptive=True)
             else:

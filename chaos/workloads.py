@@ -278,15 +278,18 @@ def purchases(
 RESIZE_TO = (3, 1, 6, 2, 5, 1, 4, 2)
 
 
-def resizer(client: Client, setup: Setup, stock: Products, seats: Events) -> Callable[[], None]:
+def resizer(
+    client: Client, setup: Setup, stock: Products, seats: Events, *, first_turn: int = 0
+) -> Callable[[], None]:
     """Resizes the newest adaptive product's stock and the adaptive event's seats in turn
     (:func:`turnstile_ddb.sharded.resize`, the event's with ``capacity=True``), each to the next
-    count of :data:`RESIZE_TO`, racing the purchases, sign-ups and cancellations and the
-    service's own resizer. It calls the library directly, on the counters the service's domain
-    builds (``stock``, ``seats``), through their client, which takes the nemesis's faults. A
-    resize that gives up (every attempt lost to other writes or throttled: nothing written) is
-    a ``fail``."""
-    turns = itertools.count()
+    count of :data:`RESIZE_TO` (from turn ``first_turn``: two resizers starting at different
+    turns ask for different counts at once), racing the other resizers, the purchases, sign-ups
+    and cancellations and the service's own resizer. It calls the library directly, on the
+    counters the service's domain builds (``stock``, ``seats``), through their client, which
+    takes the nemesis's faults. A resize that gives up (every attempt lost to other writes or
+    throttled: nothing written) is a ``fail``."""
+    turns = itertools.count(first_turn)
 
     def step() -> None:
         turn = next(turns)
