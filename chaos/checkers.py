@@ -952,13 +952,19 @@ def _resized(
     counter = state.counter
     resizes = [op for op in ops if op.f == "resize" and op.args["counter"] == base]
     rows = shard_layout(report, "resizing", state.rows, counter, resizes, bounded=False)
-    counts = [int(row[counter.count_attr]) for row in rows]
+    report.expect(
+        all(counter.count_attr in row for row in rows),
+        "resizing",
+        "shards 0 to N-1",
+        f"{base}: a shard item without {counter.count_attr!r} (an update made it, not a resize)",
+    )
+    counts = [int(row.get(counter.count_attr, 0)) for row in rows]
     if not capacity:
         report.expect(
             min(counts, default=0) >= 0, "resizing", "no oversell", f"{base}: shards {counts}"
         )
         return counts, counts
-    limits = [int(row[counter.limit_attr]) for row in rows]
+    limits = [int(row.get(counter.limit_attr, 0)) for row in rows]
     report.expect(
         all(0 <= count <= limit for count, limit in zip(counts, limits, strict=True)),
         "resizing",

@@ -304,7 +304,7 @@ def _run(
                 f"{pattern[:5]}{n}", history, nemesis, workloads.Caller(bridge, nemesis), stop
             )
             if pattern == "resizing" and n < RESIZERS:
-                step = workloads.resizer(client, setup, stock, seats, first_turn=4 * n)
+                step = workloads.resizer(client, setup, stock, seats, first_turn=2 * n)
             elif pattern == "resizing" and n == count - 1:
                 step = workloads.registrations(client, setup, adaptive=True)
             else:

@@ -283,8 +283,9 @@ def resizer(
 ) -> Callable[[], None]:
     """Resizes the newest adaptive product's stock and the adaptive event's seats in turn
     (:func:`turnstile_ddb.sharded.resize`, the event's with ``capacity=True``), each to the next
-    count of :data:`RESIZE_TO` (from turn ``first_turn``: two resizers starting at different
-    turns ask for different counts at once), racing the other resizers, the purchases, sign-ups
+    count of :data:`RESIZE_TO` (from turn ``first_turn``, two turns a count: two resizers one
+    count apart ask at once for counts on either side of the current one, a grow and a shrink
+    from the same layout), racing the other resizers, the purchases, sign-ups
     and cancellations and the service's own resizer. It calls the library directly, on the
     counters the service's domain builds (``stock``, ``seats``), through their client, which
     takes the nemesis's faults. A resize that gives up (every attempt lost to other writes or

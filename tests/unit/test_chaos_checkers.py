@@ -826,3 +826,13 @@ def test_resizing_catches_a_member_counted_twice() -> None:
 def test_resizing_catches_a_shard_over_its_limit_and_places_lost() -> None:
     assert names(seats([2, 0], [1, 3], {"u1", "u3"})) == {"never over the limit"}
     assert names(seats([1, 1], [2, 1], {"u1", "u3"})) == {"places kept"}
+
+
+def test_resizing_catches_a_shard_item_without_its_count() -> None:
+    # an update upserted shard 2 (a layout and nothing else): reported, not a KeyError
+    rows = shard_rows([3, 4, 0], 3, 1)
+    del rows["a#2"]["stock"]
+    report = checkers.resizing(
+        resizing_history(), [("a", 10)], {"a": checkers.ShardedState(STOCK, rows)}
+    )
+    assert names(report) == {"shards 0 to N-1"}
