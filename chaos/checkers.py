@@ -16,6 +16,7 @@ from typing import Any
 
 from chaos import linear
 from chaos.history import FAIL, OK, UNKNOWN, Op
+from turnstile_ddb import sharded
 
 
 @dataclass
@@ -128,27 +129,9 @@ def purchases(
     for product_id, initial in products:
         mine = by_product.get(product_id, [])
         stock = final.get(product_id)
-        acknowledged = [op for op in mine if op.type == OK]
-        unknown = [op for op in mine if op.type == UNKNOWN]
-        sold = sum(op.args["quantity"] for op in acknowledged)
-        report.expect(
-            stock is not None and stock >= 0 and sold <= initial,
-            "purchases",
-            "no oversell",
-            f"{product_id}: initial {initial}, acknowledged sales {sold}, final stock {stock}",
-            acknowledged[-5:],
-        )
+        stock_conserved(report, "purchases", product_id, initial, stock, mine)
         if stock is None:
             continue
-        report.expect(
-            linear.subset_reaches([op.args["quantity"] for op in unknown], initial - sold, stock),
-            "purchases",
-            "stock accounting",
-            f"{product_id}: initial {initial} - acknowledged {sold} - final {stock} = "
-            f"{initial - stock - sold}, not a sum of unknown purchases "
-            f"{[op.args['quantity'] for op in unknown]}",
-            unknown[:5] + acknowledged[-3:],
-        )
         counter_ops = []
         for op in mine:
             body = op.value if isinstance(op.value, dict) else {}
@@ -195,6 +178,35 @@ def purchases(
     return report
 
 
+def stock_conserved(
+    report: Report, pattern: str, product_id: str, initial: int, stock: int | None, mine: list[Op]
+) -> None:
+    """One product's stock against its purchases ``mine``: no oversell (the final ``stock`` is
+    there and not negative, acknowledged sales <= ``initial``), and ``stock`` = ``initial`` -
+    acknowledged sales - some subset of the sales of unknown outcome (nothing lost)."""
+    acknowledged = [op for op in mine if op.type == OK]
+    unknown = [op for op in mine if op.type == UNKNOWN]
+    sold = sum(op.args["quantity"] for op in acknowledged)
+    report.expect(
+        stock is not None and stock >= 0 and sold <= initial,
+        pattern,
+        "no oversell",
+        f"{product_id}: initial {initial}, acknowledged sales {sold}, final stock {stock}",
+        acknowledged[-5:],
+    )
+    if stock is None:
+        return
+    report.expect(
+        linear.subset_reaches([op.args["quantity"] for op in unknown], initial - sold, stock),
+        pattern,
+        "stock accounting",
+        f"{product_id}: initial {initial} - acknowledged {sold} - final {stock} = "
+        f"{initial - stock - sold}, not a sum of unknown purchases "
+        f"{[op.args['quantity'] for op in unknown]}",
+        unknown[:5] + acknowledged[-3:],
+    )
+
+
 # -- registrations -----------------------------------------------------------------------------
 
 
@@ -211,23 +223,25 @@ def registrations(
     final: dict[str, EventState],
     dead_letters: set[str],
     ttl_deleted: set[str],
+    *,
+    pattern: str = "registrations",
 ) -> Report:
     """Per event: ``registered`` <= capacity and equals the registrations that exist; nobody is
     registered twice (a second acknowledged registration of a user needs a cancel in between);
     every acknowledged registration request ends ACCEPTED or REJECTED, or in the dead letters, or
     was decided and then removed by TTL, never silently PENDING or lost."""
     report = Report()
-    _one_effect_per_key(report, "registrations", ops, "registeredAt", unique=False)
+    _one_effect_per_key(report, pattern, ops, "registeredAt", unique=False)
     for event_id, state in final.items():
         report.expect(
             state.registered <= state.capacity,
-            "registrations",
+            pattern,
             "capacity",
             f"{event_id}: registered {state.registered} > capacity {state.capacity}",
         )
         report.expect(
             state.registered == len(state.users),
-            "registrations",
+            pattern,
             "counter matches registrations",
             f"{event_id}: registered {state.registered}, registration items {len(state.users)}",
         )
@@ -251,7 +265,7 @@ def registrations(
                 ]
                 report.expect(
                     bool(between),
-                    "registrations",
+                    pattern,
                     "nobody twice",
                     f"{event_id}: {user} got a second seat with no cancel in between",
                     [first, second],
@@ -264,7 +278,7 @@ def registrations(
             decided = status in ("ACCEPTED", "REJECTED")
             report.expect(
                 decided or request_id in dead_letters or request_id in ttl_deleted,
-                "registrations",
+                pattern,
                 "async request decided",
                 f"{event_id}: request {request_id} is {status or 'gone'} after the stream drained",
                 [op],
@@ -822,3 +836,139 @@ def inventory(ops: list[Op], final: dict[str, SkuState]) -> Report:
                 f"{sku}: summary {state.summary} but the units count {counted}",
             )
     return report
+
+
+# -- resizing ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ShardedState:
+    """A sharded counter and its shard items as the end of the run found them: every item whose
+    key is ``<base>#<k>``, by that key."""
+
+    counter: sharded.ShardedCounter
+    rows: dict[str, dict[str, Any]]
+    members: set[str] = field(default_factory=set)  # a sharded capacity's: who holds a place
+
+
+def shard_layout(
+    report: Report,
+    pattern: str,
+    rows: Mapping[str, Mapping[str, Any]],
+    counter: sharded.ShardedCounter,
+    resizes: list[Op],
+    *,
+    bounded: bool = True,
+) -> list[Mapping[str, Any]]:
+    """The counter's shard items in shard order (``rows``: items by key), after checking its
+    layout: items for exactly ``k < N`` (N as stored, or as built when never resized), one N and
+    one generation on all of them (:meth:`ShardedCounter.layout_of`), no generation answered by
+    two of ``resizes``, and a generation raised once by each transaction they applied. With
+    ``bounded``, ``resizes`` are every resize there was, so the generation is also at most what
+    they may have made; a deployed service resizes on its own too, and there it is not."""
+    prefix = f"{counter.base}#"
+    found = {int(pk.removeprefix(prefix)): row for pk, row in rows.items() if pk.startswith(prefix)}
+    first = counter.layout_of(found.get(0, {}))
+    stored, generation = first.shards, first.generation
+    where = f"{counter.base}: items {sorted(found)}, N {stored}"
+    report.expect(sorted(found) == list(range(stored)), pattern, "shards 0 to N-1", where)
+    layouts = {
+        (layout.shards, layout.generation) for layout in map(counter.layout_of, found.values())
+    }
+    shown = [f"{n} shards at generation {g}" for n, g in sorted(layouts)]
+    report.expect(len(layouts) <= 1, pattern, "one layout", f"{counter.base}: {shown}")
+    committed = [op for op in resizes if op.type == OK and op.value["items"] > 0]
+    answered = [int(op.value["generation"]) for op in committed]
+    report.expect(
+        len(answered) == len(set(answered)),
+        pattern,
+        "one resize per generation",
+        f"{counter.base}: generations answered {answered}",
+        committed,
+    )
+    # each transaction a resize applied raises the generation by one (a shrink makes one per
+    # dropped shard, and one of unknown outcome may have made any number, up to the most shards)
+    made = sum(int(op.value["steps"]) for op in committed)
+    unknown = sum(1 for op in resizes if op.type == UNKNOWN)
+    most = made + unknown * sharded.MAX_SHARDS if bounded else float("inf")
+    report.expect(
+        made <= generation <= most,
+        pattern,
+        "each resize raised the generation",
+        f"{counter.base}: generation {generation}, {made} resize steps acknowledged, "
+        f"{unknown} resizes unknown",
+        committed[-3:],
+    )
+    return [found[k] for k in sorted(found)]
+
+
+def resizing(
+    ops: list[Op],
+    products: Sequence[tuple[str, int]],
+    final: Mapping[str, ShardedState],
+    events: Sequence[tuple[str, int]] = (),
+) -> Report:
+    """A resizer grows and shrinks the shards of adaptive products and events while sales,
+    sign-ups and cancellations go on through the functions (whose own resizer resizes too,
+    unrecorded: the layout's generation has no upper bound, :func:`shard_layout`). Per product:
+    the stock checks of :func:`purchases` (:func:`stock_conserved` over the shards added up, one
+    receipt per purchase: no unit sold twice) but the linearizable counter (a sharded sale's
+    ``remainingStock`` is a lower bound), no shard below zero, and the layout. Per event (a
+    sharded capacity, ``capacity=True`` resizes): the layout, the shards' limits adding up to the
+    capacity, no shard over its limit or below zero, and :func:`registrations`' checks with the
+    shards' counts added up (each member counted once, nobody registered twice)."""
+    report = Report()
+    sales = [op for op in ops if op.f == "purchase"]
+    _one_effect_per_key(report, "resizing", sales, "purchaseId")
+    for product_id, initial in products:
+        mine = [op for op in sales if op.args["product"] == product_id]
+        state = final.get(product_id)
+        if state is None:
+            stock_conserved(report, "resizing", product_id, initial, None, mine)
+            continue
+        counts, _ = _resized(report, ops, product_id, state)
+        stock_conserved(report, "resizing", product_id, initial, sum(counts), mine)
+    for event_id, capacity in events:
+        state = final[event_id]
+        counts, limits = _resized(report, ops, event_id, state, capacity=True)
+        report.expect(
+            sum(limits) == capacity,
+            "resizing",
+            "places kept",
+            f"{event_id}: capacity {capacity}, the shards' limits {limits}",
+        )
+        seats = EventState(capacity, sum(counts), state.members, {})
+        joins = [op for op in ops if op.f in ("register", "cancel")]
+        report.merge(registrations(joins, {event_id: seats}, set(), set(), pattern="resizing"))
+    return report
+
+
+def _resized(
+    report: Report, ops: list[Op], base: str, state: ShardedState, *, capacity: bool = False
+) -> tuple[list[int], list[int]]:
+    """The layout of ``base``'s shards (:func:`shard_layout`, against the resizes of ``base`` in
+    ``ops``) and no shard below zero (a ``capacity``: nor over its limit); their counts and
+    limits (a counter's: its counts), in shard order."""
+    counter = state.counter
+    resizes = [op for op in ops if op.f == "resize" and op.args["counter"] == base]
+    rows = shard_layout(report, "resizing", state.rows, counter, resizes, bounded=False)
+    report.expect(
+        all(counter.count_attr in row for row in rows),
+        "resizing",
+        "shards 0 to N-1",
+        f"{base}: a shard item without {counter.count_attr!r} (an update made it, not a resize)",
+    )
+    counts = [int(row.get(counter.count_attr, 0)) for row in rows]
+    if not capacity:
+        report.expect(
+            min(counts, default=0) >= 0, "resizing", "no oversell", f"{base}: shards {counts}"
+        )
+        return counts, counts
+    limits = [int(row.get(counter.limit_attr, 0)) for row in rows]
+    report.expect(
+        all(0 <= count <= limit for count, limit in zip(counts, limits, strict=True)),
+        "resizing",
+        "never over the limit",
+        f"{base}: the shards hold {counts} of {limits}",
+    )
+    return counts, limits

@@ -39,8 +39,10 @@ from local.dynamo_proxy import Counts, DynamoProxy
 from local.dynamodb_local import DynamoDBLocal
 from service import catalog, config
 from service.domain import locks as lock_domain
+from service.domain.events import Events
 from service.domain.inventory import pool_names
-from turnstile_ddb import codec, lease
+from service.domain.products import Products
+from turnstile_ddb import codec, lease, sharded
 from turnstile_ddb.lease_queue import LeaseQueue, QueueSettings
 
 CLIENTS = {
@@ -50,7 +52,11 @@ CLIENTS = {
     "queue": 4,
     "wallets": 3,
     "inventory": 3,
+    # the first two resize an adaptive product's and an adaptive event's shards (racing each
+    # other), the last signs up for the event and cancels, the others buy the product
+    "resizing": 4,
 }
+RESIZERS = 2  # of the resizing clients, the first ones: they resize instead of buying
 # The queue's own settings (the library's defaults: H 0.5 s, L 1.5 s, poll 50 ms).
 QUEUE_SETTINGS = QueueSettings()
 IDEMPOTENCY_LOCK_MS = 4_000  # shorter than the deployed 30 s so crashed keyed requests resume
@@ -243,6 +249,18 @@ def _run(
     setup.queued = [f"chaos-{run_id}-q{n}" for n in range(2)]
     setup.wallets = [f"chaos-{run_id}-w{n}" for n in range(2)]
     workloads.create_sku(setup, quiet)
+    workloads.next_product(setup, quiet, -1, adaptive=True)
+    event_id = f"chaos-{run_id}-ae0"
+    status, answer = quiet(
+        "POST",
+        "/events",
+        {"eventId": event_id, "name": "x", "capacity": EVENT_CAPACITY, "adaptive": True},
+    )
+    assert status == 201, answer
+    setup.adaptive_events.append((event_id, EVENT_CAPACITY))
+    # The resizing workload's resizer calls the library itself, on the faulty client.
+    stock = Products(faulty, physical[config.PRODUCTS])
+    seats = Events(faulty, physical[config.EVENTS])
 
     stop_pumps = threading.Event()
     pumps: list[tuple[pump.MappingSpec, pump.StreamPump]] = []
@@ -285,7 +303,14 @@ def _run(
             client = workloads.Client(
                 f"{pattern[:5]}{n}", history, nemesis, workloads.Caller(bridge, nemesis), stop
             )
-            step = _step(pattern, client, setup, quiet, skewed_leases(), physical[config.LEASES])
+            if pattern == "resizing" and n < RESIZERS:
+                step = workloads.resizer(client, setup, stock, seats, first_turn=2 * n)
+            elif pattern == "resizing" and n == count - 1:
+                step = workloads.registrations(client, setup, adaptive=True)
+            else:
+                step = _step(
+                    pattern, client, setup, quiet, skewed_leases(), physical[config.LEASES]
+                )
             everyone.append(client)
             worker = threading.Thread(target=client.run, args=(step,), daemon=True)
             worker.start()
@@ -359,6 +384,8 @@ def _step(
         return workloads.queue(client, setup, LeaseQueue(fenced, QUEUE_SETTINGS), lease_table)
     if pattern == "wallets":
         return workloads.wallets(client, setup)
+    if pattern == "resizing":
+        return workloads.purchases(client, setup, quiet, adaptive=True)
     return workloads.inventory(client, setup, quiet)
 
 
@@ -494,4 +521,54 @@ def _check(
                 summary = {k: int(answer[k]) for k in ("available", "reserved", "sold")}
         skus[sku] = checkers.SkuState(units, summary, holders)
     report.merge(checkers.inventory(history.of("inventory"), skus))
+
+    adaptive = {}
+    for product_id, _ in setup.adaptive:
+        counter = Products(client, tables[config.PRODUCTS]).counter(product_id, 1)
+        adaptive[product_id] = checkers.ShardedState(counter, _shard_rows(client, counter))
+    for event_id, _ in setup.adaptive_events:
+        counter = Events(client, tables[config.EVENTS]).shards_of(event_id, 1)
+        members = {  # registrations live under keys of their own, ``<eventId>#r<h>``
+            str(item["userId"])
+            for item in _scan_prefix(client, counter.table, "eventId", f"{event_id}#")
+            if str(item["sk"]).startswith("REG#")
+        }
+        rows = _shard_rows(client, counter)
+        adaptive[event_id] = checkers.ShardedState(counter, rows, members)
+    report.merge(
+        checkers.resizing(history.of("resizing"), setup.adaptive, adaptive, setup.adaptive_events)
+    )
     return report
+
+
+def _shard_rows(client: Any, counter: sharded.ShardedCounter) -> dict[str, dict[str, Any]]:
+    """Every item of ``counter``'s table keyed as one of its shards (``<base>#<k>`` and the
+    counter's other key attributes, whatever ``k``: a shard a resize left behind is found too),
+    by that key."""
+    return {
+        str(item[counter.key_attr]): item
+        for item in _scan_prefix(client, counter.table, counter.key_attr, f"{counter.base}#")
+        if all(item.get(name) == value for name, value in counter.extra_key)
+    }
+
+
+def _scan_prefix(client: Any, table: str, key: str, prefix: str) -> list[dict[str, Any]]:
+    """Every item of ``table`` whose ``key`` starts with ``prefix`` (a scan: a resize may leave
+    items at keys nobody would ask for)."""
+    items: list[dict[str, Any]] = []
+    start: dict[str, Any] | None = None
+    while True:
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "FilterExpression": "begins_with(#k, :prefix)",
+            "ExpressionAttributeNames": {"#k": key},
+            "ExpressionAttributeValues": {":prefix": {"S": prefix}},
+            "ConsistentRead": True,
+        }
+        if start:
+            kwargs["ExclusiveStartKey"] = start
+        page = client.scan(**kwargs)
+        items.extend(codec.decode_item(raw) or {} for raw in page.get("Items", []))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items

@@ -11,6 +11,8 @@ under its ``Idempotency-Key`` until it gets a definite answer (or gives up, stay
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
 import json
 import logging
 import threading
@@ -23,7 +25,9 @@ from typing import Any
 from chaos.history import FAIL, OK, UNKNOWN, History, Op
 from chaos.nemesis import Crash, Nemesis
 from local.bridge import Bridge, LocalContext
-from turnstile_ddb import errors, lease, retry
+from service.domain.events import Events
+from service.domain.products import Products
+from turnstile_ddb import errors, lease, retry, sharded
 from turnstile_ddb.lease_queue import Heartbeat, LeaseQueue, WaitTimedOut
 
 log = logging.getLogger("chaos")
@@ -172,24 +176,33 @@ class Setup:
     queued: list[str] = field(default_factory=list)  # resources the queue clients wait for
     wallets: list[str] = field(default_factory=list)
     skus: list[tuple[str, int]] = field(default_factory=list)
+    # adaptive products (productId, initial stock): their stock in shards that get resized
+    adaptive: list[tuple[str, int]] = field(default_factory=list)
+    # adaptive events (eventId, capacity): their seats in a sharded capacity that gets resized
+    adaptive_events: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 PRODUCT_STOCK = 40
+ADAPTIVE_STOCK = 60
 SKU_UNITS = 30
 
 
-def next_product(setup: Setup, call: Caller, seen: int) -> int:
-    """Index of the product to buy now; a sold-out product ``seen`` moves everyone to a new one."""
+def next_product(setup: Setup, call: Caller, seen: int, *, adaptive: bool = False) -> int:
+    """Index of the product to buy now (of ``setup.adaptive`` when ``adaptive``, else of
+    ``setup.products``); a sold-out product ``seen`` moves everyone to a new one."""
+    products = setup.adaptive if adaptive else setup.products
     with setup.lock:
-        if seen == len(setup.products) - 1:
-            product_id = f"chaos-{setup.run_id}-p{len(setup.products)}"
-            status, answer = call(
-                "POST", "/products", {"productId": product_id, "name": "x", "stock": PRODUCT_STOCK}
-            )
+        if seen == len(products) - 1:
+            product_id = f"chaos-{setup.run_id}-{'a' if adaptive else 'p'}{len(products)}"
+            stock = ADAPTIVE_STOCK if adaptive else PRODUCT_STOCK
+            body: dict[str, Any] = {"productId": product_id, "name": "x", "stock": stock}
+            if adaptive:
+                body["adaptive"] = True  # one shard at first; the service may resize it too
+            status, answer = call("POST", "/products", body)
             assert status == 201, answer
-            setup.products.append((product_id, PRODUCT_STOCK))
-        return len(setup.products) - 1
+            products.append((product_id, stock))
+        return len(products) - 1
 
 
 def create_sku(setup: Setup, call: Caller) -> None:
@@ -217,17 +230,24 @@ def create_sku(setup: Setup, call: Caller) -> None:
 # -- the workloads ---------------------------------------------------------------------------------
 
 
-def purchases(client: Client, setup: Setup, clean: Caller) -> Callable[[], None]:
-    current = [next_product(setup, clean, -1)]
+def purchases(
+    client: Client, setup: Setup, clean: Caller, *, adaptive: bool = False
+) -> Callable[[], None]:
+    """Purchases through the functions, of the newest product (with ``adaptive``, of the newest
+    adaptive product, recorded under the ``resizing`` pattern); a sold-out product moves the
+    clients on to a new one."""
+    products = setup.adaptive if adaptive else setup.products
+    pattern = "resizing" if adaptive else "purchases"
+    current = [next_product(setup, clean, -1, adaptive=adaptive)]
 
     def step() -> None:
-        index = max(current[0], len(setup.products) - 1)
-        product_id = setup.products[index][0]
+        index = max(current[0], len(products) - 1)
+        product_id = products[index][0]
         quantity = client.rng.randint(1, 3)
         strategy = client.rng.choice(["atomic", "versioned"])
         key = client.fresh("k") if client.rng.random() < 0.5 else None
         op = client.history.invoke(
-            "purchases",
+            pattern,
             client.name,
             "purchase",
             product=product_id,
@@ -242,13 +262,58 @@ def purchases(client: Client, setup: Setup, clean: Caller) -> Callable[[], None]
             {"quantity": quantity, "strategy": strategy},
             key,
         )
+        # (a sharded sale's remainingStock is what the shards it took from hold, not the total)
         sold_out = (op.type == FAIL and (op.value or {}).get("available") == 0) or (
-            op.type == OK and (op.value or {}).get("remainingStock") == 0
+            op.type == OK and (op.value or {}).get("remainingStock") == 0 and not adaptive
         )
         if sold_out:
-            current[0] = next_product(setup, clean, index)
+            current[0] = next_product(setup, clean, index, adaptive=adaptive)
         else:
             current[0] = index
+
+    return step
+
+
+# The shard counts the resizer asks for in turn, from one at creation: grows and shrinks alternate.
+RESIZE_TO = (3, 1, 6, 2, 5, 1, 4, 2)
+
+
+def resizer(
+    client: Client, setup: Setup, stock: Products, seats: Events, *, first_turn: int = 0
+) -> Callable[[], None]:
+    """Resizes the newest adaptive product's stock and the adaptive event's seats in turn
+    (:func:`turnstile_ddb.sharded.resize`, the event's with ``capacity=True``), each to the next
+    count of :data:`RESIZE_TO` (from turn ``first_turn``, two turns a count: two resizers one
+    count apart ask at once for counts on either side of the current one, a grow and a shrink
+    from the same layout), racing the other resizers, the purchases, sign-ups
+    and cancellations and the service's own resizer. It calls the library directly, on the
+    counters the service's domain builds (``stock``, ``seats``), through their client, which
+    takes the nemesis's faults. A resize that gives up (every attempt lost to other writes or
+    throttled: nothing written) is a ``fail``."""
+    turns = itertools.count(first_turn)
+
+    def step() -> None:
+        turn = next(turns)
+        # one shard, as created: a resize learns the current count from the shards
+        if turn % 2 == 0 or not setup.adaptive_events:
+            base, capacity = setup.adaptive[-1][0], False
+            counter, dynamodb = stock.counter(base, 1), stock.client
+        else:
+            base, capacity = setup.adaptive_events[-1][0], True
+            counter, dynamodb = seats.shards_of(base, 1), seats.client
+        shards = RESIZE_TO[turn // 2 % len(RESIZE_TO)]
+        op = client.history.invoke(
+            "resizing", client.name, "resize", counter=base, capacity=capacity, shards=shards
+        )
+        with client.nemesis.invocation("resizing resize"):
+            try:
+                done = sharded.resize(dynamodb, counter, shards, capacity=capacity)
+                client.history.complete(op, OK, None, dataclasses.asdict(done))
+            except retry.RetriesExhausted as exc:
+                client.history.complete(op, FAIL, None, {"error": type(exc).__name__})
+            except NO_ANSWER:
+                client.history.complete(op, UNKNOWN, None, "no answer")
+        time.sleep(client.rng.uniform(0.1, 0.4))
 
     return step
 
@@ -256,26 +321,29 @@ def purchases(client: Client, setup: Setup, clean: Caller) -> Callable[[], None]
 USERS = 24
 
 
-def registrations(client: Client, setup: Setup) -> Callable[[], None]:
+def registrations(client: Client, setup: Setup, *, adaptive: bool = False) -> Callable[[], None]:
+    """Sign-ups, cancellations and asynchronous registration requests through the functions;
+    with ``adaptive``, sign-ups and cancellations only, at the adaptive events, recorded under the
+    ``resizing`` pattern."""
+    events = setup.adaptive_events if adaptive else setup.events
+    pattern = "resizing" if adaptive else "registrations"
+    joins, cancels = (0.55, 1.0) if adaptive else (0.4, 0.65)  # the rest: requests
+
     def step() -> None:
-        event_id = client.rng.choice(setup.events)[0]
+        event_id = client.rng.choice(events)[0]
         user = f"u{client.rng.randrange(USERS)}"
         roll = client.rng.random()
-        if roll < 0.4:
+        if roll < joins:
             key = client.fresh("k") if client.rng.random() < 0.5 else None
             op = client.history.invoke(
-                "registrations", client.name, "register", event=event_id, user=user, key=key
+                pattern, client.name, "register", event=event_id, user=user, key=key
             )
             client.request(op, "POST", f"/events/{event_id}/registrations", {"userId": user}, key)
-        elif roll < 0.65:
-            op = client.history.invoke(
-                "registrations", client.name, "cancel", event=event_id, user=user
-            )
+        elif roll < cancels:
+            op = client.history.invoke(pattern, client.name, "cancel", event=event_id, user=user)
             client.request(op, "DELETE", f"/events/{event_id}/registrations/{user}")
         else:
-            op = client.history.invoke(
-                "registrations", client.name, "request", event=event_id, user=user
-            )
+            op = client.history.invoke(pattern, client.name, "request", event=event_id, user=user)
             client.request(
                 op, "POST", f"/events/{event_id}/registration-requests", {"userId": user}
             )

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.checkers import Report
+from chaos.checkers import Report, shard_layout
 from chaos.history import FAIL, OK, UNKNOWN, Op
 from sim.ddb import Awaited, Stats, create_table
 from sim.scheduler import Crashed, Task
@@ -203,11 +203,13 @@ class Resizing:
         report = Report()
         rows = self.final(real)
         ops = [op for op in recorder.ops if op.pattern == PATTERN]
-        stock = _layout(report, rows, STOCK, [op for op in ops if _resizes(op, False)])
+        stock = shard_layout(
+            report, PATTERN, rows, STOCK, [op for op in ops if _resizes(op, False)]
+        )
         counts = [int(row["count"]) for row in stock]
         report.expect(min(counts) >= 0, PATTERN, "no shard oversold", f"{counts}")
         _totals(report, sum(counts), ops)
-        seats = _layout(report, rows, SEATS, [op for op in ops if _resizes(op, True)])
+        seats = shard_layout(report, PATTERN, rows, SEATS, [op for op in ops if _resizes(op, True)])
         counts = [int(row["count"]) for row in seats]
         limits = [int(row["limit"]) for row in seats]
         report.expect(sum(limits) == sum(LIMITS), PATTERN, "places kept", f"limits {limits}")
@@ -277,47 +279,6 @@ def _complete(recorder: Recorder, op: Op, exc: BaseException | None, answer: Any
 
 def _resizes(op: Op, on_seats: bool) -> bool:
     return op.f == "resize" and op.args["capacity"] == on_seats
-
-
-def _layout(
-    report: Report, rows: dict[str, Any], counter: sharded.ShardedCounter, resizes: list[Op]
-) -> list[dict[str, Any]]:
-    """The counter's shard items in shard order, after checking its layout: items for exactly
-    ``k < N`` (N as stored, or as built when never resized), one N and one generation on all of
-    them, and a generation raised once by each committed resize."""
-    prefix = f"{counter.base}#"
-    found = {int(pk.removeprefix(prefix)): row for pk, row in rows.items() if pk.startswith(prefix)}
-    first = found.get(0, {})
-    stored = int(first.get(counter.shards_attr, counter.shards))
-    generation = int(first.get(counter.layout_attr, 0))
-    where = f"{counter.base}: items {sorted(found)}, N {stored}"
-    report.expect(sorted(found) == list(range(stored)), PATTERN, "shards 0 to N-1", where)
-    layouts = {
-        (row.get(counter.shards_attr), row.get(counter.layout_attr)) for row in found.values()
-    }
-    shown = sorted(layouts, key=str)
-    report.expect(len(layouts) <= 1, PATTERN, "one layout", f"{counter.base}: {shown}")
-    committed = [op for op in resizes if op.type == OK and op.value["items"] > 0]
-    answered = [int(op.value["generation"]) for op in committed]
-    report.expect(
-        len(answered) == len(set(answered)),
-        PATTERN,
-        "one resize per generation",
-        f"{counter.base}: generations answered {answered}",
-        committed,
-    )
-    # each transaction a resize applied raises the generation by one (a shrink makes one per
-    # dropped shard, and one of unknown outcome may have made any number, up to the most shards)
-    made = sum(int(op.value["steps"]) for op in committed)
-    unknown = sum(1 for op in resizes if op.type == UNKNOWN)
-    report.expect(
-        made <= generation <= made + unknown * sharded.MAX_SHARDS,
-        PATTERN,
-        "each resize raised the generation",
-        f"{counter.base}: generation {generation}, {made} resize steps acknowledged, "
-        f"{unknown} resizes unknown",
-    )
-    return [found[k] for k in sorted(found)]
 
 
 def _totals(report: Report, total: int, ops: list[Op]) -> None:

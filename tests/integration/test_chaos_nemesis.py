@@ -6,9 +6,10 @@ function from the session's synthesized assets and the layer, its DynamoDB calls
 nemesis's fault proxy.
 
 A short run stops on what happened (``enough``: every pattern completed ``OPS_PER_PATTERN``
-operations and the nemesis struck with ``FAULT_KINDS`` kinds of fault), not after a fixed number of
-seconds, so a slow or loaded machine runs longer instead of judging too little. ``LIMIT_SECONDS``
-only bounds a run that never gets there (the assertions then say what was missing).
+operations, the resizing workload's resizer changed a shard count, and the nemesis struck with
+``FAULT_KINDS`` kinds of fault), not after a fixed number of seconds, so a slow or loaded machine
+runs longer instead of judging too little. ``LIMIT_SECONDS`` only bounds a run that never gets
+there (the assertions then say what was missing).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from chaos import runner
-from chaos.history import History
+from chaos.history import OK, History
 from chaos.nemesis import Nemesis
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,18 @@ def enough(history: History, nemesis: Nemesis) -> bool:
     per_pattern = {pattern: 0 for pattern in runner.CLIENTS}
     for op in done:
         per_pattern[op.pattern] = per_pattern.get(op.pattern, 0) + 1
-    return min(per_pattern.values()) >= OPS_PER_PATTERN and len(nemesis.counts()) >= FAULT_KINDS
+    # the resizing workload's resizer changed the shard count at least once (the purchases around
+    # it ran at more than one layout)
+    resized = any(
+        op.f == "resize" and op.type == OK and op.value["steps"] > 0
+        for op in done
+        if op.pattern == "resizing"
+    )
+    return (
+        min(per_pattern.values()) >= OPS_PER_PATTERN
+        and len(nemesis.counts()) >= FAULT_KINDS
+        and resized
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

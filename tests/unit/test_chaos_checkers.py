@@ -7,6 +7,8 @@ from typing import Any
 
 from chaos import checkers, linear
 from chaos.history import FAIL, OK, UNKNOWN, Op
+from service.domain.events import Events
+from service.domain.products import Products
 
 INF = float("inf")
 
@@ -671,3 +673,166 @@ def test_queue_excuses_a_waiter_killed_up_to_i_before_a_holder_dies() -> None:
     assert names(checkers.queue(history, {}, early, BOUNDS)) == {"takeover bound"}
     idle = checkers.QueueBounds(heartbeat_s=0.5, expiry_s=1.5, poll_s=0.05, idle_s=6.0)
     assert checkers.queue(history, {}, early, idle).violations == []
+
+
+# -- resizing: an adaptive product bought from while a resizer grows and shrinks its shards -----
+
+
+def adaptive_purchase(start: float, end: float, outcome: str, value: Any, q: int = 1) -> Op:
+    return op("purchase", start, end, outcome, value, pattern="resizing", product="a", quantity=q)
+
+
+def resize(start: float, end: float, outcome: str, value: Any, shards: int) -> Op:
+    return op("resize", start, end, outcome, value, pattern="resizing", counter="a", shards=shards)
+
+
+def shard_rows(counts: list[int], shards: int, generation: int) -> dict[str, dict[str, Any]]:
+    return {
+        f"a#{k}": {"productId": f"a#{k}", "stock": count, "shards": shards, "layout": generation}
+        for k, count in enumerate(counts)
+    }
+
+
+# the adaptive product "a"'s counter, built as the service builds it (one shard at creation)
+STOCK = Products(None, "products").counter("a", 1)
+
+
+def grown(generation: int, before: int, after: int) -> dict[str, int]:
+    return {
+        "before": before,
+        "after": after,
+        "generation": generation,
+        "moved": 1,
+        "items": after,
+        "steps": 1,
+    }
+
+
+def resizing_history(second_sale: str = "b") -> list[Op]:
+    return numbered(
+        [
+            adaptive_purchase(0, 1, OK, {"purchaseId": "a1", "remainingStock": 9}),
+            resize(1, 2, OK, grown(1, 1, 3), 3),
+            adaptive_purchase(2, 3, OK, {"purchaseId": second_sale, "remainingStock": 2}, q=2),
+            adaptive_purchase(2.5, 3.5, UNKNOWN, None, q=3),
+            resize(3, 4, FAIL, {"error": "LostEveryRace"}, 1),
+            resize(4, 5, UNKNOWN, None, 2),
+        ]
+    )
+
+
+def test_resizing_passes_a_correct_history() -> None:
+    # 10 units: 1 + 2 sold, the unknown 3 did not apply; the shards hold 7 at generation 1
+    final = {"a": checkers.ShardedState(STOCK, shard_rows([3, 2, 2], 3, 1))}
+    report = checkers.resizing(resizing_history(), [("a", 10)], final)
+    assert report.violations == [], report.violations
+    assert report.checks >= 6
+
+
+def test_resizing_catches_a_unit_sold_twice() -> None:
+    # the second sale answered the first one's receipt: one unit sold twice
+    final = {"a": checkers.ShardedState(STOCK, shard_rows([3, 2, 2], 3, 1))}
+    report = checkers.resizing(resizing_history(second_sale="a1"), [("a", 10)], final)
+    assert names(report) == {"one effect per key"}
+
+
+def test_resizing_catches_a_lost_unit() -> None:
+    # 10 - 3 acknowledged leaves 7, or 4 with the unknown sale: 6 is neither
+    final = {"a": checkers.ShardedState(STOCK, shard_rows([2, 2, 2], 3, 1))}
+    report = checkers.resizing(resizing_history(), [("a", 10)], final)
+    assert names(report) == {"stock accounting"}
+
+
+def test_resizing_catches_a_negative_shard() -> None:
+    final = {"a": checkers.ShardedState(STOCK, shard_rows([8, -1, 0], 3, 1))}
+    report = checkers.resizing(resizing_history(), [("a", 10)], final)
+    assert "no oversell" in names(report)
+
+
+def test_resizing_catches_two_layouts_and_a_missing_shard() -> None:
+    two = shard_rows([3, 2, 2], 3, 1)
+    two["a#2"]["layout"] = 2  # shard 2 is of another generation than 0 and 1
+    report = checkers.resizing(
+        resizing_history(), [("a", 10)], {"a": checkers.ShardedState(STOCK, two)}
+    )
+    assert names(report) == {"one layout"}
+    gap = shard_rows([3, 2, 2], 3, 1)
+    gap["a#3"] = {**gap.pop("a#2"), "productId": "a#3"}  # shards 0, 1 and 3 of three
+    report = checkers.resizing(
+        resizing_history(), [("a", 10)], {"a": checkers.ShardedState(STOCK, gap)}
+    )
+    assert names(report) == {"shards 0 to N-1"}
+
+
+def test_resizing_catches_an_acknowledged_resize_the_layout_does_not_show() -> None:
+    # generation 0: the acknowledged grow to 3 shards never happened
+    final = {"a": checkers.ShardedState(STOCK, shard_rows([7], 1, 0))}
+    report = checkers.resizing(resizing_history(), [("a", 10)], final)
+    assert names(report) == {"each resize raised the generation"}
+
+
+# the adaptive event "e": capacity 4, its seats' counter as the service builds it
+SEATS = Events(None, "events").shards_of("e", 1)
+
+
+def seat_rows(counts: list[int], limits: list[int], generation: int) -> dict[str, dict[str, Any]]:
+    return {
+        f"e#{k}": {
+            "eventId": f"e#{k}",
+            "sk": "SHARD",
+            "registered": count,
+            "capacity": limit,
+            "shards": len(counts),
+            "layout": generation,
+        }
+        for k, (count, limit) in enumerate(zip(counts, limits, strict=True))
+    }
+
+
+def sign_up(start: float, end: float, outcome: str, user: str, f: str = "register") -> Op:
+    value = {"registeredAt": f"t{start}"} if f == "register" and outcome == OK else None
+    return op(f, start, end, outcome, value, pattern="resizing", event="e", user=user)
+
+
+def event_history() -> list[Op]:
+    return numbered(
+        [
+            sign_up(0, 1, OK, "u1"),
+            sign_up(0, 1, OK, "u2"),
+            op("resize", 1, 2, OK, grown(1, 1, 2), pattern="resizing", counter="e", shards=2),
+            sign_up(2, 3, OK, "u3"),
+            sign_up(3, 4, OK, "u2", f="cancel"),
+            sign_up(4, 5, UNKNOWN, "u4"),
+        ]
+    )
+
+
+def seats(counts: list[int], limits: list[int], members: set[str]) -> checkers.Report:
+    final = {"e": checkers.ShardedState(SEATS, seat_rows(counts, limits, 1), members)}
+    return checkers.resizing(event_history(), [], final, [("e", 4)])
+
+
+def test_resizing_passes_a_correct_event() -> None:
+    # u1 and u3 hold places; u4's sign-up of unknown outcome did not apply
+    report = seats([1, 1], [2, 2], {"u1", "u3"})
+    assert report.violations == [], report.violations
+    assert report.checks >= 7
+
+
+def test_resizing_catches_a_member_counted_twice() -> None:
+    assert names(seats([2, 1], [2, 2], {"u1", "u3"})) == {"counter matches registrations"}
+
+
+def test_resizing_catches_a_shard_over_its_limit_and_places_lost() -> None:
+    assert names(seats([2, 0], [1, 3], {"u1", "u3"})) == {"never over the limit"}
+    assert names(seats([1, 1], [2, 1], {"u1", "u3"})) == {"places kept"}
+
+
+def test_resizing_catches_a_shard_item_without_its_count() -> None:
+    # an update upserted shard 2 (a layout and nothing else): reported, not a KeyError
+    rows = shard_rows([3, 4, 0], 3, 1)
+    del rows["a#2"]["stock"]
+    report = checkers.resizing(
+        resizing_history(), [("a", 10)], {"a": checkers.ShardedState(STOCK, rows)}
+    )
+    assert names(report) == {"shards 0 to N-1"}
