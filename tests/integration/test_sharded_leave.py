@@ -41,7 +41,9 @@ class BusyShard:
         ):
             return None
         self.sent += 1
-        items = json.loads(request.body)["TransactItems"]
+        body = request.body
+        assert isinstance(body, (str, bytes)), body  # botocore sends a transaction's JSON whole
+        items = json.loads(body)["TransactItems"]
         busy = [e.get("Update", {}).get("Key") == self.key for e in items]
         if not any(busy):
             return None

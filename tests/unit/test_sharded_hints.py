@@ -326,8 +326,8 @@ class ThrottledWrites:
     def update_item(self, **params: Any) -> Any:
         if self.times > 0:
             self.times -= 1
-            error = {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}
-            raise ClientError({"Error": error}, "UpdateItem")
+            code, message = "ProvisionedThroughputExceededException", "injected"
+            raise ClientError({"Error": {"Code": code, "Message": message}}, "UpdateItem")
         return self.client.update_item(**params)
 
 
@@ -337,11 +337,12 @@ def test_rounds_whose_writes_were_throttled_never_end_in_a_refusal(moto_ddb, mot
     client = ThrottledWrites(moto_ddb, 6)
     quiet = retry.Backoff(attempts=8, base=0, cap=0, sleep=lambda s: None)
     # When a take allowed one lost race goes on through them
-    taken = sharded.take(client, counter, 1, sharded.TakeOptions(backoff=quiet, rounds=1))
+    options = sharded.TakeOptions(backoff=quiet, rounds=1)
+    taken = sharded.take(client, counter, 1, options)  # type: ignore[arg-type]
     # Then it sells (six throttled rounds are the backoff's to bound, not lost races)
     assert taken.remaining == 4 and sum(sharded.read_all(moto_ddb, counter)) == 9
     # And throttled past the backoff's attempts, it stays throttled: never "sold out"
     client.times = 20
     with pytest.raises(errors.StayedThrottled):
-        sharded.take(client, counter, 1, sharded.TakeOptions(backoff=quiet, rounds=1))
+        sharded.take(client, counter, 1, options)  # type: ignore[arg-type]
     assert sum(sharded.read_all(moto_ddb, counter)) == 9
