@@ -462,10 +462,13 @@ def leave(
     give the place back, in :func:`turnstile_ddb.capacity.leave`'s transaction; returns that
     shard. When a resize dropped that shard (or moved its members' places into another), the
     place is given back at a shard that counts one (the counts add up to the members present:
-    see :func:`resize`), and that shard is returned. The hints forget the counter (it has room
-    again). Raises
-    :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile) and
-    :class:`turnstile_ddb.capacity.NoCounter`."""
+    see :func:`resize`), and that shard is returned; so is one where that shard is still
+    throttled or contended after one retry (up to ``options.rounds`` other shards, in random
+    order, one retry each). A shard's count is therefore not the members recorded on it: only
+    the sum is. The hints forget the counter (it has room again). Raises
+    :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile),
+    :class:`turnstile_ddb.capacity.NoCounter`, and :class:`turnstile_ddb.errors.RetriesExhausted`
+    when every shard tried stayed busy (nothing written)."""
     steps = leave_protocol(counter, member, options, transactions=transactions)
     return _core.run(client, steps)
 
