@@ -219,8 +219,12 @@ typecheck: install
 	$(BIN)/mypy tests
 
 # --durations: every log of make test ends with its 30 slowest tests (where its time goes).
+# TEST_WORKERS: pytest-xdist's worker processes (most of the time is waiting on DynamoDB Local,
+# subprocesses and sockets, which workers overlap); each module runs whole on one worker, the
+# modules that run make here all on one (tests/conftest.py). TEST_WORKERS=0: in this process.
+TEST_WORKERS ?= 2
 test: install layers lint typecheck
-	$(BIN)/python -m pytest --durations=30
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
 	$(MAKE) --no-print-directory docs examples
 
 # The library's wheel, needing nothing of the project's set-up (no dev venv, Node or Java): pip,

@@ -8,6 +8,15 @@
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
 * ``ddb``: a thread-safe low-level client for DynamoDB Local, with turnstile's retry settings.
 
+``make test`` runs the tests on two worker processes (pytest-xdist, ``-n 2 --dist loadgroup``);
+each worker has its own session (its own synth, DynamoDB Local, local stack). A module runs
+whole on one worker, so its module fixtures are made once; the modules that run ``make`` targets
+or a page's commands in this checkout (they write its ``cdk.out/``, ``build/``, ``site/``) all
+run on one worker, one after another (:func:`runs_in_the_checkout`).
+
+* ``show``: ``show(text)`` prints ``text`` in the run's summary, also from a worker (whose own
+  output the terminal never sees).
+
 Plain helpers every tier shares (``claims_of`` / ``ADMIN`` / ``ALICE`` / ``BOB``: verified
 callers in API Gateway's claim shape; ``proxy_event``, ``invoke``, ``Faults``...) live in
 ``tests/helpers.py``: test modules import that module, never a conftest or another test module.
@@ -19,7 +28,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +37,7 @@ import pytest
 from local import template as cfn
 from local.dynamodb_local import DynamoDBLocal
 from service import config
+from tests.helpers import runs_in_the_checkout
 from turnstile_ddb import retry
 
 
@@ -51,6 +61,45 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if collection_path == DEPLOYED and not config.getoption("--outputs"):
         return True
     return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's xdist group (used by ``--dist loadgroup``): its module, or ``checkout`` for every
+    module that runs in the checkout. Harmless without workers."""
+    sources: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.path)
+        if path not in sources:
+            sources[path] = runs_in_the_checkout(path.read_text(encoding="utf-8"))
+        group = "checkout" if sources[path] else path.relative_to(ROOT).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+class _Shown:
+    """What tests asked to show, gathered from every test's report (a worker's reports reach the
+    controller with their ``user_properties``) and printed in the terminal summary."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.texts += [str(value) for name, value in report.user_properties if name == "shown"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for text in self.texts:
+            terminalreporter.write_line(text)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Shown(), "turnstile-shown")
+
+
+@pytest.fixture
+def show(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    def shown(text: str) -> None:
+        request.node.user_properties.append(("shown", text))
+
+    return shown
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ test module never imports another test module (which would also collect its test
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -511,3 +512,18 @@ def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         timeout=900,
         check=False,
     )
+
+
+# A module's source says it runs make or a docs page here: make() imported from tests.helpers (in
+# a one-line or a parenthesized import), a ["make", ...] command of its own, or the docs runner.
+_CHECKOUT_USE = re.compile(
+    r"from tests\.helpers import ([^\n(]*|\([^)]*)\bmake\b"
+    r"|\[\s*[\"']make[\"']"
+    r"|docs_runner\.run_page"
+)
+
+
+def runs_in_the_checkout(source: str) -> bool:
+    """Whether a test module's ``source`` runs ``make`` or a docs page's commands in this checkout,
+    where two workers at once would write the same files."""
+    return _CHECKOUT_USE.search(source) is not None

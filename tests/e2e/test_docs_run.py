@@ -54,13 +54,12 @@ def test_the_pages_are_the_ones_the_runner_runs():
 
 
 @pytest.mark.parametrize("page", list(PAGES))
-def test_the_pages_examples_run_as_written(page, page_environment, record_property, capsys):
+def test_the_pages_examples_run_as_written(page, page_environment, record_property, show):
     # When every marked block of the page runs against the local stack, in order
     report = docs_runner.run_page(page, page_environment)
     # Then none failed or printed what the page does not show (run_page raises), and the page ran
     # at least what it is known to hold; what was skipped says why
-    with capsys.disabled():
-        print(f"\n{page}: {report.executed} executed, {len(report.skipped)} skipped")
+    show(f"{page}: {report.executed} executed, {len(report.skipped)} skipped")
     record_property("executed", report.executed)
     record_property("skipped", len(report.skipped))
     assert report.executed >= PAGES[page]

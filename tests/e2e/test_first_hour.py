@@ -86,11 +86,6 @@ def timings() -> Timings:
     return Timings()
 
 
-def report(timings: Timings, capsys: pytest.CaptureFixture[str]) -> None:
-    with capsys.disabled():
-        print("\n" + timings.table())
-
-
 @dataclass
 class Clone:
     path: Path
@@ -174,7 +169,7 @@ def quickstart(clone: Clone, python: Path, exports: dict[str, str], cwd: Path) -
 
 
 def test_the_library_from_a_clone_to_its_first_call(
-    clone: Clone, library: Path, timings: Timings, tmp_path: Path, capsys
+    clone: Clone, library: Path, timings: Timings, tmp_path: Path, show
 ) -> None:
     # Given the library installed from the clone into a fresh venv, and a DynamoDB Local
     with DynamoDBLocal() as db:
@@ -187,7 +182,7 @@ def test_the_library_from_a_clone_to_its_first_call(
     first = ("git clone", "library: python3 -m venv", "library: pip install . (from the clone)")
     taken = sum(seconds for name, seconds, _ in timings.rows if name in first)
     timings.add("library: clone to first call (its steps above)", taken + timings.rows[-1][1])
-    report(timings, capsys)
+    show(timings.table())
 
 
 def make(clone: Clone, *args: str) -> subprocess.CompletedProcess[str]:
@@ -313,7 +308,7 @@ def answer(url: str, token: str | None = None) -> int:
 
 
 def test_the_service_from_make_local_to_an_authorized_answer(
-    clone: Clone, library: Path, make_local: Running, timings: Timings, tmp_path: Path, capsys
+    clone: Clone, library: Path, make_local: Running, timings: Timings, tmp_path: Path, show
 ) -> None:
     ports = make_local.ports
     port = ports["PORT"]
@@ -361,4 +356,4 @@ def test_the_service_from_make_local_to_an_authorized_answer(
     for name, held in ports.items():
         assert preflight.can_bind(held), f"{name}={held} is still held"
     assert not state.exists()
-    report(timings, capsys)
+    show(timings.table())
