@@ -799,7 +799,7 @@ def docs_section(document: dict[str, Any]) -> str:
         "",
         f"{document['measured']} Measured on {document['date']}, on a machine of "
         f"{document['machine']['cpus']} CPUs "
-        f"shared with other work (load average {load} at the start), Python "
+        f"(load average {load} at the start: 2 or less is a quiet machine), Python "
         f"{document['machine']['python']}. Units are per request; `cpu_ms` and `bare_cpu_ms` "
         "are milliseconds of CPU per request. DynamoDB Local charges as DynamoDB does per item "
         "(1 per conditional write, 0.5 per eventually consistent read, twice a transaction's "
