@@ -65,6 +65,7 @@ help:
 	@echo "  PORT=$(PORT) DYNAMODB_PORT=$(DYNAMODB_PORT) IDENTITY_PORT=$(IDENTITY_PORT)   make local's ports (token, test-deployed LOCAL=1: which stack)"
 	@echo "  DATA_DIR=$(DATA_DIR)   make local: persist DynamoDB Local's data there (empty: in memory)"
 	@echo "  LOCAL_JOBS=$(LOCAL_JOBS)   make local: how many set-up steps run at once (npm ci and Java while the venv installs; 1: one after the other)"
+	@echo "  TEST_WORKERS=$(TEST_WORKERS)   make test: how many pytest worker processes share the tests (0: all in pytest's own process)"
 	@echo "  WATCH=$(WATCH)   make local: rebuild and restart the changed functions when a file under functions/ is saved (WATCH=0: off)"
 	@echo "  RESYNTH=$(RESYNTH)   synth (so local, bench, chaos, fuzz): run python app.py even if none of its inputs changed (RESYNTH=1)"
 	@echo "  WORKERS=$(WORKERS)   make local (default shared) and soak (default pool): shared = a process per function, pool = a process per concurrent request, as Lambda"
