@@ -4,11 +4,17 @@ docstring describes them.
 
 Written as protocol steps (:mod:`turnstile_ddb._core`): every Query is yielded, never sent
 here, so both front doors read the same way. A reader made with ``read_ahead`` (the asyncio
-front door's) asks for the first page of every pool after the first one in ONE
-:class:`~turnstile_ddb._core.Gather` when the first pool did not show enough: the async driver
-sends them at once (one round trip instead of one per pool), the sync one would send them in
-order. Without it (the synchronous front door's) the pools are read one after another and a
-pool after the one that showed enough is never read, as before the port.
+front door's) asks for every pool after the first one in ONE :class:`~turnstile_ddb._core.Gather`
+when the first pool did not show enough: the async driver sends them at once (one round trip
+instead of one per pool), the sync one would send them in order. Each pool read ahead costs one
+Query, over its whole claimable-at range, which is split at the pivot into the pages of its two
+ranges when it ends there (:meth:`_Reader._read_ahead`). The Gather also carries the first
+pool's second range when its first one showed it likely short (:meth:`_PoolRead._short`), and
+every pool, the first included, when the hints know the first pool showed fewer than wanted at
+its last complete read: a reservation over small pools then reads in two round trips, or one.
+What is claimed is the same either way: a run of the first pool that shows enough. Without
+``read_ahead`` (the synchronous front door's) the pools are read one after another and a pool
+after the one that showed enough is never read, as before the port.
 
 Private, and silent: it counts no metric (its caller, :mod:`turnstile_ddb.claims`, declares and
 counts every one, from what a read returns: :class:`_Picked`, and the pools it failed over from).
@@ -422,8 +428,9 @@ class _Reader:
         A pool whose key throttles is left for after the others (``PoolFailover``) and then read
         under the usual backoff. Each read of a pool sends at most ``pages_per_pool`` Queries;
         when one stopped there (``cut``), a short answer is not what a read of every pool to its
-        end showed (``showed`` is None). With ``read_ahead``, the first pages of the pools after
-        the first are asked for together once the first pool showed fewer than ``n``."""
+        end showed (``showed`` is None). With ``read_ahead``, the pools after the first are
+        asked for together once the first pool showed (or is likely to show) fewer than ``n``;
+        with the first one when the hints know it showed fewer than ``n``."""
         read = _Read(avoid={_identity(self.units, key) for key in skip})
         gathered: list[Key] = []
         deferred: list[str] = []
@@ -436,6 +443,9 @@ class _Reader:
             return answer
 
         fold = with_the_others if self.read_ahead and len(order) > 1 else None
+        if fold is not None and self.hints._short_of(order[0], n):
+            # the first pool is known short: it is read with the others, in one round trip
+            ahead.update((yield from self._read_ahead(order, n, read))[1])
         for index, pool in enumerate(order):
             if fold is not None and index == 1 and not ahead:
                 yield from with_the_others(None)

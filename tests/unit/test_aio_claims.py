@@ -121,10 +121,14 @@ def test_both_claims_front_doors_answer_and_raise_alike(units, name, each, primi
     assert sorted(map(str, client.scan(TableName="units")["Items"])) == table_after_sync
 
 
-def effects_of(client: Any, read_ahead: bool, pages_per_pool: int = 4) -> list[Any]:
+def effects_of(
+    client: Any, read_ahead: bool, pages_per_pool: int = 4, hints: claims.PoolHints | None = None
+) -> list[Any]:
     """The effects one reservation of 3 units yields (its protocol driven by the sync driver)."""
     arguments = reserve_args(3)
-    options = claims.ReserveOptions(backoff=NOWAIT, rand=lambda: 0.5, pages_per_pool=pages_per_pool)
+    options = claims.ReserveOptions(
+        backoff=NOWAIT, rand=lambda: 0.5, pages_per_pool=pages_per_pool, hints=hints
+    )
     hold = claims._Hold(arguments["holder"], NOW_MS, NOW_MS + 60_000, None)
     steps = claims.reserve_protocol(UNITS, POOLS, 3, hold, options, read_ahead=read_ahead)
     seen: list[Any] = []
@@ -237,3 +241,19 @@ def test_a_pool_read_ahead_with_more_than_a_page_is_read_from_its_pivot(units):
         reserve(client)
         tables.append(sorted(map(str, client.scan(TableName="units")["Items"])))
     assert tables[0] == tables[1]
+
+
+def test_hints_that_know_the_first_pool_short_read_every_pool_at_once(units):
+    # Given pool hints kept across reservations, and pools of two units (a first reservation
+    # read every pool to its end: each is known to hold two)
+    hints = claims.PoolHints()
+    client = units(2)
+    effects_of(client, read_ahead=True, hints=hints)
+    # When the asyncio front door's protocol reserves again with them
+    reads = reads_before_the_claim(effects_of(client, read_ahead=True, hints=hints))
+    # Then its reads are one round trip: every pool, the first one included, in one Gather
+    (gather,) = reads
+    assert isinstance(gather, _core.Gather) and len(gather.calls) == len(POOLS)
+    # while the sync protocol still reads the pools one after another, none of them ahead
+    by_sync = reads_before_the_claim(effects_of(units(2), read_ahead=False, hints=hints))
+    assert not any(isinstance(e, _core.Gather) for e in by_sync)
