@@ -3,7 +3,8 @@
 
 Three stocks: *sparse* (2 free units in each pool, so no pool shows 3 and a reservation reads
 every pool, each in its two ranges from a random pivot: the synchronous front door one Query
-after another, the asyncio one the first pool and then the seven others in one Gather);
+after another, the asyncio one the first pool's first range, then its second range and the
+seven others, one whole-range Query each, in one Gather);
 *sparse-hinted* (the same, with one ``PoolHints`` kept across each front door's reservations,
 as the service keeps them: the pools known small are read in one range each); and *stocked*
 (50 in each: the first pool shows 3, and both read one pool). The two front doors alternate,

@@ -5,7 +5,7 @@ reservation often reads several pools), then confirms, releases, or lets the hol
 once (:class:`Reserving`), it runs the synchronous front door with the
 :class:`sim.ddb.SimClient`, or the asyncio one on an event loop of its own with the client
 awaited (:class:`sim.ddb.Awaited`). The asyncio front door reads ahead (after a short first
-pool, the other pools' first pages in one Gather), the synchronous one pool by pool; so the
+pool, the other pools in one Gather, one Query each), the synchronous one pool by pool; so the
 drivers are compared on one protocol at a time: ``sync-ahead`` drives the asyncio front door's
 protocol with the synchronous driver, ``async-in-order`` the synchronous front door's with the
 asyncio driver (tests/sim/test_reserving_drivers_agree.py).

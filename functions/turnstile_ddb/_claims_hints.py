@@ -34,6 +34,7 @@ class _PoolNews:
     throttled_at: float | None = None
     empty: bool = False
     sparse: bool = False
+    count: int | None = None  # the units its last complete read showed, when sparse
     missed_at: float | None = None
 
 
@@ -105,6 +106,7 @@ class PoolHints:
             news.empty = empty
             if count is not None:
                 news.sparse = count < _SPARSE
+                news.count = count if news.sparse else None
 
     def is_throttled(self, pool: str) -> bool:
         at = self._known(pool).throttled_at
@@ -131,6 +133,12 @@ class PoolHints:
     def is_sparse(self, pool: str) -> bool:
         """Last seen whole with fewer than 16 claimable units."""
         return self._known(pool).sparse
+
+    def _short_of(self, pool: str, n: int) -> bool:
+        """Whether the last complete read of ``pool`` showed fewer than ``n`` claimable units
+        (the asyncio front door then reads it together with the others)."""
+        count = self._known(pool).count
+        return count is not None and count < n
 
     def _badness(self, pool: str) -> tuple[bool, bool]:
         return (self.is_throttled(pool), self._known(pool).empty)

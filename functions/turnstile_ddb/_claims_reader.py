@@ -4,11 +4,17 @@ docstring describes them.
 
 Written as protocol steps (:mod:`turnstile_ddb._core`): every Query is yielded, never sent
 here, so both front doors read the same way. A reader made with ``read_ahead`` (the asyncio
-front door's) asks for the first page of every pool after the first one in ONE
-:class:`~turnstile_ddb._core.Gather` when the first pool did not show enough: the async driver
-sends them at once (one round trip instead of one per pool), the sync one would send them in
-order. Without it (the synchronous front door's) the pools are read one after another and a
-pool after the one that showed enough is never read, as before the port.
+front door's) asks for every pool after the first one in ONE :class:`~turnstile_ddb._core.Gather`
+when the first pool did not show enough: the async driver sends them at once (one round trip
+instead of one per pool), the sync one would send them in order. Each pool read ahead costs one
+Query, over its whole claimable-at range, which is split at the pivot into the pages of its two
+ranges when it ends there (:meth:`_Reader._read_ahead`). The Gather also carries the first
+pool's second range when its first one showed it likely short (:meth:`_PoolRead._short`), and
+every pool, the first included, when the hints know the first pool showed fewer than wanted at
+its last complete read: a reservation over small pools then reads in two round trips, or one.
+What is claimed is the same either way: a run of the first pool that shows enough. Without
+``read_ahead`` (the synchronous front door's) the pools are read one after another and a pool
+after the one that showed enough is never read, as before the port.
 
 Private, and silent: it counts no metric (its caller, :mod:`turnstile_ddb.claims`, declares and
 counts every one, from what a read returns: :class:`_Picked`, and the pools it failed over from).
@@ -26,6 +32,7 @@ from turnstile_ddb import _core, codec, errors, retry
 from turnstile_ddb._claims_hints import PoolHints, ReserveOptions
 from turnstile_ddb._claims_results import _Cost
 from turnstile_ddb._claims_units import (
+    _CLAIMABLE_AT_SPACE,
     _SPARSE,
     _SPREAD,
     PATTERN,
@@ -107,6 +114,16 @@ _Plan = tuple[int, int | None, list[tuple[int, int, bool]]]  # page Limit, pivot
 
 
 @dataclass
+class _Ahead:
+    """A pool read ahead: its ``plan``, the answers of its ranges' first pages (``answers``, by
+    range: a response or the error) and the Queries ``spent`` on it that answer none of them."""
+
+    plan: _Plan
+    answers: dict[int, Any]
+    spent: int = 0
+
+
+@dataclass
 class _PoolRead:
     """One read of one pool, a page at a time: :meth:`_Reader._run` asks for the next page only
     while it wants more units (:meth:`_Reader._run`'s docstring says how a pool is read)."""
@@ -119,11 +136,27 @@ class _PoolRead:
     # The answers of the ranges' first pages that were read ahead, by range (a response or
     # the error): none unless the pool was read ahead.
     ahead: dict[int, Any] = field(default_factory=dict)
+    spent: int = 0  # Queries sent ahead for it whose answers are not in ``ahead``
+    # The first pool's read, with ``read_ahead``: the pools after it, asked for together with
+    # this pool's second range (:meth:`_short`; the answer is this pool's page).
+    fold: Callable[[_core.Call], _core.Steps[Any]] | None = None
+    short_of: int = 0
     span: int = 0
     start: Key | None = None
     pages: int = 0
     shown: int = 0
     done: bool = False
+
+    def _short(self) -> bool:
+        """Whether the pool is likely to hold fewer than ``short_of`` units, judged when its
+        first range ``[pivot, now]`` was read to its end: that range covers the share
+        ``(2**20 - pivot) / 2**20`` of the free units' claimable-at values, and showed fewer
+        than ``short_of`` times that share. Only the shape of the reads hangs on it: a pool
+        that holds enough after all still gives its run, the others were read in vain."""
+        pivot = self.plan[1]
+        if not self.span or self.start is not None or pivot is None:
+            return False
+        return self.shown * _CLAIMABLE_AT_SPACE < self.short_of * (_CLAIMABLE_AT_SPACE - pivot)
 
     def next_page(self) -> _core.Steps[list[Key] | None]:
         """The next page's units (perhaps none), or None: the pool was read to its end, or up to
@@ -141,10 +174,15 @@ class _PoolRead:
                 return None
         ahead = self.ahead.pop(self.span, None) if self.start is None else None
         # a page read ahead was sent already; the ones still unread count as sent
-        if ahead is None and self.pages + len(self.ahead) >= reader.options.pages_per_pool:
+        sent = self.pages + self.spent + len(self.ahead)
+        if ahead is None and sent >= reader.options.pages_per_pool:
             self.read.cut = self.done = True  # more to read, beyond the bound
             return None
         self.pages += 1
+        if ahead is None and self.fold is not None and self._short():
+            fold, self.fold = self.fold, None
+            request = reader._request(pool, ranges[self.span], limit, None)
+            ahead = yield from fold(_core.Call("query", request))
         response = yield from reader._query(
             pool, ranges[self.span], limit, self.start, self.last, ahead
         )
@@ -278,7 +316,8 @@ class _Reader:
         n: int,
         read: _Read,
         last: bool,
-        ahead: tuple[_Plan, dict[int, Any]] | None = None,
+        ahead: _Ahead | None = None,
+        fold: Callable[[_core.Call], _core.Steps[Any]] | None = None,
     ) -> _core.Steps[list[Key]]:
         """Up to ``n`` units of ``pool`` not in ``read.avoid`` (which then holds them too), read
         from the first ``n + _SPREAD`` such units at a random start; every eligible unit read is
@@ -292,12 +331,15 @@ class _Reader:
         units to skip it may meet again): concurrent requests start at different places and
         meet different runs of units, and no request reads more than it takes. Either way at
         most ``pages_per_pool`` Queries: a read that would need more stops there and says so on
-        ``read`` (``cut``: the pool was not read to its end). ``ahead``: the plan of a pool read
-        ahead and the answers of its ranges' first pages."""
+        ``read`` (``cut``: the pool was not read to its end). ``ahead``: what was read of the pool
+        ahead (:meth:`_read_ahead`); ``fold``: the first pool's read ahead of the others
+        (:class:`_PoolRead`)."""
         eligible = self.options.eligible
         want = n + _SPREAD
-        plan, first = ahead if ahead is not None else (self._plan(pool, want, len(read.avoid)), {})
-        reading = _PoolRead(self, pool, plan, read, last, first)
+        if ahead is None:
+            ahead = _Ahead(self._plan(pool, want, len(read.avoid)), {})
+        reading = _PoolRead(self, pool, ahead.plan, read, last, ahead.answers, ahead.spent)
+        reading.fold, reading.short_of = fold, n
         got: list[Key] = []
         mine: set[tuple[Any, ...]] = set()  # a unit can show twice (a release moved it)
         avoid, shown = read.avoid, read.shown
@@ -325,25 +367,53 @@ class _Reader:
         return got[start : start + n]
 
     def _read_ahead(
-        self, pools: Sequence[str], n: int, read: _Read
-    ) -> _core.Steps[dict[str, tuple[_Plan, dict[int, Any]]]]:
-        """The plan of each of ``pools`` and the answers of its ranges' first pages (a response
-        or the error; within ``pages_per_pool``), asked for in ONE
-        :class:`~turnstile_ddb._core.Gather`."""
+        self, pools: Sequence[str], n: int, read: _Read, first: _core.Call | None = None
+    ) -> _core.Steps[tuple[Any, dict[str, _Ahead]]]:
+        """What each of ``pools`` shows ahead (:class:`_Ahead`), asked for in ONE
+        :class:`~turnstile_ddb._core.Gather` together with ``first`` (the first pool's next
+        page, when given), and ``first``'s answer.
+
+        A pool read from a pivot is asked for in one Query over its whole claimable-at range
+        ``[0, now]`` with the page Limit its pivoted read would have. An answer that ends there
+        (no ``LastEvaluatedKey``) holds every unit of both ranges, in claimable-at order, so it
+        is split at the pivot into the two ranges' pages, exactly what the two Queries of the
+        pivoted read would have answered: one Query instead of two, for the same run. An answer
+        with more to read is no run from the pivot: that pool is read from its pivot as usual,
+        the Query spent counting against ``pages_per_pool``."""
         plans = {pool: self._plan(pool, n + _SPREAD, len(read.avoid)) for pool in pools}
-        wanted = [
-            (pool, index, self._request(pool, span, plan[0], None))
+        calls = [
+            _core.Call("query", self._request(pool, self._whole(plan), plan[0], None))
             for pool, plan in plans.items()
-            for index, span in enumerate(plan[2][: self.options.pages_per_pool])
         ]
-        answers: list[Any] = yield _core.Gather(tuple(_core.Call("query", r) for *_, r in wanted))
+        answers: list[Any] = yield _core.Gather(tuple([first] if first else []) + tuple(calls))
         self.cost.queries += sum(not isinstance(answer, BaseException) for answer in answers)
-        ahead: dict[str, tuple[_Plan, dict[int, Any]]] = {
-            p: (plan, {}) for p, plan in plans.items()
+        mine = answers.pop(0) if first else None
+        found = {
+            pool: self._split(plan, answer)
+            for (pool, plan), answer in zip(plans.items(), answers, strict=True)
         }
-        for (pool, index, _), answer in zip(wanted, answers, strict=True):
-            ahead[pool][1][index] = answer
-        return ahead
+        return mine, found
+
+    def _whole(self, plan: _Plan) -> tuple[int, int, bool]:
+        """The range a pool's read ahead asks for: a pivoted pool's whole ``[0, now]``."""
+        return plan[2][0] if plan[1] is None else (0, self.now_ms, True)
+
+    def _split(self, plan: _Plan, answer: Any) -> _Ahead:
+        """A pool's read-ahead answer as its ranges' first pages (see :meth:`_read_ahead`)."""
+        pivot, ranges = plan[1], plan[2]
+        if pivot is None or isinstance(answer, BaseException):
+            return _Ahead(plan, {0: answer})
+        if answer.get("LastEvaluatedKey"):
+            return _Ahead(plan, {}, spent=1)
+        attr = self.units.claimable_at_attr
+        at = [(codec.decode_item(raw) or {})[attr] for raw in answer["Items"]]
+        pages = {
+            index: {
+                "Items": [raw for raw, c in zip(answer["Items"], at, strict=True) if lo <= c <= hi]
+            }
+            for index, (lo, hi, _) in enumerate(ranges)
+        }
+        return _Ahead(plan, pages)
 
     def pick(self, n: int, skip: Sequence[Key] = ()) -> _core.Steps[_Picked]:
         """``n`` claimable units not in ``skip``: a run from the first pool (in
@@ -358,18 +428,31 @@ class _Reader:
         A pool whose key throttles is left for after the others (``PoolFailover``) and then read
         under the usual backoff. Each read of a pool sends at most ``pages_per_pool`` Queries;
         when one stopped there (``cut``), a short answer is not what a read of every pool to its
-        end showed (``showed`` is None). With ``read_ahead``, the first pages of the pools after
-        the first are asked for together once the first pool showed fewer than ``n``."""
+        end showed (``showed`` is None). With ``read_ahead``, the pools after the first are
+        asked for together once the first pool showed (or is likely to show) fewer than ``n``;
+        with the first one when the hints know it showed fewer than ``n``."""
         read = _Read(avoid={_identity(self.units, key) for key in skip})
         gathered: list[Key] = []
         deferred: list[str] = []
         order = self.hints.order(self.pools, self.options.rand)
-        ahead: dict[str, tuple[_Plan, dict[int, Any]]] = {}
+        ahead: dict[str, _Ahead] = {}
+
+        def with_the_others(call: _core.Call | None) -> _core.Steps[Any]:
+            answer, found = yield from self._read_ahead(order[1:], n, read, call)
+            ahead.update(found)
+            return answer
+
+        fold = with_the_others if self.read_ahead and len(order) > 1 else None
+        if fold is not None and self.hints._short_of(order[0], n):
+            # the first pool is known short: it is read with the others, in one round trip
+            ahead.update((yield from self._read_ahead(order, n, read))[1])
         for index, pool in enumerate(order):
-            if self.read_ahead and index == 1:
-                ahead = yield from self._read_ahead(order[1:], n, read)
+            if fold is not None and index == 1 and not ahead:
+                yield from with_the_others(None)
             try:
-                got = yield from self._run(pool, n, read, False, ahead.get(pool))
+                got = yield from self._run(
+                    pool, n, read, False, ahead.get(pool), fold if index == 0 else None
+                )
             except _Throttled:
                 self.failed_over(pool)
                 deferred.append(pool)

@@ -404,8 +404,8 @@ def reserve_protocol(
     read_ahead: bool = False,
 ) -> _core.Steps[Claimed]:
     """:func:`reserve`'s protocol (:mod:`turnstile_ddb._core`). ``read_ahead`` (the asyncio
-    front door's): when the first pool shows fewer than wanted, the first pages of the others
-    are asked for together (:mod:`turnstile_ddb._claims_reader`)."""
+    front door's): when the first pool shows (or is likely to show) fewer than wanted, the
+    others are asked for together, one Query each (:mod:`turnstile_ddb._claims_reader`)."""
     if not 1 <= quantity <= 100:
         raise ValueError("a reservation holds 1 to 100 units (one transaction)")
     chosen = yield from _Reservation.begin(

@@ -46,8 +46,8 @@ async def reserve(
     options: ReserveOptions | None = None,
     **old: Unpack[_OldReserveArguments],
 ) -> Claimed:
-    """:func:`turnstile_ddb.claims.reserve`, awaited; after a short first pool, the first pages
-    of the other pools are read concurrently."""
+    """:func:`turnstile_ddb.claims.reserve`, awaited; when the first pool is (or is likely to
+    be) short, the other pools are read concurrently, one Query each."""
     hold = sync._Hold(holder, now_ms, until_ms, owner)
     options = _options_of(options, old)
     steps = sync.reserve_protocol(units, pools, quantity, hold, options, read_ahead=True)
