@@ -97,23 +97,6 @@ def _distinct(key: Mapping[str, Any], holder_attr: str, version_attr: str) -> No
     _checks.distinct_names("slots", named)
 
 
-@_contract.write
-def create(
-    client: DynamoDBClient,
-    table: str,
-    slots: Iterable[Mapping[str, Any]],
-    *,
-    backoff: retry.Backoff,
-    version_attr: str = VERSION,
-) -> int:
-    """Create each slot item (key plus any attributes) unless it exists; returns how many were new.
-
-    New slots start at version 1 (``version_attr``) without a holder.
-    """
-    steps = create_protocol(table, slots, backoff=backoff, version_attr=version_attr)
-    return _core.run(client, steps)
-
-
 def create_protocol(
     table: str,
     slots: Iterable[Mapping[str, Any]],
@@ -121,7 +104,10 @@ def create_protocol(
     backoff: retry.Backoff,
     version_attr: str = VERSION,
 ) -> _core.Steps[int]:
-    """:func:`create`'s protocol (:mod:`turnstile_ddb._core`); so are the other ``*_protocol``."""
+    """Create each slot item (key plus any attributes) unless it exists; returns how many were new.
+
+    New slots start at version 1 (``version_attr``) without a holder.
+    """
     created = 0
     for slot in slots:
         request = {
@@ -143,6 +129,9 @@ def create_protocol(
         else:
             created += 1
     return created
+
+
+create = _contract.write(_core.driven(create_protocol))
 
 
 @_contract.write
