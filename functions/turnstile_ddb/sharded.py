@@ -532,7 +532,11 @@ def add_protocol(
     increments: Sequence[str] = (),
     hints: Hints | None = None,
 ) -> _core.Steps[None]:
-    """:func:`add`'s protocol."""
+    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
+    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
+    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
+    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
+    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
@@ -582,33 +586,7 @@ def add_protocol(
     raise errors.LostEveryRace(RELAYOUT_READS, f"resizes of {counter.base!r} kept moving")
 
 
-@_contract.write
-def add(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    units: int,
-    *,
-    backoff: retry.Backoff = _BACKOFF,
-    also: Sequence[dict[str, Any]] = (),
-    stamp: dict[str, Any] | None = None,
-    increments: Sequence[str] = (),
-    hints: Hints | None = None,
-) -> None:
-    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
-    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
-    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
-    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
-    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
-    steps = add_protocol(
-        counter,
-        units,
-        backoff=backoff,
-        also=also,
-        stamp=stamp,
-        increments=increments,
-        hints=hints,
-    )
-    _core.run(client, steps)
+add = _contract.write(_core.driven(add_protocol))
 
 
 # How a take spreads ``q`` over several shards (the service's catalogue update uses it too).
