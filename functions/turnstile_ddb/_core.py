@@ -36,9 +36,8 @@ Writing a protocol (the pattern each primitive follows)::
             ...decide what the refusal means, raise the library's error...
         return codec.new_item(response)
 
-    @_contract.write                                  # versioned.py: the sync front door
-    def decrement(client, *, table, key, ...) -> Item:
-        return _core.run(client, decrement_protocol(table=table, key=key, ...))
+    # versioned.py: the sync front door, made from the protocol (see driven)
+    decrement = _contract.write(_core.driven(decrement_protocol))
 
     # aio/versioned.py: the async one, made from the same protocol (see awaited)
     decrement = _contract.write_async(_core.awaited(versioned.decrement_protocol))
@@ -55,9 +54,13 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar, cast
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 P = ParamSpec("P")
 
 
@@ -190,6 +193,45 @@ async def _perform_async(client: Any, effect: Effect) -> Any:
     return await _maybe_await(effect.operation())
 
 
+class Driven(Protocol[P, T_co]):
+    """The type of a front door :func:`driven` built: ``client`` (by position or by name), then
+    the protocol's own parameters."""
+
+    def __call__(self, client: DynamoDBClient, *args: P.args, **kwargs: P.kwargs) -> T_co: ...
+
+
+def driven(protocol: Callable[P, Steps[T]]) -> Driven[P, T]:
+    """The sync front door of a primitive: ``front(client, ...)`` is ``run(client,
+    protocol(...))``. Its name is the protocol's without ``_protocol``, its parameters ``client``
+    and the protocol's, its doc the protocol's (which describes the primitive, not its steps)."""
+
+    def front(*args: Any, **kwargs: Any) -> Any:
+        client, rest = (kwargs.pop("client"), args) if "client" in kwargs else (args[0], args[1:])
+        return run(client, protocol(*rest, **kwargs))
+
+    return cast(
+        Driven[P, T],
+        _front(front, protocol, "DynamoDBClient", protocol.__doc__, protocol.__module__),
+    )
+
+
+def _front(
+    front: Any, protocol: Callable[..., Any], client: str, doc: str | None, module: str
+) -> Any:
+    """``front`` named, signed and documented as the front door of ``protocol``."""
+    name = protocol.__name__.removesuffix("_protocol")
+    signature = inspect.signature(protocol)
+    answer = re.sub(r"^(?:_core\.)?Steps\[(.*)\]$", r"\1", str(signature.return_annotation))
+    first = inspect.Parameter("client", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=client)
+    front.__signature__ = signature.replace(
+        parameters=[first, *signature.parameters.values()], return_annotation=answer
+    )
+    front.__name__ = front.__qualname__ = name
+    front.__module__ = module
+    front.__doc__ = doc or f":func:`{protocol.__module__}.{name}`, awaited."
+    return front
+
+
 def awaited(
     protocol: Callable[P, Steps[T]],
 ) -> Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]]:
@@ -197,24 +239,13 @@ def awaited(
     ``await front(client, ...)`` drives ``protocol(...)`` with :func:`run_async`. Its name is
     the protocol's without ``_protocol``, its parameters ``client`` and the protocol's (so they
     are the sync front door's, which the parity test holds), its doc a line naming the twin."""
-    name = protocol.__name__.removesuffix("_protocol")
 
     async def front(*args: Any, **kwargs: Any) -> Any:
         client, rest = (kwargs.pop("client"), args) if "client" in kwargs else (args[0], args[1:])
         return await run_async(client, protocol(*rest, **kwargs))
 
-    signature = inspect.signature(protocol)
-    answer = re.sub(r"^(?:_core\.)?Steps\[(.*)\]$", r"\1", str(signature.return_annotation))
-    client = inspect.Parameter(
-        "client", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="_core.AsyncDynamoDBClient"
-    )
-    front.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[client, *signature.parameters.values()],
-        return_annotation=answer,
-    )
-    front.__name__ = front.__qualname__ = name
-    front.__doc__ = f":func:`{protocol.__module__}.{name}`, awaited."
-    return cast(Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]], front)
+    built = _front(front, protocol, "_core.AsyncDynamoDBClient", None, __name__)
+    return cast(Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]], built)
 
 
 async def _maybe_await(value: Any) -> Any:

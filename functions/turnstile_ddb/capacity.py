@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from turnstile_ddb import _checks, _contract, _core, codec, errors, retry, transact
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
 __all__ = [
     "ALSO_OFFSET",
@@ -180,20 +180,6 @@ def leave_ops(counter: CapacityRow, member: Member) -> list[dict[str, Any]]:
     ]
 
 
-@_contract.write
-def join(
-    client: DynamoDBClient,
-    counter: CapacityRow,
-    member: Member,
-    *,
-    backoff: retry.Backoff,
-    also: Sequence[dict[str, Any]] = (),
-    token: str | None = None,
-) -> None:
-    """Add ``member`` and count it, atomically, or raise why not (see the module docstring)."""
-    _core.run(client, join_protocol(counter, member, backoff=backoff, also=also, token=token))
-
-
 def join_protocol(
     counter: CapacityRow,
     member: Member,
@@ -202,7 +188,7 @@ def join_protocol(
     also: Sequence[dict[str, Any]] = (),
     token: str | None = None,
 ) -> _core.Steps[None]:
-    """:func:`join`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    """Add ``member`` and count it, atomically, or raise why not (see the module docstring)."""
     items = [*join_ops(counter, member), *also]
     try:
         yield from transact.transact_write_protocol(
@@ -221,19 +207,7 @@ def join_protocol(
         raise
 
 
-@_contract.write
-def leave(
-    client: DynamoDBClient,
-    counter: CapacityRow,
-    member: Member,
-    *,
-    backoff: retry.Backoff,
-    token: str | None = None,
-) -> None:
-    """Remove ``member`` and uncount it, atomically. Raises :class:`NotMember` or
-    :class:`NoCounter`; a counter at zero with a member present is a broken invariant and
-    surfaces as :class:`transact.Cancelled`."""
-    _core.run(client, leave_protocol(counter, member, backoff=backoff, token=token))
+join = _contract.write(_core.driven(join_protocol))
 
 
 def leave_protocol(
@@ -243,7 +217,9 @@ def leave_protocol(
     backoff: retry.Backoff,
     token: str | None = None,
 ) -> _core.Steps[None]:
-    """:func:`leave`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    """Remove ``member`` and uncount it, atomically. Raises :class:`NotMember` or
+    :class:`NoCounter`; a counter at zero with a member present is a broken invariant and
+    surfaces as :class:`transact.Cancelled`."""
     items = leave_ops(counter, member)
     try:
         yield from transact.transact_write_protocol(
@@ -255,3 +231,6 @@ def leave_protocol(
         if exc.failed_at(0) and exc.reasons[0].item is None:
             raise NoCounter() from exc
         raise
+
+
+leave = _contract.write(_core.driven(leave_protocol))

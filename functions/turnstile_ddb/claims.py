@@ -696,42 +696,17 @@ def _holds(
     return bool(item.get(holder_attr) == holder)
 
 
-@_contract.read
-def holders_units(
-    client: DynamoDBClient, units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
-) -> dict[str, Any] | None:
-    """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
-    return _core.run(client, holders_units_protocol(units, lead, backoff=backoff))
-
-
 def holders_units_protocol(
     units: UnitTable, lead: Mapping[str, Any], *, backoff: retry.Backoff
 ) -> _core.Steps[dict[str, Any] | None]:
-    """:func:`holders_units`'s protocol (:mod:`turnstile_ddb._core`)."""
+    """The lead unit as it is now (strongly consistent), or None if there is no such unit."""
     item: dict[str, Any] | None = yield from _read_now(
         units.table, codec.encode_item(lead), backoff=backoff
     )
     return item
 
 
-@_contract.write
-def release(
-    client: DynamoDBClient,
-    units: UnitTable,
-    keys: Sequence[Mapping[str, Any]],
-    *,
-    holder: str,
-    backoff: retry.Backoff,
-    rand: Callable[[], float] = random.random,
-    rounds: int = 3,
-) -> list[dict[str, Any]]:
-    """Give back every unit of ``keys`` that ``holder`` still holds, in one transaction.
-
-    Returns the units it no longer held (as they are now: sold by its own confirm, or reclaimed by
-    another reservation after the hold lapsed); those are left alone and the rest released in one
-    more transaction (bounded by ``rounds``)."""
-    steps = release_protocol(units, keys, holder=holder, backoff=backoff, rand=rand, rounds=rounds)
-    return _core.run(client, steps)
+holders_units = _contract.read(_core.driven(holders_units_protocol))
 
 
 def release_protocol(
@@ -743,7 +718,11 @@ def release_protocol(
     rand: Callable[[], float] = random.random,
     rounds: int = 3,
 ) -> _core.Steps[list[dict[str, Any]]]:
-    """:func:`release`'s protocol (:mod:`turnstile_ddb._core`)."""
+    """Give back every unit of ``keys`` that ``holder`` still holds, in one transaction.
+
+    Returns the units it no longer held (as they are now: sold by its own confirm, or reclaimed by
+    another reservation after the hold lapsed); those are left alone and the rest released in one
+    more transaction (bounded by ``rounds``)."""
     _checks.at_least("release", "rounds", rounds, 1)
     pending = [dict(key) for key in keys]
     kept: list[dict[str, Any]] = []
@@ -762,6 +741,9 @@ def release_protocol(
             metrics.count("ReleaseLost", pattern=PATTERN, value=len(failed))
             pending = [key for i, key in enumerate(pending) if i not in failed]
     raise errors.LostEveryRace(rounds, "units kept changing during the release", last)
+
+
+release = _contract.write(_core.driven(release_protocol))
 
 
 _deprecated_cache: list[UnitCache] = []  # built on first use of the deprecated ``cache`` only

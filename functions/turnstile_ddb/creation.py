@@ -42,7 +42,7 @@ from botocore.exceptions import ClientError
 from turnstile_ddb import _contract, _core, codec, errors, retry
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
 __all__ = ["TOKEN", "AlreadyExists", "Created", "create_if_absent", "put_new_op"]
 
@@ -87,34 +87,6 @@ def _with_token(item: Mapping[str, Any], token: str | int, token_attr: str) -> d
     return {**item, token_attr: token}
 
 
-@_contract.write
-def create_if_absent(
-    client: DynamoDBClient,
-    *,
-    table: str,
-    item: Mapping[str, Any],
-    key_attr: str,
-    backoff: retry.Backoff,
-    pattern: str = PATTERN,
-    token: str | int | None = None,
-    token_attr: str = TOKEN,
-) -> Created:
-    """Put ``item`` unless an item with its key exists; else :class:`AlreadyExists`.
-
-    With a ``token`` (stored in ``token_attr``), an existing item that carries the same token is
-    this request's own: the answer is ``Created(item, resent=True)`` (module docstring)."""
-    steps = create_if_absent_protocol(
-        table=table,
-        item=item,
-        key_attr=key_attr,
-        backoff=backoff,
-        pattern=pattern,
-        token=token,
-        token_attr=token_attr,
-    )
-    return _core.run(client, steps)
-
-
 def create_if_absent_protocol(
     *,
     table: str,
@@ -125,7 +97,10 @@ def create_if_absent_protocol(
     token: str | int | None = None,
     token_attr: str = TOKEN,
 ) -> _core.Steps[Created]:
-    """:func:`create_if_absent`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    """Put ``item`` unless an item with its key exists; else :class:`AlreadyExists`.
+
+    With a ``token`` (stored in ``token_attr``), an existing item that carries the same token is
+    this request's own: the answer is ``Created(item, resent=True)`` (module docstring)."""
     stored = dict(item) if token is None else _with_token(item, token, token_attr)
     put = put_new_op(table, stored, key_attr)["Put"]
     try:
@@ -143,3 +118,6 @@ def create_if_absent_protocol(
             return Created(item=current, resent=True)
         raise AlreadyExists(current) from exc
     return Created(item=stored)
+
+
+create_if_absent = _contract.write(_core.driven(create_if_absent_protocol))

@@ -178,35 +178,25 @@ METRICS: tuple[str, ...] = (
 def read_items_protocol(
     counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
 ) -> _core.Steps[list[dict[str, Any]]]:
-    """:func:`read_items`'s protocol (:mod:`turnstile_ddb._core`)."""
+    """Every shard item, strongly consistent, in shard order: one ``BatchGetItem`` per 100
+    shards, sent together (more only for ``UnprocessedKeys``). Raises :class:`Missing` when the
+    shards do not exist."""
     items, _ = yield from read_with_protocol(counter, backoff)
     return items
+
+
+read_items = _contract.read(_core.driven(read_items_protocol))
 
 
 def read_all_protocol(
     counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
 ) -> _core.Steps[list[int]]:
-    """:func:`read_all`'s protocol."""
+    """Every shard's count (see :func:`read_items`)."""
     items = yield from read_items_protocol(counter, backoff)
     return [int(item.get(counter.count_attr, 0)) for item in items]
 
 
-@_contract.read
-def read_items(
-    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
-) -> list[dict[str, Any]]:
-    """Every shard item, strongly consistent, in shard order: one ``BatchGetItem`` per 100
-    shards, sent together (more only for ``UnprocessedKeys``). Raises :class:`Missing` when the
-    shards do not exist."""
-    return _core.run(client, read_items_protocol(counter, backoff))
-
-
-@_contract.read
-def read_all(
-    client: DynamoDBClient, counter: ShardedCounter, backoff: retry.Backoff = _BACKOFF
-) -> list[int]:
-    """Every shard's count (see :func:`read_items`)."""
-    return _core.run(client, read_all_protocol(counter, backoff))
+read_all = _contract.read(_core.driven(read_all_protocol))
 
 
 def take_protocol(
@@ -288,7 +278,16 @@ def join_protocol(
     transactions: retry.Backoff | None = None,
     also: Sequence[dict[str, Any]] = (),
 ) -> _core.Steps[int]:
-    """:func:`join`'s protocol."""
+    """Add ``member`` to the sharded capacity ``counter`` (see the module docstring) and return
+    the shard it joined. A random shard first (none when the hints saw the counter full); on
+    ``Full``, one read of every shard and of the member's key, then the shards with room in
+    random order, at most ``options.rounds`` times. ``member`` lives in the counter's table.
+    ``transactions``: the backoff of each join's transaction (``options.backoff`` unless given).
+
+    Raises :class:`turnstile_ddb.capacity.AlreadyMember`, :class:`Missing` (no shards),
+    :class:`Full` (a read showed every shard full, or ``raced``: every shard with room was taken
+    meanwhile, ``rounds`` times), and :class:`turnstile_ddb.transact.Cancelled` unchanged when
+    one of the caller's ``also`` elements failed."""
     options = options or TakeOptions()
     rand = options.rand or random.Random()
     hints = options.hints if options.hints is not None else Hints()
@@ -316,28 +315,7 @@ def join_protocol(
     raise Full(count, limit, raced=True)
 
 
-@_contract.write
-def join(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    member: capacity.Member,
-    options: TakeOptions | None = None,
-    *,
-    transactions: retry.Backoff | None = None,
-    also: Sequence[dict[str, Any]] = (),
-) -> int:
-    """Add ``member`` to the sharded capacity ``counter`` (see the module docstring) and return
-    the shard it joined. A random shard first (none when the hints saw the counter full); on
-    ``Full``, one read of every shard and of the member's key, then the shards with room in
-    random order, at most ``options.rounds`` times. ``member`` lives in the counter's table.
-    ``transactions``: the backoff of each join's transaction (``options.backoff`` unless given).
-
-    Raises :class:`turnstile_ddb.capacity.AlreadyMember`, :class:`Missing` (no shards),
-    :class:`Full` (a read showed every shard full, or ``raced``: every shard with room was taken
-    meanwhile, ``rounds`` times), and :class:`turnstile_ddb.transact.Cancelled` unchanged when
-    one of the caller's ``also`` elements failed."""
-    steps = join_protocol(counter, member, options, transactions=transactions, also=also)
-    return _core.run(client, steps)
+join = _contract.write(_core.driven(join_protocol))
 
 
 def leave_protocol(
@@ -347,7 +325,17 @@ def leave_protocol(
     *,
     transactions: retry.Backoff | None = None,
 ) -> _core.Steps[int]:
-    """:func:`leave`'s protocol."""
+    """Remove ``member`` from the shard it joined (its ``shard_attr``, read consistently) and
+    give the place back, in :func:`turnstile_ddb.capacity.leave`'s transaction; returns that
+    shard. When a resize dropped that shard (or moved its members' places into another), the
+    place is given back at a shard that counts one (the counts add up to the members present:
+    see :func:`resize`), and that shard is returned; so is one where that shard is still
+    throttled or contended after one retry (up to ``options.rounds`` other shards, in random
+    order, one retry each). A shard's count is therefore not the members recorded on it: only
+    the sum is. The hints forget the counter (it has room again). Raises
+    :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile),
+    :class:`turnstile_ddb.capacity.NoCounter`, and :class:`turnstile_ddb.errors.RetriesExhausted`
+    when every shard tried stayed busy (nothing written)."""
     options = options or TakeOptions()
     backoff = transactions or options.backoff
     item = yield from versioned.read_protocol(member.table, member.key, options.backoff)
@@ -365,6 +353,9 @@ def leave_protocol(
         options.hints.restocked(counter)
         options.hints.saw(counter, "left")
     return shard
+
+
+leave = _contract.write(_core.driven(leave_protocol))
 
 
 def _leave_shard(
@@ -449,30 +440,6 @@ def _leave_elsewhere(
     raise errors.LostEveryRace(options.rounds + 1, f"resizes of {counter.base!r} kept moving")
 
 
-@_contract.write
-def leave(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    member: capacity.Member,
-    options: TakeOptions | None = None,
-    *,
-    transactions: retry.Backoff | None = None,
-) -> int:
-    """Remove ``member`` from the shard it joined (its ``shard_attr``, read consistently) and
-    give the place back, in :func:`turnstile_ddb.capacity.leave`'s transaction; returns that
-    shard. When a resize dropped that shard (or moved its members' places into another), the
-    place is given back at a shard that counts one (the counts add up to the members present:
-    see :func:`resize`), and that shard is returned; so is one where that shard is still
-    throttled or contended after one retry (up to ``options.rounds`` other shards, in random
-    order, one retry each). A shard's count is therefore not the members recorded on it: only
-    the sum is. The hints forget the counter (it has room again). Raises
-    :class:`turnstile_ddb.capacity.NotMember` (no such member, or it left meanwhile),
-    :class:`turnstile_ddb.capacity.NoCounter`, and :class:`turnstile_ddb.errors.RetriesExhausted`
-    when every shard tried stayed busy (nothing written)."""
-    steps = leave_protocol(counter, member, options, transactions=transactions)
-    return _core.run(client, steps)
-
-
 def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str, Any]]:
     """Expression parts that set ``stamp``'s attributes: names, ", #s0 = :s0...", values."""
     names: dict[str, str] = {}
@@ -495,7 +462,13 @@ def set_total_protocol(
     attempts: int = 8,
     hints: Hints | None = None,
 ) -> _core.Steps[list[int]]:
-    """:func:`set_total`'s protocol."""
+    """Make the shards add up to exactly ``total`` (split evenly), atomically with ``also()``'s
+    elements. Each shard is conditioned on the count just read; a sale in between cancels the
+    transaction and it is read and tried again (at most ``attempts`` times, then
+    :class:`turnstile_ddb.retry.RetriesExhausted`). A failed ``also`` element raises
+    :class:`turnstile_ddb.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
+    attributes are set on every shard in the same transaction (a catalogue version, say).
+    ``hints``: the caller's :class:`Hints`, told the new total (:meth:`Hints.restocked`)."""
     _checks.at_least("set_total", "attempts", attempts, 1)
     hints = hints if hints is not None else Hints()
     names, sets, stamped = _stamp(stamp)
@@ -546,29 +519,7 @@ def set_total_protocol(
     raise errors.LostEveryRace(attempts, "sales kept changing the shards", last)
 
 
-@_contract.write
-def set_total(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    total: int,
-    *,
-    backoff: retry.Backoff = _BACKOFF,
-    also: Callable[[], Sequence[dict[str, Any]]] = lambda: (),
-    stamp: dict[str, Any] | None = None,
-    attempts: int = 8,
-    hints: Hints | None = None,
-) -> list[int]:
-    """Make the shards add up to exactly ``total`` (split evenly), atomically with ``also()``'s
-    elements. Each shard is conditioned on the count just read; a sale in between cancels the
-    transaction and it is read and tried again (at most ``attempts`` times, then
-    :class:`turnstile_ddb.retry.RetriesExhausted`). A failed ``also`` element raises
-    :class:`turnstile_ddb.transact.Cancelled` for the caller to read (its index is 0). ``stamp``'s
-    attributes are set on every shard in the same transaction (a catalogue version, say).
-    ``hints``: the caller's :class:`Hints`, told the new total (:meth:`Hints.restocked`)."""
-    steps = set_total_protocol(
-        counter, total, backoff=backoff, also=also, stamp=stamp, attempts=attempts, hints=hints
-    )
-    return _core.run(client, steps)
+set_total = _contract.write(_core.driven(set_total_protocol))
 
 
 def add_protocol(
@@ -581,7 +532,11 @@ def add_protocol(
     increments: Sequence[str] = (),
     hints: Hints | None = None,
 ) -> _core.Steps[None]:
-    """:func:`add`'s protocol."""
+    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
+    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
+    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
+    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
+    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
@@ -631,33 +586,7 @@ def add_protocol(
     raise errors.LostEveryRace(RELAYOUT_READS, f"resizes of {counter.base!r} kept moving")
 
 
-@_contract.write
-def add(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    units: int,
-    *,
-    backoff: retry.Backoff = _BACKOFF,
-    also: Sequence[dict[str, Any]] = (),
-    stamp: dict[str, Any] | None = None,
-    increments: Sequence[str] = (),
-    hints: Hints | None = None,
-) -> None:
-    """Add ``units`` spread over the shards, atomically with ``also`` (no read needed); every
-    shard is written, so ``stamp`` reaches all of them (SET), and each attribute of
-    ``increments`` is incremented by one on every shard (ADD: commutes with concurrent adds, so
-    a copy of a parent's counter stays equal to it when the parent is incremented alongside).
-    ``hints``: the caller's :class:`Hints`, which forget the counter (:meth:`Hints.restocked`)."""
-    steps = add_protocol(
-        counter,
-        units,
-        backoff=backoff,
-        also=also,
-        stamp=stamp,
-        increments=increments,
-        hints=hints,
-    )
-    _core.run(client, steps)
+add = _contract.write(_core.driven(add_protocol))
 
 
 # How a take spreads ``q`` over several shards (the service's catalogue update uses it too).

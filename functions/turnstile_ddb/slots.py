@@ -46,7 +46,7 @@ from botocore.exceptions import ClientError
 from turnstile_ddb import _checks, _contract, _core, codec, deprecation, errors, metrics, retry
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
 __all__ = [
     "HOLDER",
@@ -97,23 +97,6 @@ def _distinct(key: Mapping[str, Any], holder_attr: str, version_attr: str) -> No
     _checks.distinct_names("slots", named)
 
 
-@_contract.write
-def create(
-    client: DynamoDBClient,
-    table: str,
-    slots: Iterable[Mapping[str, Any]],
-    *,
-    backoff: retry.Backoff,
-    version_attr: str = VERSION,
-) -> int:
-    """Create each slot item (key plus any attributes) unless it exists; returns how many were new.
-
-    New slots start at version 1 (``version_attr``) without a holder.
-    """
-    steps = create_protocol(table, slots, backoff=backoff, version_attr=version_attr)
-    return _core.run(client, steps)
-
-
 def create_protocol(
     table: str,
     slots: Iterable[Mapping[str, Any]],
@@ -121,7 +104,10 @@ def create_protocol(
     backoff: retry.Backoff,
     version_attr: str = VERSION,
 ) -> _core.Steps[int]:
-    """:func:`create`'s protocol (:mod:`turnstile_ddb._core`); so are the other ``*_protocol``."""
+    """Create each slot item (key plus any attributes) unless it exists; returns how many were new.
+
+    New slots start at version 1 (``version_attr``) without a holder.
+    """
     created = 0
     for slot in slots:
         request = {
@@ -145,21 +131,7 @@ def create_protocol(
     return created
 
 
-@_contract.write
-def book(
-    client: DynamoDBClient,
-    table: str,
-    key: Mapping[str, Any],
-    holder: str,
-    *,
-    backoff: retry.Backoff,
-    holder_attr: str = HOLDER,
-    version_attr: str = VERSION,
-) -> dict[str, Any]:
-    """Take the slot at ``key`` for ``holder``; returns the slot item after the booking.
-    Raises :class:`SlotTaken` (another holder has it) and :class:`NoSuchSlot`."""
-    names = (holder_attr, version_attr)
-    return _core.run(client, book_protocol(table, key, holder, backoff=backoff, names=names))
+create = _contract.write(_core.driven(create_protocol))
 
 
 def book_protocol(
@@ -168,10 +140,11 @@ def book_protocol(
     holder: str,
     *,
     backoff: retry.Backoff,
-    names: tuple[str, str] = (HOLDER, VERSION),
+    holder_attr: str = HOLDER,
+    version_attr: str = VERSION,
 ) -> _core.Steps[dict[str, Any]]:
-    """:func:`book`'s protocol; ``names`` is (holder attribute, version attribute)."""
-    holder_attr, version_attr = names
+    """Take the slot at ``key`` for ``holder``; returns the slot item after the booking.
+    Raises :class:`SlotTaken` (another holder has it) and :class:`NoSuchSlot`."""
     _distinct(key, holder_attr, version_attr)
     request = {
         "TableName": table,
@@ -207,20 +180,7 @@ def book_protocol(
     return codec.new_item(response)
 
 
-@_contract.write
-def book_any(
-    client: DynamoDBClient,
-    table: str,
-    keys: Iterable[Mapping[str, Any]],
-    holder: str,
-    *,
-    backoff: retry.Backoff,
-    holder_attr: str = HOLDER,
-    version_attr: str = VERSION,
-) -> dict[str, Any] | None:
-    """Book the first free slot among ``keys`` (in order); None when every one is taken."""
-    names = (holder_attr, version_attr)
-    return _core.run(client, book_any_protocol(table, keys, holder, backoff=backoff, names=names))
+book = _contract.write(_core.driven(book_protocol))
 
 
 def book_any_protocol(
@@ -229,31 +189,28 @@ def book_any_protocol(
     holder: str,
     *,
     backoff: retry.Backoff,
-    names: tuple[str, str] = (HOLDER, VERSION),
+    holder_attr: str = HOLDER,
+    version_attr: str = VERSION,
 ) -> _core.Steps[dict[str, Any] | None]:
-    """:func:`book_any`'s protocol: :func:`book_protocol` for each key until one is free."""
+    """Book the first free slot among ``keys`` (in order); None when every one is taken."""
     for key in keys:
         try:
-            return (yield from book_protocol(table, key, holder, backoff=backoff, names=names))
+            return (
+                yield from book_protocol(
+                    table,
+                    key,
+                    holder,
+                    backoff=backoff,
+                    holder_attr=holder_attr,
+                    version_attr=version_attr,
+                )
+            )
         except SlotTaken:
             continue
     return None
 
 
-@_contract.write
-def release(
-    client: DynamoDBClient,
-    table: str,
-    key: Mapping[str, Any],
-    holder: str,
-    *,
-    backoff: retry.Backoff,
-    holder_attr: str = HOLDER,
-    version_attr: str = VERSION,
-) -> None:
-    """Give the slot back; only its holder can. Raises :class:`NotHolder` otherwise."""
-    names = (holder_attr, version_attr)
-    _core.run(client, release_protocol(table, key, holder, backoff=backoff, names=names))
+book_any = _contract.write(_core.driven(book_any_protocol))
 
 
 def release_protocol(
@@ -262,10 +219,10 @@ def release_protocol(
     holder: str,
     *,
     backoff: retry.Backoff,
-    names: tuple[str, str] = (HOLDER, VERSION),
+    holder_attr: str = HOLDER,
+    version_attr: str = VERSION,
 ) -> _core.Steps[None]:
-    """:func:`release`'s protocol; ``names`` is (holder attribute, version attribute)."""
-    holder_attr, version_attr = names
+    """Give the slot back; only its holder can. Raises :class:`NotHolder` otherwise."""
     _distinct(key, holder_attr, version_attr)
     request = {
         "TableName": table,
@@ -289,6 +246,9 @@ def release_protocol(
         if not retry.condition_failed(exc):
             raise
         raise NotHolder(codec.old_item(exc)) from exc
+
+
+release = _contract.write(_core.driven(release_protocol))
 
 
 __getattr__ = deprecation.renamed(

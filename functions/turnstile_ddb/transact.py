@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 from turnstile_ddb import _contract, _core, codec, errors, metrics, retry
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
 __all__ = ["METRICS", "Cancelled", "Reason", "new_token", "reasons_of", "transact_write"]
 
@@ -96,30 +96,6 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-@_contract.write
-def transact_write(
-    client: DynamoDBClient,
-    items: Sequence[dict[str, Any]],
-    *,
-    backoff: retry.Backoff,
-    token: str | None = None,
-    pattern: str = "transact",
-    retry_conflicts: bool = True,
-) -> None:
-    """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
-
-    Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
-    ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
-    not applied twice. Retries count under ``pattern`` (``turnstile_ddb.metrics``). With
-    ``retry_conflicts=False`` a ``TransactionConflict`` is final too (:class:`Cancelled`): for
-    callers that would rather pick another item than wait for this one.
-    """
-    steps = transact_write_protocol(
-        items, backoff=backoff, token=token, pattern=pattern, retry_conflicts=retry_conflicts
-    )
-    _core.run(client, steps)
-
-
 def transact_write_protocol(
     items: Sequence[dict[str, Any]],
     *,
@@ -128,7 +104,14 @@ def transact_write_protocol(
     pattern: str = "transact",
     retry_conflicts: bool = True,
 ) -> _core.Steps[None]:
-    """:func:`transact_write`'s protocol (:mod:`turnstile_ddb._core`), for both front doors."""
+    """Apply ``items`` atomically, or raise :class:`Cancelled` with a reason per item.
+
+    Retries throttling, timeouts and ``TransactionConflict`` under ``backoff``, resending the same
+    ``ClientRequestToken`` each time so a transaction that was applied but not acknowledged is
+    not applied twice. Retries count under ``pattern`` (``turnstile_ddb.metrics``). With
+    ``retry_conflicts=False`` a ``TransactionConflict`` is final too (:class:`Cancelled`): for
+    callers that would rather pick another item than wait for this one.
+    """
     # The elements are built as plain dicts by each pattern; their shape is the API's.
     request = {"TransactItems": list(items), "ClientRequestToken": token or new_token()}
     try:
@@ -143,3 +126,6 @@ def transact_write_protocol(
         if retry.error_code(exc) == "TransactionCanceledException":
             raise Cancelled(reasons_of(exc)) from exc
         raise
+
+
+transact_write = _contract.write(_core.driven(transact_write_protocol))

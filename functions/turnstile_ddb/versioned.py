@@ -68,14 +68,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from turnstile_ddb import _contract, _core, codec, errors, metrics, retry, transact
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = [
     "METRICS",
@@ -228,23 +225,18 @@ def _update_parts(
     }
 
 
-@_contract.read
-def read(
-    client: DynamoDBClient, table: str, key: Mapping[str, Any], backoff: retry.Backoff
-) -> Item | None:
-    """Strongly consistent read, retried on throttling and timeouts (reads are idempotent)."""
-    return _core.run(client, read_protocol(table, key, backoff))
-
-
 def read_protocol(
     table: str, key: Mapping[str, Any], backoff: retry.Backoff
 ) -> _core.Steps[Item | None]:
-    """:func:`read`'s protocol (:mod:`turnstile_ddb._core`); so are the other ``*_protocol``."""
+    """Strongly consistent read, retried on throttling and timeouts (reads are idempotent)."""
     request = {"TableName": table, "Key": codec.encode_item(key), "ConsistentRead": True}
     response = yield from retry.retrying(
         _core.Call("get_item", request), backoff=backoff, idempotent=True, pattern=PATTERN
     )
     return codec.decode_item(response.get("Item"))
+
+
+read = _contract.read(_core.driven(read_protocol))
 
 
 def _update(
@@ -269,30 +261,6 @@ def _update(
     return codec.new_item(response)
 
 
-@_contract.write
-def update_if_version(
-    client: DynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    expected: int,
-    changes: Mapping[str, Any],
-    version_attr: str = "version",
-    backoff: retry.Backoff,
-) -> Item:
-    """One guarded write with a version the *caller* supplies (HTTP ``If-Match``); no read, no retry
-    of conflicts. Raises :class:`VersionMismatch` with the current item (None if absent)."""
-    steps = update_if_version_protocol(
-        table=table,
-        key=key,
-        expected=expected,
-        changes=changes,
-        version_attr=version_attr,
-        backoff=backoff,
-    )
-    return _core.run(client, steps)
-
-
 def update_if_version_protocol(
     *,
     table: str,
@@ -302,6 +270,8 @@ def update_if_version_protocol(
     version_attr: str = "version",
     backoff: retry.Backoff,
 ) -> _core.Steps[Item]:
+    """One guarded write with a version the *caller* supplies (HTTP ``If-Match``); no read, no retry
+    of conflicts. Raises :class:`VersionMismatch` with the current item (None if absent)."""
     parts = _update_parts(changes, version_attr, expected)
     try:
         return (yield from _update(table, key, parts, backoff, PATTERN))
@@ -312,39 +282,7 @@ def update_if_version_protocol(
         raise
 
 
-@_contract.write
-def update_versioned(
-    client: DynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    decide: Decide,
-    backoff: retry.Backoff,
-    conflicts: retry.Backoff,
-    version_attr: str = "version",
-    also: Also | None = None,
-    token: str | None = None,
-) -> Written:
-    """Read, decide, write with a version check; retry lost races from the ALL_OLD image.
-
-    ``backoff`` governs throttling retries of each call; ``conflicts`` governs how many lost races
-    are retried and how long to wait between them. ``also`` gives the items to write in the same
-    transaction (``token``: its ClientRequestToken, for the first attempt). Raises whatever
-    ``decide`` raises, :class:`VersionConflict` when ``conflicts`` is spent (attempts or time
-    budget), and :class:`turnstile_ddb.retry.OutcomeUnknown` when a plain write timed out (see
-    ``retry``).
-    """
-    steps = update_versioned_protocol(
-        table=table,
-        key=key,
-        decide=decide,
-        backoff=backoff,
-        conflicts=conflicts,
-        version_attr=version_attr,
-        also=also,
-        token=token,
-    )
-    return _core.run(client, steps)
+update_if_version = _contract.write(_core.driven(update_if_version_protocol))
 
 
 def update_versioned_protocol(
@@ -358,6 +296,15 @@ def update_versioned_protocol(
     also: Also | None = None,
     token: str | None = None,
 ) -> _core.Steps[Written]:
+    """Read, decide, write with a version check; retry lost races from the ALL_OLD image.
+
+    ``backoff`` governs throttling retries of each call; ``conflicts`` governs how many lost races
+    are retried and how long to wait between them. ``also`` gives the items to write in the same
+    transaction (``token``: its ClientRequestToken, for the first attempt). Raises whatever
+    ``decide`` raises, :class:`VersionConflict` when ``conflicts`` is spent (attempts or time
+    budget), and :class:`turnstile_ddb.retry.OutcomeUnknown` when a plain write timed out (see
+    ``retry``).
+    """
     started = yield _core.Now(conflicts.clock)
     item = yield from read_protocol(table, key, backoff)
     attempt = 0
@@ -375,6 +322,9 @@ def update_versioned_protocol(
         item = current
         token = None  # a different transaction now: a reused token would be refused
         yield from _lost_race(conflicts, attempt, started, item)
+
+
+update_versioned = _contract.write(_core.driven(update_versioned_protocol))
 
 
 def _guarded(table: str, key: Mapping[str, Any], parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -494,40 +444,6 @@ def _positive(amount: int) -> int:
     return amount
 
 
-@_contract.write
-def decrement(
-    client: DynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    attr: str,
-    amount: int,
-    backoff: retry.Backoff,
-    version_attr: str | None = "version",
-    condition: Condition | None = None,
-    pattern: str = PATTERN,
-) -> Item:
-    """Take ``amount`` from the number ``attr`` unless that would leave it below zero, and add one
-    to ``version_attr`` (None: no version), in one ``UpdateItem`` (module docstring). Returns the
-    item after the write.
-
-    Raises :class:`Insufficient` (``available``: what ``attr`` holds), :class:`NoSuchAttribute`
-    (the item has no ``attr``), :class:`NoSuchItem`,
-    :class:`ConditionFailed` when ``condition`` refused, and
-    :class:`turnstile_ddb.OutcomeUnknown` when the write timed out (it is never resent)."""
-    steps = decrement_protocol(
-        table=table,
-        key=key,
-        attr=attr,
-        amount=amount,
-        backoff=backoff,
-        version_attr=version_attr,
-        condition=condition,
-        pattern=pattern,
-    )
-    return _core.run(client, steps)
-
-
 def decrement_protocol(
     *,
     table: str,
@@ -539,41 +455,20 @@ def decrement_protocol(
     condition: Condition | None = None,
     pattern: str = PATTERN,
 ) -> _core.Steps[Item]:
+    """Take ``amount`` from the number ``attr`` unless that would leave it below zero, and add one
+    to ``version_attr`` (None: no version), in one ``UpdateItem`` (module docstring). Returns the
+    item after the write.
+
+    Raises :class:`Insufficient` (``available``: what ``attr`` holds), :class:`NoSuchAttribute`
+    (the item has no ``attr``), :class:`NoSuchItem`,
+    :class:`ConditionFailed` when ``condition`` refused, and
+    :class:`turnstile_ddb.OutcomeUnknown` when the write timed out (it is never resent)."""
     delta = -_positive(amount)
     guard = "#n >= :amount"
     return _adjust(table, key, attr, delta, guard, version_attr, condition, backoff, pattern)
 
 
-@_contract.write
-def increment(
-    client: DynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    attr: str,
-    amount: int,
-    backoff: retry.Backoff,
-    version_attr: str | None = "version",
-    condition: Condition | None = None,
-    pattern: str = PATTERN,
-) -> Item:
-    """Add ``amount`` to the number ``attr`` of an existing item (it is never created) and one to
-    ``version_attr`` (None: no version), in one ``UpdateItem``. Returns the item after the write.
-
-    Raises :class:`NoSuchItem`, :class:`NoSuchAttribute` (a :class:`ConditionFailed`: ``attr``
-    is missing), :class:`ConditionFailed` (``condition`` refused) and
-    :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
-    steps = increment_protocol(
-        table=table,
-        key=key,
-        attr=attr,
-        amount=amount,
-        backoff=backoff,
-        version_attr=version_attr,
-        condition=condition,
-        pattern=pattern,
-    )
-    return _core.run(client, steps)
+decrement = _contract.write(_core.driven(decrement_protocol))
 
 
 def increment_protocol(
@@ -587,9 +482,18 @@ def increment_protocol(
     condition: Condition | None = None,
     pattern: str = PATTERN,
 ) -> _core.Steps[Item]:
+    """Add ``amount`` to the number ``attr`` of an existing item (it is never created) and one to
+    ``version_attr`` (None: no version), in one ``UpdateItem``. Returns the item after the write.
+
+    Raises :class:`NoSuchItem`, :class:`NoSuchAttribute` (a :class:`ConditionFailed`: ``attr``
+    is missing), :class:`ConditionFailed` (``condition`` refused) and
+    :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
     delta = _positive(amount)
     guard = "attribute_exists(#n)"
     return _adjust(table, key, attr, delta, guard, version_attr, condition, backoff, pattern)
+
+
+increment = _contract.write(_core.driven(increment_protocol))
 
 
 def _bump_parts(
@@ -639,34 +543,6 @@ def bump_op(
     }
 
 
-@_contract.write
-def bump(
-    client: DynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    changes: Mapping[str, Any],
-    backoff: retry.Backoff,
-    version_attr: str = "version",
-    condition: Condition | None = None,
-    pattern: str = PATTERN,
-) -> Item:
-    """Set ``changes`` and add one to the version at whatever version the item is at, in one
-    ``UpdateItem`` (``If-Match: *``: writes racing with it cannot make it fail). Returns the item
-    after the write. Raises :class:`NoSuchItem`, :class:`ConditionFailed` when ``condition``
-    refused, and :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
-    steps = bump_protocol(
-        table=table,
-        key=key,
-        changes=changes,
-        backoff=backoff,
-        version_attr=version_attr,
-        condition=condition,
-        pattern=pattern,
-    )
-    return _core.run(client, steps)
-
-
 def bump_protocol(
     *,
     table: str,
@@ -677,6 +553,10 @@ def bump_protocol(
     condition: Condition | None = None,
     pattern: str = PATTERN,
 ) -> _core.Steps[Item]:
+    """Set ``changes`` and add one to the version at whatever version the item is at, in one
+    ``UpdateItem`` (``If-Match: *``: writes racing with it cannot make it fail). Returns the item
+    after the write. Raises :class:`NoSuchItem`, :class:`ConditionFailed` when ``condition``
+    refused, and :class:`turnstile_ddb.OutcomeUnknown` when the write timed out."""
     parts = _bump_parts(changes, None, version_attr, condition)
     try:
         return (yield from _update(table, key, parts, backoff, pattern))
@@ -687,3 +567,6 @@ def bump_protocol(
         if current is None:
             raise NoSuchItem(table, key) from exc
         raise ConditionFailed(current) from exc
+
+
+bump = _contract.write(_core.driven(bump_protocol))

@@ -5,6 +5,7 @@ answer a Gather in order (the async one with its requests in flight together).""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from typing import Any
 
@@ -163,3 +164,24 @@ def test_cancelling_a_task_runs_the_protocols_cleanup() -> None:
     asyncio.run(main())
     # Then the protocol's finally ran (the cancellation was thrown into it)
     assert cleaned == ["cleaned"]
+
+
+def fetched_protocol(table: str, *, key: int, consistent: bool = True) -> _core.Steps[Any]:
+    """Read one item of ``table``."""
+    return (yield from _core.send("get_item", TableName=table, Key=key, Consistent=consistent))
+
+
+def test_a_built_sync_front_door_is_the_protocol_driven_with_its_name_doc_and_signature() -> None:
+    # Given a sync front door built from a protocol
+    fetched = _core.driven(fetched_protocol)
+
+    # Then it is named, documented and signed as a hand-written one would be
+    assert (fetched.__name__, fetched.__doc__) == ("fetched", "Read one item of ``table``.")  # type: ignore[attr-defined]
+    assert str(inspect.signature(fetched)) == (
+        "(client: 'DynamoDBClient', table: 'str', *, key: 'int', consistent: 'bool' = True)"
+        " -> 'Any'"
+    )
+    # and a call, with the client by position or by name, runs the protocol on that client
+    client = Recording()
+    assert fetched(client, "t", key=1) == fetched(client=client, table="t", key=1)  # type: ignore[arg-type]
+    assert client.calls == [("get_item", {"TableName": "t", "Key": 1, "Consistent": True})] * 2

@@ -64,3 +64,9 @@ def test_the_reference_links_roles_renders_tables_and_shows_constructors(site: P
 
 def test_the_extension_module_is_not_published_as_a_page(site: Path) -> None:
     assert not list(site.rglob("*.py"))
+
+
+def test_a_front_door_built_from_its_protocol_shows_as_a_function_with_its_doc(site: Path) -> None:
+    versioned = text_of(site / "reference" / "versioned" / "index.html")
+    assert re.search(r"decrement\(\s*client: DynamoDBClient,\s*\*,\s*table: str,", versioned)
+    assert "Take amount from the number attr unless" in versioned
