@@ -83,7 +83,9 @@ class _Shown:
         self.texts: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.texts += [str(value) for name, value in report.user_properties if name == "shown"]
+        # Every phase's report carries the test's properties so far: the teardown's has them all
+        if report.when == "teardown":
+            self.texts += [str(value) for name, value in report.user_properties if name == "shown"]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for text in self.texts:
