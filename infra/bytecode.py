@@ -27,6 +27,7 @@ import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
+from infra.layer import RUNTIME_VERSION as RUNTIME_VERSION  # the tests read it here
 from infra.layer import compile_command, interpreter
 
 EXCLUDE = ["**/__pycache__", "**/*.pyc", "**/.DS_Store"]
