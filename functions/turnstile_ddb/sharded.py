@@ -594,30 +594,7 @@ spread = _sharded_take.spread
 _PROTOCOL_MODULES = (_sharded_take, _sharded_hints, _sharded_resize)
 
 
-@_contract.write
-def resize(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    shards: int,
-    *,
-    capacity: bool = False,
-    backoff: retry.Backoff = _BACKOFF,
-    attempts: int = 8,
-    hints: Hints | None = None,
-) -> Resized:
-    """Change the counter's shard count to ``shards`` while it is used: one read of every shard
-    and one transaction that moves units (``capacity=True``, a sharded capacity: places) between
-    shards and writes the new layout on every shard, each element conditioned on the layout read.
-    The total (a capacity's members and places) never changes; takes, joins, leaves and restocks
-    may run throughout (see the module docstring). A transaction cancelled by a concurrent write
-    is read and tried again, at most ``attempts`` times (then
-    :class:`turnstile_ddb.retry.RetriesExhausted`, each counted ``ResizeConflict``). Already
-    ``shards``: no write. ``ValueError`` when the counter has, or would have, more than
-    :data:`MAX_SHARDS` (100: one transaction's items). ``hints`` learn the new layout."""
-    steps = resize_protocol(
-        counter, shards, capacity=capacity, backoff=backoff, attempts=attempts, hints=hints
-    )
-    return _core.run(client, steps)
+resize = _contract.write(_core.driven(resize_protocol))
 
 
 # Names of 0.3 that leave the public surface: each still answers, with a deprecation warning.
