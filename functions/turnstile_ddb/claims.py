@@ -239,33 +239,17 @@ METRICS: tuple[str, ...] = (
 )
 
 
-@_contract.write
-def confirm(
-    client: DynamoDBClient,
-    units: UnitTable,
-    keys: Sequence[Mapping[str, Any]],
-    *,
-    holder: str,
-    now_ms: int,
-    backoff: retry.Backoff,
-    token: str | None = None,
-) -> None:
-    """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`HoldLost` if any
-    unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
-    steps = confirm_protocol(units, keys, holder, now_ms=now_ms, backoff=backoff, token=token)
-    _core.run(client, steps)
-
-
 def confirm_protocol(
     units: UnitTable,
     keys: Sequence[Mapping[str, Any]],
-    holder: str,
     *,
+    holder: str,
     now_ms: int,
     backoff: retry.Backoff,
     token: str | None = None,
 ) -> _core.Steps[None]:
-    """:func:`confirm`'s protocol (:mod:`turnstile_ddb._core`)."""
+    """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`HoldLost` if any
+    unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
     if len(keys) > 100:
         raise ValueError("a sale covers at most 100 units (one transaction)")
     items = [_confirm_item(units, key, holder, now_ms) for key in keys]
@@ -279,6 +263,9 @@ def confirm_protocol(
         raise HoldLost(
             [dict(keys[i]) for i in failed], [exc.reasons[i].item for i in failed]
         ) from exc
+
+
+confirm = _contract.write(_core.driven(confirm_protocol))
 
 
 def _fail_over(hints: PoolHints, pool: str | None, cost: _Cost) -> None:
