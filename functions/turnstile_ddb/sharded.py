@@ -452,6 +452,27 @@ def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str,
     return names, sets, values
 
 
+def _shard_update(
+    counter: ShardedCounter,
+    shard: int,
+    update: str,
+    condition: str,
+    names: dict[str, str],
+    values: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``Update`` element of one shard's write (``#count``: its count attribute)."""
+    return {
+        "Update": {
+            "TableName": counter.table,
+            "Key": counter.wire_key(shard),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#count": counter.count_attr, **names},
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
 def set_total_protocol(
     counter: ShardedCounter,
     total: int,
@@ -484,25 +505,16 @@ def set_total_protocol(
         offset = len(elements)
         for shard, (item, after) in enumerate(zip(items, target, strict=True)):
             before = int(item.get(counter.count_attr, 0))
+            values = {**codec.values(before=before, after=after), **same_values, **stamped}
             elements.append(
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "SET #count = :after" + sets,
-                        "ConditionExpression": f"#count = :before AND {same}",
-                        "ExpressionAttributeNames": {
-                            "#count": counter.count_attr,
-                            **same_names,
-                            **names,
-                        },
-                        "ExpressionAttributeValues": {
-                            **codec.values(before=before, after=after),
-                            **same_values,
-                            **stamped,
-                        },
-                    }
-                }
+                _shard_update(
+                    counter,
+                    shard,
+                    "SET #count = :after" + sets,
+                    f"#count = :before AND {same}",
+                    {**same_names, **names},
+                    values,
+                )
             )
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff)
@@ -540,33 +552,17 @@ def add_protocol(
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
+    one = codec.values(one=1) if increments else {}
     known = hints if hints is not None else Hints()
     current = known.shards.current(counter)
     for _ in range(RELAYOUT_READS):
         elements = [*also]
+        update = "ADD #count :share" + adds + (f" SET {sets[2:]}" if sets else "")
+        key_names = {"#pk": counter.key_attr, **names, **added}
         for shard, share in enumerate(split(units, current.shards)):
+            values = {**codec.values(share=share), **one, **stamped}
             elements.append(
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "ADD #count :share"
-                        + adds
-                        + (f" SET {sets[2:]}" if sets else ""),
-                        "ConditionExpression": "attribute_exists(#pk)",
-                        "ExpressionAttributeNames": {
-                            "#pk": counter.key_attr,
-                            "#count": counter.count_attr,
-                            **names,
-                            **added,
-                        },
-                        "ExpressionAttributeValues": {
-                            **codec.values(share=share),
-                            **(codec.values(one=1) if increments else {}),
-                            **stamped,
-                        },
-                    }
-                }
+                _shard_update(counter, shard, update, "attribute_exists(#pk)", key_names, values)
             )
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff)
