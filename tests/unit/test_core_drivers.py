@@ -195,10 +195,10 @@ def test_a_built_async_front_door_shows_the_module_it_is_built_in_when_told() ->
     # Then the one told says that module, the other its builder's as before
     assert (told.__module__, untold.__module__) == ("turnstile_ddb.aio.somewhere", _core.__name__)
     # and both are named, signed and documented the same, and run the protocol awaited
-    assert (told.__name__, told.__doc__) == (untold.__name__, untold.__doc__)  # type: ignore[attr-defined]
+    assert (told.__name__, told.__doc__) == (untold.__name__, untold.__doc__)
     assert inspect.signature(told) == inspect.signature(untold)
     client = AsyncRecording()
-    assert asyncio.run(told(client, "t", key=1)) == {  # type: ignore[arg-type]
+    assert asyncio.run(told(client, "t", key=1)) == {
         "op": "get_item",
         "TableName": "t",
         "Key": 1,
