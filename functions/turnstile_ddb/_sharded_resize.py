@@ -60,6 +60,7 @@ from turnstile_ddb._sharded_counter import (
     ShardedCounter,
     read_with_protocol,
     same_layout,
+    shard_update,
     split,
 )
 from turnstile_ddb._sharded_hints import Hints, learn
@@ -101,20 +102,14 @@ def _keep(
     same, same_names, same_values = same_layout(counter, generation)
     relayout = "#shards = :shards, #layout = :next"
     joined = ", " if update.startswith("SET ") else " SET "
-    return {
-        "Update": {
-            "TableName": counter.table,
-            "Key": counter.wire_key(shard),
-            "UpdateExpression": f"{update}{joined}{relayout}",
-            "ConditionExpression": " AND ".join(c for c in (same, condition) if c),
-            "ExpressionAttributeNames": {"#shards": counter.shards_attr, **same_names, **names},
-            "ExpressionAttributeValues": {
-                **codec.values(shards=layout.shards, next=layout.generation),
-                **same_values,
-                **values,
-            },
-        }
-    }
+    return shard_update(
+        counter,
+        shard,
+        f"{update}{joined}{relayout}",
+        " AND ".join(c for c in (same, condition) if c),
+        {"#shards": counter.shards_attr, **same_names, **names},
+        {**codec.values(shards=layout.shards, next=layout.generation), **same_values, **values},
+    )
 
 
 def _grow(

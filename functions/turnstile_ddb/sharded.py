@@ -115,6 +115,7 @@ from turnstile_ddb._sharded_counter import (
     read_with_protocol,
     same_layout,
     shard_items,
+    shard_update,
     split,
 )
 from turnstile_ddb._sharded_hints import (
@@ -452,27 +453,6 @@ def _stamp(stamp: dict[str, Any] | None) -> tuple[dict[str, str], str, dict[str,
     return names, sets, values
 
 
-def _shard_update(
-    counter: ShardedCounter,
-    shard: int,
-    update: str,
-    condition: str,
-    names: dict[str, str],
-    values: dict[str, Any],
-) -> dict[str, Any]:
-    """The ``Update`` element of one shard's write (``#count``: its count attribute)."""
-    return {
-        "Update": {
-            "TableName": counter.table,
-            "Key": counter.wire_key(shard),
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": {"#count": counter.count_attr, **names},
-            "ExpressionAttributeValues": values,
-        }
-    }
-
-
 def set_total_protocol(
     counter: ShardedCounter,
     total: int,
@@ -507,12 +487,12 @@ def set_total_protocol(
             before = int(item.get(counter.count_attr, 0))
             values = {**codec.values(before=before, after=after), **same_values, **stamped}
             elements.append(
-                _shard_update(
+                shard_update(
                     counter,
                     shard,
                     "SET #count = :after" + sets,
                     f"#count = :before AND {same}",
-                    {**same_names, **names},
+                    {"#count": counter.count_attr, **same_names, **names},
                     values,
                 )
             )
@@ -558,11 +538,11 @@ def add_protocol(
     for _ in range(RELAYOUT_READS):
         elements = [*also]
         update = "ADD #count :share" + adds + (f" SET {sets[2:]}" if sets else "")
-        key_names = {"#pk": counter.key_attr, **names, **added}
+        key_names = {"#pk": counter.key_attr, "#count": counter.count_attr, **names, **added}
         for shard, share in enumerate(split(units, current.shards)):
             values = {**codec.values(share=share), **one, **stamped}
             elements.append(
-                _shard_update(counter, shard, update, "attribute_exists(#pk)", key_names, values)
+                shard_update(counter, shard, update, "attribute_exists(#pk)", key_names, values)
             )
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff)
