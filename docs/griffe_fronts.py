@@ -51,5 +51,7 @@ class DrivenFronts(griffe.Extension):
                     continue
                 match = BUILT.match(str(member.value))  # type: ignore[union-attr]
                 protocol = module.members.get(match.group(1)) if match else None
+                if isinstance(protocol, griffe.Alias):  # imported (sharded.resize's)
+                    protocol = protocol.final_target
                 if isinstance(protocol, griffe.Function):
                     module.set_member(name, _front(name, member, protocol))  # type: ignore[arg-type]

@@ -323,17 +323,12 @@ class _Reader:
         from the first ``n + _SPREAD`` such units at a random start; every eligible unit read is
         added to ``read.shown``, and the ones read but not taken go to the unit cache.
 
-        How a pool is read (:class:`_PoolRead`, in claimable-at order from where the read
-        starts): a pool not known to be large (:meth:`PoolHints.is_sparse`) in one range
-        ``[0, now]`` from a random end, its first page started at a random place (a whole small
-        pool in one Query: what a refusal costs). Any other pool from a random *pivot*:
-        ``[pivot, now]``, then ``[0, pivot)``, in pages of a few more than it wants (and the
-        units to skip it may meet again): concurrent requests start at different places and
-        meet different runs of units, and no request reads more than it takes. Either way at
-        most ``pages_per_pool`` Queries: a read that would need more stops there and says so on
-        ``read`` (``cut``: the pool was not read to its end). ``ahead``: what was read of the pool
-        ahead (:meth:`_read_ahead`); ``fold``: the first pool's read ahead of the others
-        (:class:`_PoolRead`)."""
+        The pool is read as :mod:`turnstile_ddb.claims`'s docstring says (a pool not known to be
+        large in one range from a random end, its first page started at a random place; any
+        other from a random pivot, in pages of a few more than it wants and the units to skip),
+        by :class:`_PoolRead`: at most ``pages_per_pool`` Queries, ``read.cut`` when it stopped
+        there. ``ahead``: what was read of the pool ahead (:meth:`_read_ahead`); ``fold``: the
+        first pool's read ahead of the others."""
         eligible = self.options.eligible
         want = n + _SPREAD
         if ahead is None:
@@ -371,15 +366,10 @@ class _Reader:
     ) -> _core.Steps[tuple[Any, dict[str, _Ahead]]]:
         """What each of ``pools`` shows ahead (:class:`_Ahead`), asked for in ONE
         :class:`~turnstile_ddb._core.Gather` together with ``first`` (the first pool's next
-        page, when given), and ``first``'s answer.
-
-        A pool read from a pivot is asked for in one Query over its whole claimable-at range
-        ``[0, now]`` with the page Limit its pivoted read would have. An answer that ends there
-        (no ``LastEvaluatedKey``) holds every unit of both ranges, in claimable-at order, so it
-        is split at the pivot into the two ranges' pages, exactly what the two Queries of the
-        pivoted read would have answered: one Query instead of two, for the same run. An answer
-        with more to read is no run from the pivot: that pool is read from its pivot as usual,
-        the Query spent counting against ``pages_per_pool``."""
+        page, when given), and ``first``'s answer. A pivoted pool is asked for in one Query over
+        its whole range ``[0, now]`` at its pivoted read's Limit, split at the pivot as the
+        module docstring says (:meth:`_split`); an answer with more to read leaves that pool to
+        be read from its pivot as usual, the Query spent counting against ``pages_per_pool``."""
         plans = {pool: self._plan(pool, n + _SPREAD, len(read.avoid)) for pool in pools}
         calls = [
             _core.Call("query", self._request(pool, self._whole(plan), plan[0], None))
@@ -418,19 +408,14 @@ class _Reader:
     def pick(self, n: int, skip: Sequence[Key] = ()) -> _core.Steps[_Picked]:
         """``n`` claimable units not in ``skip``: a run from the first pool (in
         :meth:`PoolHints.order`) that shows ``n``; when none does, after every pool was read to
-        its end, whatever they showed together (fewer than ``n`` when there are not enough).
+        its end, whatever they showed together (fewer than ``n`` when there are not enough;
+        :class:`_Picked` says what ``cut`` and ``showed`` tell).
 
         The run starts at a random one of the first ``_SPREAD + 1`` units read: the unit right
         after a random pivot is chosen in proportion to the gap before it, which would make
         concurrent requests meet more often than a uniform choice; a few gaps together even
-        that out.
-
-        A pool whose key throttles is left for after the others (``PoolFailover``) and then read
-        under the usual backoff. Each read of a pool sends at most ``pages_per_pool`` Queries;
-        when one stopped there (``cut``), a short answer is not what a read of every pool to its
-        end showed (``showed`` is None). With ``read_ahead``, the pools after the first are
-        asked for together once the first pool showed (or is likely to show) fewer than ``n``;
-        with the first one when the hints know it showed fewer than ``n``."""
+        that out. A pool whose key throttles is read last, under the usual backoff
+        (``PoolFailover``); ``read_ahead``: see the module docstring."""
         read = _Read(avoid={_identity(self.units, key) for key in skip})
         gathered: list[Key] = []
         deferred: list[str] = []

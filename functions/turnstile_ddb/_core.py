@@ -233,18 +233,19 @@ def _front(
 
 
 def awaited(
-    protocol: Callable[P, Steps[T]],
+    protocol: Callable[P, Steps[T]], module: str = __name__
 ) -> Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]]:
     """The async front door of a primitive whose sync one is ``run(client, protocol(...))``:
     ``await front(client, ...)`` drives ``protocol(...)`` with :func:`run_async`. Its name is
     the protocol's without ``_protocol``, its parameters ``client`` and the protocol's (so they
-    are the sync front door's, which the parity test holds), its doc a line naming the twin."""
+    are the sync front door's, which the parity test holds), its doc a line naming the twin,
+    its ``__module__`` ``module`` (the module that shows it, when given)."""
 
     async def front(*args: Any, **kwargs: Any) -> Any:
         client, rest = (kwargs.pop("client"), args) if "client" in kwargs else (args[0], args[1:])
         return await run_async(client, protocol(*rest, **kwargs))
 
-    built = _front(front, protocol, "_core.AsyncDynamoDBClient", None, __name__)
+    built = _front(front, protocol, "_core.AsyncDynamoDBClient", None, module)
     return cast(Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]], built)
 
 

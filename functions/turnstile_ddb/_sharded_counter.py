@@ -113,6 +113,27 @@ def same_layout(
     return "#layout = :layout", names, codec.values(layout=generation)
 
 
+def shard_update(
+    counter: ShardedCounter,
+    shard: int,
+    update: str,
+    condition: str,
+    names: dict[str, str],
+    values: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``Update`` element of one shard's write in a transaction (a restock's, a resize's)."""
+    return {
+        "Update": {
+            "TableName": counter.table,
+            "Key": counter.wire_key(shard),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
 class Moved(errors.Retryable):
     """A shard a read named is gone (a resize dropped it): nothing was written; read the
     layout again. Raised inside the protocols, which do so; never to a caller."""

@@ -60,6 +60,7 @@ from turnstile_ddb._sharded_counter import (
     ShardedCounter,
     read_with_protocol,
     same_layout,
+    shard_update,
     split,
 )
 from turnstile_ddb._sharded_hints import Hints, learn
@@ -101,20 +102,14 @@ def _keep(
     same, same_names, same_values = same_layout(counter, generation)
     relayout = "#shards = :shards, #layout = :next"
     joined = ", " if update.startswith("SET ") else " SET "
-    return {
-        "Update": {
-            "TableName": counter.table,
-            "Key": counter.wire_key(shard),
-            "UpdateExpression": f"{update}{joined}{relayout}",
-            "ConditionExpression": " AND ".join(c for c in (same, condition) if c),
-            "ExpressionAttributeNames": {"#shards": counter.shards_attr, **same_names, **names},
-            "ExpressionAttributeValues": {
-                **codec.values(shards=layout.shards, next=layout.generation),
-                **same_values,
-                **values,
-            },
-        }
-    }
+    return shard_update(
+        counter,
+        shard,
+        f"{update}{joined}{relayout}",
+        " AND ".join(c for c in (same, condition) if c),
+        {"#shards": counter.shards_attr, **same_names, **names},
+        {**codec.values(shards=layout.shards, next=layout.generation), **same_values, **values},
+    )
 
 
 def _grow(
@@ -215,9 +210,18 @@ def resize_protocol(
     attempts: int = 8,
     hints: Hints | None = None,
 ) -> _core.Steps[Resized]:
-    """:func:`turnstile_ddb.sharded.resize`'s protocol: a grow in one step, a shrink one dropped
-    shard a step (each step's drop is conditioned on that shard's exact count, which every sale
-    at it changes: one shard at a time gives a busy counter a chance between its sales)."""
+    """Change the counter's shard count to ``shards`` while it is used: one read of every shard
+    and one transaction that moves units (``capacity=True``, a sharded capacity: places) between
+    shards and writes the new layout on every shard, each element conditioned on the layout read.
+    The total (a capacity's members and places) never changes; takes, joins, leaves and restocks
+    may run throughout (see the module docstring). A transaction cancelled by a concurrent write
+    is read and tried again, at most ``attempts`` times (then
+    :class:`turnstile_ddb.retry.RetriesExhausted`, each counted ``ResizeConflict``). Already
+    ``shards``: no write. ``ValueError`` when the counter has, or would have, more than
+    :data:`MAX_SHARDS` (100: one transaction's items). ``hints`` learn the new layout."""
+    # A grow in one step, a shrink one dropped shard a step (each step's drop is conditioned on
+    # that shard's exact count, which every sale at it changes: one shard at a time gives a busy
+    # counter a chance between its sales). The doc is the front door's (sharded.resize).
     _checks.at_least("resize", "attempts", attempts, 1)
     if not 1 <= shards <= MAX_SHARDS:
         raise ValueError(

@@ -239,33 +239,17 @@ METRICS: tuple[str, ...] = (
 )
 
 
-@_contract.write
-def confirm(
-    client: DynamoDBClient,
-    units: UnitTable,
-    keys: Sequence[Mapping[str, Any]],
-    *,
-    holder: str,
-    now_ms: int,
-    backoff: retry.Backoff,
-    token: str | None = None,
-) -> None:
-    """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`HoldLost` if any
-    unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
-    steps = confirm_protocol(units, keys, holder, now_ms=now_ms, backoff=backoff, token=token)
-    _core.run(client, steps)
-
-
 def confirm_protocol(
     units: UnitTable,
     keys: Sequence[Mapping[str, Any]],
-    holder: str,
     *,
+    holder: str,
     now_ms: int,
     backoff: retry.Backoff,
     token: str | None = None,
 ) -> _core.Steps[None]:
-    """:func:`confirm`'s protocol (:mod:`turnstile_ddb._core`)."""
+    """Turn every unit ``holder`` validly holds into a sale, all or none; :class:`HoldLost` if any
+    unit is no longer held by ``holder`` or its hold has lapsed. At most 100 keys."""
     if len(keys) > 100:
         raise ValueError("a sale covers at most 100 units (one transaction)")
     items = [_confirm_item(units, key, holder, now_ms) for key in keys]
@@ -279,6 +263,9 @@ def confirm_protocol(
         raise HoldLost(
             [dict(keys[i]) for i in failed], [exc.reasons[i].item for i in failed]
         ) from exc
+
+
+confirm = _contract.write(_core.driven(confirm_protocol))
 
 
 def _fail_over(hints: PoolHints, pool: str | None, cost: _Cost) -> None:
@@ -629,18 +616,11 @@ def _back_off(
     backoff: retry.Backoff, rand: Callable[[], float], lost_write: float
 ) -> _core.Steps[None]:
     """After a lost round, wait the time the lost write took plus a random part (jitter) of it
-    again, at most :data:`_BACKOFF_CAP_SECONDS` in all, before reading again (``ClaimBackoff``).
-
-    Why: the requests that beat this one wrote at about the same time, and others read the same
-    units and are writing now. Read again at once and the read shows units whose claims are
-    still on their way, so the next write loses again, and so do the other losers': measured
-    with 100 threads on 100 units, the slowest requests lost two or three rounds in a row, a read
-    and a write each. The writes in flight take about as long to land as this one took, so the
-    wait is at least that long; the jitter on top spreads the losers apart. A wait of only a
-    random part of it (full jitter) let a loser often read before the writes that beat it had
-    landed: in eight paired in-process runs the longer wait sent fewer calls in every pair, 1.29
-    against 1.40 calls per request at q=3, and fewer cancelled transactions. Where writes are
-    quick (milliseconds on DynamoDB) the wait is as short."""
+    again, at most :data:`_BACKOFF_CAP_SECONDS` in all, before reading again (``ClaimBackoff``;
+    why: the module docstring). Not a random part alone (full jitter): a loser then often read
+    before the writes that beat it had landed; in eight paired in-process runs the longer wait
+    sent fewer calls in every pair (1.29 against 1.40 calls per request at q=3) and fewer
+    cancelled transactions."""
     metrics.count("ClaimBackoff", pattern=PATTERN)
     wait = min(_BACKOFF_CAP_SECONDS, (1.0 + rand()) * max(0.0, lost_write))
     yield _core.Sleep(wait, backoff.sleep)

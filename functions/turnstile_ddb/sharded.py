@@ -115,6 +115,7 @@ from turnstile_ddb._sharded_counter import (
     read_with_protocol,
     same_layout,
     shard_items,
+    shard_update,
     split,
 )
 from turnstile_ddb._sharded_hints import (
@@ -484,25 +485,16 @@ def set_total_protocol(
         offset = len(elements)
         for shard, (item, after) in enumerate(zip(items, target, strict=True)):
             before = int(item.get(counter.count_attr, 0))
+            values = {**codec.values(before=before, after=after), **same_values, **stamped}
             elements.append(
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "SET #count = :after" + sets,
-                        "ConditionExpression": f"#count = :before AND {same}",
-                        "ExpressionAttributeNames": {
-                            "#count": counter.count_attr,
-                            **same_names,
-                            **names,
-                        },
-                        "ExpressionAttributeValues": {
-                            **codec.values(before=before, after=after),
-                            **same_values,
-                            **stamped,
-                        },
-                    }
-                }
+                shard_update(
+                    counter,
+                    shard,
+                    "SET #count = :after" + sets,
+                    f"#count = :before AND {same}",
+                    {"#count": counter.count_attr, **same_names, **names},
+                    values,
+                )
             )
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff)
@@ -540,33 +532,17 @@ def add_protocol(
     names, sets, stamped = _stamp(stamp)
     adds = "".join(f", #i{i} :one" for i in range(len(increments)))
     added = {f"#i{i}": name for i, name in enumerate(increments)}
+    one = codec.values(one=1) if increments else {}
     known = hints if hints is not None else Hints()
     current = known.shards.current(counter)
     for _ in range(RELAYOUT_READS):
         elements = [*also]
+        update = "ADD #count :share" + adds + (f" SET {sets[2:]}" if sets else "")
+        key_names = {"#pk": counter.key_attr, "#count": counter.count_attr, **names, **added}
         for shard, share in enumerate(split(units, current.shards)):
+            values = {**codec.values(share=share), **one, **stamped}
             elements.append(
-                {
-                    "Update": {
-                        "TableName": counter.table,
-                        "Key": counter.wire_key(shard),
-                        "UpdateExpression": "ADD #count :share"
-                        + adds
-                        + (f" SET {sets[2:]}" if sets else ""),
-                        "ConditionExpression": "attribute_exists(#pk)",
-                        "ExpressionAttributeNames": {
-                            "#pk": counter.key_attr,
-                            "#count": counter.count_attr,
-                            **names,
-                            **added,
-                        },
-                        "ExpressionAttributeValues": {
-                            **codec.values(share=share),
-                            **(codec.values(one=1) if increments else {}),
-                            **stamped,
-                        },
-                    }
-                }
+                shard_update(counter, shard, update, "attribute_exists(#pk)", key_names, values)
             )
         try:
             yield from transact.transact_write_protocol(elements, backoff=backoff)
@@ -594,30 +570,7 @@ spread = _sharded_take.spread
 _PROTOCOL_MODULES = (_sharded_take, _sharded_hints, _sharded_resize)
 
 
-@_contract.write
-def resize(
-    client: DynamoDBClient,
-    counter: ShardedCounter,
-    shards: int,
-    *,
-    capacity: bool = False,
-    backoff: retry.Backoff = _BACKOFF,
-    attempts: int = 8,
-    hints: Hints | None = None,
-) -> Resized:
-    """Change the counter's shard count to ``shards`` while it is used: one read of every shard
-    and one transaction that moves units (``capacity=True``, a sharded capacity: places) between
-    shards and writes the new layout on every shard, each element conditioned on the layout read.
-    The total (a capacity's members and places) never changes; takes, joins, leaves and restocks
-    may run throughout (see the module docstring). A transaction cancelled by a concurrent write
-    is read and tried again, at most ``attempts`` times (then
-    :class:`turnstile_ddb.retry.RetriesExhausted`, each counted ``ResizeConflict``). Already
-    ``shards``: no write. ``ValueError`` when the counter has, or would have, more than
-    :data:`MAX_SHARDS` (100: one transaction's items). ``hints`` learn the new layout."""
-    steps = resize_protocol(
-        counter, shards, capacity=capacity, backoff=backoff, attempts=attempts, hints=hints
-    )
-    return _core.run(client, steps)
+resize = _contract.write(_core.driven(resize_protocol))
 
 
 # Names of 0.3 that leave the public surface: each still answers, with a deprecation warning.

@@ -185,3 +185,22 @@ def test_a_built_sync_front_door_is_the_protocol_driven_with_its_name_doc_and_si
     client = Recording()
     assert fetched(client, "t", key=1) == fetched(client=client, table="t", key=1)  # type: ignore[arg-type]
     assert client.calls == [("get_item", {"TableName": "t", "Key": 1, "Consistent": True})] * 2
+
+
+def test_a_built_async_front_door_shows_the_module_it_is_built_in_when_told() -> None:
+    # Given async front doors built from a protocol, one told the module that shows it
+    told = _core.awaited(fetched_protocol, "turnstile_ddb.aio.somewhere")
+    untold = _core.awaited(fetched_protocol)
+
+    # Then the one told says that module, the other its builder's as before
+    assert (told.__module__, untold.__module__) == ("turnstile_ddb.aio.somewhere", _core.__name__)
+    # and both are named, signed and documented the same, and run the protocol awaited
+    assert (told.__name__, told.__doc__) == (untold.__name__, untold.__doc__)
+    assert inspect.signature(told) == inspect.signature(untold)
+    client = AsyncRecording()
+    assert asyncio.run(told(client, "t", key=1)) == {
+        "op": "get_item",
+        "TableName": "t",
+        "Key": 1,
+        "Consistent": True,
+    }
