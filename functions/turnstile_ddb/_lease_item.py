@@ -29,9 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
-from botocore.exceptions import ClientError
-
-from turnstile_ddb import _checks, _core, codec, errors, metrics, retry
+from turnstile_ddb import _checks, _core, codec, errors, retry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -438,65 +436,3 @@ class QueueSettings:
 
 # Public (and shown, pickled, documented) as turnstile_ddb.lease_queue.QueueSettings.
 QueueSettings.__module__ = "turnstile_ddb.lease_queue"
-
-
-# -- the fenced write (turnstile_ddb.lease.fenced_update) ----------------------------------------
-
-
-class StaleFence(errors.Refused):
-    """A fenced write was refused: the item already accepted this fence or a newer one."""
-
-    def __init__(self, fence: int, current: dict[str, Any] | None):
-        super().__init__(f"fence {fence} is stale")
-        self.fence = fence
-        self.current = current
-
-
-StaleFence.__module__ = "turnstile_ddb.lease"  # public there; defined beside its protocol
-
-
-def fenced_update_protocol(
-    table: str,
-    key: Mapping[str, Any],
-    fence: int,
-    changes: Mapping[str, Any],
-    backoff: retry.Backoff,
-    fence_attr: str = "lastFence",
-    extra: Mapping[str, Any] | None = None,
-) -> _core.Steps[dict[str, Any]]:
-    """:func:`fenced_update`'s protocol."""
-    names = {"#lastFence": fence_attr}
-    values = codec.values(fence=fence)
-    assignments = []
-    for index, (name, value) in enumerate(changes.items()):
-        names[f"#c{index}"] = name
-        values[f":c{index}"] = codec.encode(value)
-        assignments.append(f"#c{index} = :c{index}")
-    if extra:
-        assignments.extend(extra.get("set", ()))
-        names.update(extra.get("names", {}))
-        values.update(extra.get("values", {}))
-    assignments.append("#lastFence = :fence")
-    params = {
-        "TableName": table,
-        "Key": codec.encode_item(key),
-        "UpdateExpression": "SET " + ", ".join(assignments),
-        "ConditionExpression": "attribute_not_exists(#lastFence) OR #lastFence < :fence",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-    try:
-        response = yield from retry.retrying(
-            _core.Call("update_item", params),
-            backoff=backoff,
-            idempotent=False,  # a resend would meet its own fence and look stale
-            pattern=PATTERN,
-        )
-    except ClientError as exc:
-        if retry.condition_failed(exc):
-            metrics.count("FencedWriteRefused", pattern=PATTERN)
-            raise StaleFence(fence, codec.old_item(exc)) from exc
-        raise
-    return codec.new_item(response)

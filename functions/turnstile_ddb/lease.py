@@ -139,7 +139,7 @@ from botocore.exceptions import ClientError
 
 from turnstile_ddb import _checks, _contract, _core, codec, errors, metrics, retry, transact
 from turnstile_ddb import _lease_item as _item
-from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft, StaleFence
+from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft
 from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated, renamed
 
 if TYPE_CHECKING:
@@ -345,6 +345,15 @@ def _refused(resource: str, item: Mapping[str, Any] | None, now: int, attempts: 
         resource, held.owner, held.expires_at_ms, held.fence, attempts,
         waiting=len(queued), retry_after_ms=_item.queue_wait_ms(item or {}, now),
     )  # fmt: skip
+
+
+class StaleFence(errors.Refused):
+    """A fenced write was refused: the item already accepted this fence or a newer one."""
+
+    def __init__(self, fence: int, current: dict[str, Any] | None):
+        super().__init__(f"fence {fence} is stale")
+        self.fence = fence
+        self.current = current
 
 
 class LeaseLost(errors.Refused):
@@ -773,9 +782,7 @@ def transact_protocol(
         raise transact.Cancelled(exc.reasons[1:]) from exc
 
 
-@_contract.write
-def fenced_update(
-    client: DynamoDBClient,
+def fenced_update_protocol(
     *,
     table: str,
     key: Mapping[str, Any],
@@ -784,12 +791,48 @@ def fenced_update(
     backoff: retry.Backoff,
     fence_attr: str = "lastFence",
     extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> _core.Steps[dict[str, Any]]:
     """SET ``changes`` on the item at ``key`` only if it has not seen ``fence`` or a newer one.
 
     ``extra`` may add ``UpdateExpression`` clauses (``"list_append"`` and such) with their names
     and values: keys ``set`` (extra SET assignments), ``names``, ``values``. Returns the new item.
     Raises :class:`StaleFence` with the current item when the fence is refused.
     """
-    steps = _item.fenced_update_protocol(table, key, fence, changes, backoff, fence_attr, extra)
-    return _core.run(client, steps)
+    names = {"#lastFence": fence_attr}
+    values = codec.values(fence=fence)
+    assignments = []
+    for index, (name, value) in enumerate(changes.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = codec.encode(value)
+        assignments.append(f"#c{index} = :c{index}")
+    if extra:
+        assignments.extend(extra.get("set", ()))
+        names.update(extra.get("names", {}))
+        values.update(extra.get("values", {}))
+    assignments.append("#lastFence = :fence")
+    params = {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "UpdateExpression": "SET " + ", ".join(assignments),
+        "ConditionExpression": "attribute_not_exists(#lastFence) OR #lastFence < :fence",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    try:
+        response = yield from retry.retrying(
+            _core.Call("update_item", params),
+            backoff=backoff,
+            idempotent=False,  # a resend would meet its own fence and look stale
+            pattern=PATTERN,
+        )
+    except ClientError as exc:
+        if retry.condition_failed(exc):
+            metrics.count("FencedWriteRefused", pattern=PATTERN)
+            raise StaleFence(fence, codec.old_item(exc)) from exc
+        raise
+    return codec.new_item(response)
+
+
+fenced_update = _contract.write(_core.driven(fenced_update_protocol))

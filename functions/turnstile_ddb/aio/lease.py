@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from turnstile_ddb import _contract, _core, retry
-from turnstile_ddb import _lease_item as _item
 from turnstile_ddb import lease as sync
 from turnstile_ddb.lease import SAFETY_MARGIN_MS, Lease, LeaseAttributes
 
@@ -146,18 +145,5 @@ class Leases:
                 await self.release(lease)
 
 
-@_contract.write_async
-async def fenced_update(
-    client: _core.AsyncDynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    fence: int,
-    changes: Mapping[str, Any],
-    backoff: retry.Backoff,
-    fence_attr: str = "lastFence",
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """:func:`turnstile_ddb.lease.fenced_update`, awaited."""
-    steps = _item.fenced_update_protocol(table, key, fence, changes, backoff, fence_attr, extra)
-    return await _core.run_async(client, steps)
+fenced_update = _contract.write_async(_core.awaited(sync.fenced_update_protocol))
+fenced_update.__module__ = __name__
