@@ -27,12 +27,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from turnstile_ddb import _checks, _core, codec, errors, retry
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 PATTERN = "lease"
 
@@ -234,15 +231,13 @@ def queue_wait_ms(item: Mapping[str, Any], now: int) -> int:
 
 
 def queue_times(item: Mapping[str, Any]) -> tuple[int, int]:
-    """L and I as the queue's waiters wrote them on the lease item with their ticket
-    (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were)."""
+    """L and I as the item records them (:meth:`QueueSettings.of`)."""
     expiry = int(item.get("queueExpiryMs", 0)) or QUEUE_EXPIRY_MS
     return expiry, max(int(item.get("queueIdleMs", 0)), expiry)
 
 
 def stale_queue_times(now: int, expiry_ms: int, idle_ms: int) -> tuple[int, int]:
-    """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` at ``now``: the queue's own pass-over
-    rule (``SILENT_HEAD``) as it stood I ago (every live waiter looks within I - H)."""
+    """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` (:meth:`QueueSettings.stale_queue_times`)."""
     since = now - idle_ms
     return since - expiry_ms, since - idle_ms
 
@@ -311,15 +306,9 @@ class LeaseConfig(Protocol):
     def names(self, *placeholders: str) -> dict[str, str]: ...
 
 
-class LeaseTable(LeaseConfig, Protocol):
-    """What the acquisition write needs of a :class:`turnstile_ddb.lease.Leases`."""
-
-    client: DynamoDBClient
-
-
 @dataclass(frozen=True)
 class Acquisition:
-    """One acquisition write (:func:`take`): who takes the lease, until when, under which
+    """One acquisition write (:func:`take_protocol`): who takes the lease, until when, under which
     condition, and what else the same write records (the queue's head move, its pace).
 
     ``also_set`` / ``also_remove`` are extra clauses (each starting with ``", "``), ``values``
@@ -349,11 +338,6 @@ class Acquisition:
             acquisition=self.id,
         )  # fmt: skip
         return {**own, **self.values}
-
-
-def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any] | None:
-    """The one acquisition write (:func:`take_protocol`), sent with ``leases.client``."""
-    return _core.run(leases.client, take_protocol(leases, resource, write))
 
 
 def take_protocol(

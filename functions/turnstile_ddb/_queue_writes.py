@@ -250,7 +250,7 @@ def _update_head(
     except ClientError as exc:
         if not retry.condition_failed(exc):
             raise
-        wait.item = _old(queue, exc) or {}
+        wait.item = queue.leases._old(exc) or {}
         return False
     wait.item = _new(queue, response)
     return True
@@ -289,7 +289,7 @@ def _take(
             raise
         wait.latency = (yield from _monotonic(queue)) - asked
         metrics.count("LeaseBusy", pattern=PATTERN)
-        wait.item = _old(queue, exc) or {}
+        wait.item = queue.leases._old(exc) or {}
         return None
     except errors.OutcomeUnknown:
         return (yield from _settle_claim(queue, wait, write))
@@ -378,11 +378,6 @@ def _duration_ms(queue: Queue, request: _Request) -> int:
     return _item.duration_ms(
         request.duration_ms, request.remaining_ms, queue.leases.safety_margin_ms
     )
-
-
-def _old(queue: Queue, exc: BaseException) -> dict[str, Any] | None:
-    """The ALL_OLD item of a refusal, with the default names."""
-    return _item.logical(queue.leases.attributes, codec.old_item(exc))
 
 
 def _new(queue: Queue, response: Mapping[str, Any]) -> dict[str, Any]:

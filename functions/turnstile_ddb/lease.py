@@ -467,7 +467,7 @@ class Leases:
             owner, expires_at, now, condition, also_set, also_remove, extra_values or {},
             acquisition or _item.new_acquisition(),
         )  # fmt: skip
-        return _item.take(self, resource, write)
+        return _core.run(self.client, _item.take_protocol(self, resource, write))
 
     @_contract.write
     def acquire_wait(
