@@ -420,3 +420,49 @@ class QueueSettings:
 
 # Public (and shown, pickled, documented) as turnstile_ddb.lease_queue.QueueSettings.
 QueueSettings.__module__ = "turnstile_ddb.lease_queue"
+
+
+# -- the fenced write's refusal (turnstile_ddb.lease.fenced_update) ------------------------------
+
+
+class StaleFence(errors.Refused):
+    """A fenced write was refused: the item already accepted this fence or a newer one."""
+
+    def __init__(self, fence: int, current: dict[str, Any] | None):
+        super().__init__(f"fence {fence} is stale")
+        self.fence = fence
+        self.current = current
+
+
+StaleFence.__module__ = "turnstile_ddb.lease"  # public there, as NoTimeLeft
+
+
+# -- the item's internals under the names turnstile_ddb.lease once made public -------------------
+
+
+def _attribute_names(*placeholders: str) -> dict[str, str]:
+    """The default ExpressionAttributeNames for ``placeholders`` (what the old name returned)."""
+    return expression_names(DEFAULT_ATTRIBUTES, placeholders, "resource")
+
+
+_INTERNAL = "Leases(attributes=LeaseAttributes(...)) (the lease item's schema is private)"
+# turnstile_ddb.lease's deprecation.renamed table: name -> (since, removed in, use, the value)
+OLD_LEASE_NAMES: dict[str, tuple[str, str, str, Callable[[], object]]] = {
+    "FREE_AND_NO_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: FREE_AND_NO_QUEUE),
+    "STALE_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: STALE_HEAD),
+    "SILENT_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: SILENT_HEAD),
+    "STALE_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: STALE_QUEUE),
+    "QUEUE_EXPIRY_MS": (
+        "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
+        lambda: QUEUE_EXPIRY_MS,
+    ),
+    "REAP_ATTRIBUTE": (
+        "1.0.0", "2.0.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
+        lambda: DEFAULT_ATTRIBUTES.ttl_attribute,
+    ),
+    "QueueSettings": (
+        "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings", lambda: QueueSettings
+    ),
+    "attribute_names": ("1.0.0", "2.0.0", "Leases.names", lambda: _attribute_names),
+    "new_acquisition": ("1.0.0", "2.0.0", _INTERNAL, lambda: new_acquisition),
+}  # fmt: skip

@@ -139,7 +139,7 @@ from botocore.exceptions import ClientError
 
 from turnstile_ddb import _checks, _contract, _core, codec, errors, metrics, retry, transact
 from turnstile_ddb import _lease_item as _item
-from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft
+from turnstile_ddb._lease_item import LeaseAttributes, NoTimeLeft, StaleFence
 from turnstile_ddb.deprecation import TurnstileDeprecationWarning, deprecated, renamed
 
 if TYPE_CHECKING:
@@ -176,40 +176,9 @@ PATTERN = _item.PATTERN
 SAFETY_MARGIN_MS = 500
 
 
-def _queue_settings() -> object:
-    return _item.QueueSettings  # defined beside the item both modules write: no import circle
-
-
-def _attribute_names(*placeholders: str) -> dict[str, str]:
-    """The default ExpressionAttributeNames for ``placeholders`` (what the old name returned)."""
-    return _item.expression_names(_item.DEFAULT_ATTRIBUTES, placeholders, "resource")
-
-
-# Names that were public only so that lease_queue could use them: now private to both, in
-# turnstile_ddb._lease_item. They keep answering, with a warning, until 2.0.0.
-_INTERNAL = "Leases(attributes=LeaseAttributes(...)) (the lease item's schema is private)"
-__getattr__ = renamed(
-    __name__,
-    {
-        "FREE_AND_NO_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
-        "STALE_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_HEAD),
-        "SILENT_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.SILENT_HEAD),
-        "STALE_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_QUEUE),
-        "QUEUE_EXPIRY_MS": (
-            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
-            lambda: _item.QUEUE_EXPIRY_MS,
-        ),
-        "REAP_ATTRIBUTE": (
-            "1.0.0", "2.0.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
-            lambda: _item.DEFAULT_ATTRIBUTES.ttl_attribute,
-        ),
-        "QueueSettings": (
-            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
-        ),
-        "attribute_names": ("1.0.0", "2.0.0", "Leases.names", lambda: _attribute_names),
-        "new_acquisition": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.new_acquisition),
-    },
-)  # fmt: skip
+# Names that were public only so that lease_queue could use them: private to both now, and
+# listed beside them (turnstile_ddb._lease_item). They keep answering, with a warning, until 2.0.0.
+__getattr__ = renamed(__name__, _item.OLD_LEASE_NAMES)
 
 
 def _renamed_attribute(old: str, new: str) -> None:
@@ -345,15 +314,6 @@ def _refused(resource: str, item: Mapping[str, Any] | None, now: int, attempts: 
         resource, held.owner, held.expires_at_ms, held.fence, attempts,
         waiting=len(queued), retry_after_ms=_item.queue_wait_ms(item or {}, now),
     )  # fmt: skip
-
-
-class StaleFence(errors.Refused):
-    """A fenced write was refused: the item already accepted this fence or a newer one."""
-
-    def __init__(self, fence: int, current: dict[str, Any] | None):
-        super().__init__(f"fence {fence} is stale")
-        self.fence = fence
-        self.current = current
 
 
 class LeaseLost(errors.Refused):
