@@ -42,8 +42,8 @@ Writing a protocol (the pattern each primitive follows)::
     # aio/versioned.py: the async one, made from the same protocol (see awaited)
     decrement = _contract.write_async(_core.awaited(versioned.decrement_protocol))
 
-A class whose methods run protocols (``aio.lease.Leases``) writes its async methods by hand, each
-building the protocol and ``return await _core.run_async(self.client, steps)``.
+A class whose methods run protocols (``aio.lease.Leases``) makes each async method from the sync
+one and its protocol (see awaited_method): ``renew = awaited_method(sync.Leases.renew, ...)``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
@@ -247,6 +248,28 @@ def awaited(
 
     built = _front(front, protocol, "_core.AsyncDynamoDBClient", None, module)
     return cast(Callable[Concatenate[AsyncDynamoDBClient, P], Coroutine[Any, Any, T]], built)
+
+
+def awaited_method(
+    method: Callable[Concatenate[Any, P], T], protocol: Callable[..., Steps[T]]
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    """The async twin of a sync class front door's ``method`` (``run(self.client,
+    protocol(self, ...))``, the arguments in the method's order): its parameters, name and
+    qualified name are the method's, its doc a line naming it; it drives ``protocol`` with
+    :func:`run_async` on the twin's ``client``, given the sync object of the same settings that
+    the twin's ``_config()`` makes. Its module is the one it is built in (as ``namedtuple``'s)."""
+    signature = inspect.signature(method)
+
+    async def twin(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self._config(), *args, **kwargs)
+        bound.apply_defaults()
+        return await run_async(self.client, protocol(*bound.arguments.values()))
+
+    setattr(twin, "__signature__", signature)  # noqa: B010 - mypy knows no __signature__
+    twin.__name__, twin.__qualname__ = method.__name__, method.__qualname__
+    twin.__module__ = sys._getframe(1).f_globals["__name__"]
+    twin.__doc__ = f":meth:`{method.__module__}.{method.__qualname__}`, awaited."
+    return twin
 
 
 async def _maybe_await(value: Any) -> Any:

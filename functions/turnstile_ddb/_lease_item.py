@@ -27,14 +27,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
-from turnstile_ddb import _checks, _core, codec, errors, metrics, retry
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+from turnstile_ddb import _checks, _core, codec, errors, retry
 
 PATTERN = "lease"
 
@@ -236,15 +231,13 @@ def queue_wait_ms(item: Mapping[str, Any], now: int) -> int:
 
 
 def queue_times(item: Mapping[str, Any]) -> tuple[int, int]:
-    """L and I as the queue's waiters wrote them on the lease item with their ticket
-    (``queueExpiryMs``, ``queueIdleMs``; the defaults for an item written before they were)."""
+    """L and I as the item records them (:meth:`QueueSettings.of`)."""
     expiry = int(item.get("queueExpiryMs", 0)) or QUEUE_EXPIRY_MS
     return expiry, max(int(item.get("queueIdleMs", 0)), expiry)
 
 
 def stale_queue_times(now: int, expiry_ms: int, idle_ms: int) -> tuple[int, int]:
-    """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` at ``now``: the queue's own pass-over
-    rule (``SILENT_HEAD``) as it stood I ago (every live waiter looks within I - H)."""
+    """``:stale`` and ``:idle`` of :data:`STALE_QUEUE` (:meth:`QueueSettings.stale_queue_times`)."""
     since = now - idle_ms
     return since - expiry_ms, since - idle_ms
 
@@ -313,15 +306,9 @@ class LeaseConfig(Protocol):
     def names(self, *placeholders: str) -> dict[str, str]: ...
 
 
-class LeaseTable(LeaseConfig, Protocol):
-    """What the acquisition write needs of a :class:`turnstile_ddb.lease.Leases`."""
-
-    client: DynamoDBClient
-
-
 @dataclass(frozen=True)
 class Acquisition:
-    """One acquisition write (:func:`take`): who takes the lease, until when, under which
+    """One acquisition write (:func:`take_protocol`): who takes the lease, until when, under which
     condition, and what else the same write records (the queue's head move, its pace).
 
     ``also_set`` / ``also_remove`` are extra clauses (each starting with ``", "``), ``values``
@@ -351,11 +338,6 @@ class Acquisition:
             acquisition=self.id,
         )  # fmt: skip
         return {**own, **self.values}
-
-
-def take(leases: LeaseTable, resource: str, write: Acquisition) -> dict[str, Any] | None:
-    """The one acquisition write (:func:`take_protocol`), sent with ``leases.client``."""
-    return _core.run(leases.client, take_protocol(leases, resource, write))
 
 
 def take_protocol(
@@ -440,7 +422,7 @@ class QueueSettings:
 QueueSettings.__module__ = "turnstile_ddb.lease_queue"
 
 
-# -- the fenced write (turnstile_ddb.lease.fenced_update) ----------------------------------------
+# -- the fenced write's refusal (turnstile_ddb.lease.fenced_update) ------------------------------
 
 
 class StaleFence(errors.Refused):
@@ -452,51 +434,35 @@ class StaleFence(errors.Refused):
         self.current = current
 
 
-StaleFence.__module__ = "turnstile_ddb.lease"  # public there; defined beside its protocol
+StaleFence.__module__ = "turnstile_ddb.lease"  # public there, as NoTimeLeft
 
 
-def fenced_update_protocol(
-    table: str,
-    key: Mapping[str, Any],
-    fence: int,
-    changes: Mapping[str, Any],
-    backoff: retry.Backoff,
-    fence_attr: str = "lastFence",
-    extra: Mapping[str, Any] | None = None,
-) -> _core.Steps[dict[str, Any]]:
-    """:func:`fenced_update`'s protocol."""
-    names = {"#lastFence": fence_attr}
-    values = codec.values(fence=fence)
-    assignments = []
-    for index, (name, value) in enumerate(changes.items()):
-        names[f"#c{index}"] = name
-        values[f":c{index}"] = codec.encode(value)
-        assignments.append(f"#c{index} = :c{index}")
-    if extra:
-        assignments.extend(extra.get("set", ()))
-        names.update(extra.get("names", {}))
-        values.update(extra.get("values", {}))
-    assignments.append("#lastFence = :fence")
-    params = {
-        "TableName": table,
-        "Key": codec.encode_item(key),
-        "UpdateExpression": "SET " + ", ".join(assignments),
-        "ConditionExpression": "attribute_not_exists(#lastFence) OR #lastFence < :fence",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-    try:
-        response = yield from retry.retrying(
-            _core.Call("update_item", params),
-            backoff=backoff,
-            idempotent=False,  # a resend would meet its own fence and look stale
-            pattern=PATTERN,
-        )
-    except ClientError as exc:
-        if retry.condition_failed(exc):
-            metrics.count("FencedWriteRefused", pattern=PATTERN)
-            raise StaleFence(fence, codec.old_item(exc)) from exc
-        raise
-    return codec.new_item(response)
+# -- the item's internals under the names turnstile_ddb.lease once made public -------------------
+
+
+def _attribute_names(*placeholders: str) -> dict[str, str]:
+    """The default ExpressionAttributeNames for ``placeholders`` (what the old name returned)."""
+    return expression_names(DEFAULT_ATTRIBUTES, placeholders, "resource")
+
+
+_INTERNAL = "Leases(attributes=LeaseAttributes(...)) (the lease item's schema is private)"
+# turnstile_ddb.lease's deprecation.renamed table: name -> (since, removed in, use, the value)
+OLD_LEASE_NAMES: dict[str, tuple[str, str, str, Callable[[], object]]] = {
+    "FREE_AND_NO_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: FREE_AND_NO_QUEUE),
+    "STALE_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: STALE_HEAD),
+    "SILENT_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: SILENT_HEAD),
+    "STALE_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: STALE_QUEUE),
+    "QUEUE_EXPIRY_MS": (
+        "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
+        lambda: QUEUE_EXPIRY_MS,
+    ),
+    "REAP_ATTRIBUTE": (
+        "1.0.0", "2.0.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
+        lambda: DEFAULT_ATTRIBUTES.ttl_attribute,
+    ),
+    "QueueSettings": (
+        "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings", lambda: QueueSettings
+    ),
+    "attribute_names": ("1.0.0", "2.0.0", "Leases.names", lambda: _attribute_names),
+    "new_acquisition": ("1.0.0", "2.0.0", _INTERNAL, lambda: new_acquisition),
+}  # fmt: skip

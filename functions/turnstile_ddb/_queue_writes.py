@@ -160,16 +160,6 @@ def _now_ms(queue: Queue) -> _core.Steps[int]:
     return (yield from lease.now_protocol(queue.leases))
 
 
-def deadline_protocol(
-    queue: Queue, wait_ms: int, remaining_ms: Callable[[], int] | None
-) -> _core.Steps[float]:
-    """``LeaseQueue.deadline``: the monotonic time a wait of ``wait_ms`` must end by."""
-    budget = wait_ms
-    if remaining_ms is not None:
-        budget = min(budget, remaining_ms() - queue.settings.margin_ms)
-    return (yield from _monotonic(queue)) + max(0, budget) / 1000
-
-
 def _recorded_turn(queue: Queue, wait: _Wait) -> _core.Steps[int]:
     """The turn length to record (``turnMs``): this waiter's own measure, the time it waited
     over the acquisitions it waited for (the holder it found, and each ticket ahead),
@@ -210,7 +200,7 @@ def _claim(queue: Queue, wait: _Wait, request: _Request) -> _core.Steps[lease.Le
 def _skip(queue: Queue, wait: _Wait, request: _Request) -> _core.Steps[lease.Lease | None]:
     """Pass over a head that did not come for its turn in L: right behind it, take the lease
     in the same write; further back, only move the head on (and restart its clock)."""
-    leases, settings = queue.leases, queue.settings
+    settings = queue.settings
     head = wait.head
     now = yield from _now_ms(queue)
     stale = codec.values(head=head, stale=now - settings.expiry_ms, idle=now - settings.idle_ms)
@@ -222,42 +212,48 @@ def _skip(queue: Queue, wait: _Wait, request: _Request) -> _core.Steps[lease.Lea
         if held is not None:
             metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
         return held
+    update = "SET #head = :next, #skippedAt = :now"
+    values = {**stale, **codec.values(next=head + 1)}
+    if (yield from _update_head(queue, wait, update, condition, values)):
+        metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
+    else:  # the head came for its turn or beat, or another waiter moved it first
+        metrics.count("LeaseSkipRefused", pattern=PATTERN)
+    return None
+
+
+def _update_head(
+    queue: Queue, wait: _Wait, update: str, condition: str, values: dict[str, Any]
+) -> _core.Steps[bool]:
+    """``update`` on the lease item under ``condition`` (on its head: a resend changes nothing
+    more), ``:now`` read anew for each send; ``wait.item`` becomes the item as it is after it
+    (ALL_NEW) or as it refused it (ALL_OLD). Whether it was applied."""
+    leases = queue.leases
     wait.calls += 1
 
     def attempt() -> _core.Steps[Any]:
-        values = {**stale, **codec.values(next=head + 1, now=(yield from _now_ms(queue)))}
         return (yield from _core.send(
             "update_item",
             TableName=leases.table,
             Key=leases.wire_key(wait.resource),
-            UpdateExpression="SET #head = :next, #skippedAt = :now",
+            UpdateExpression=update,
             ConditionExpression=condition,
-            ExpressionAttributeNames=leases.names(
-                "#head", "#expiresAt", "#releasedAt", "#skippedAt", "#acquiredAt",
-                "#beatTicket", "#beatAt",
-            ),
-            ExpressionAttributeValues=values,
+            ExpressionAttributeNames=leases.names(*_item.used(update, condition)),
+            ExpressionAttributeValues={**values, **codec.values(now=(yield from _now_ms(queue)))},
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         ))  # fmt: skip
 
     try:
         response = yield from retry.retrying(
-            attempt,
-            backoff=leases.backoff,
-            idempotent=True,  # the head condition: a resend changes nothing more
-            pattern=PATTERN,
+            attempt, backoff=leases.backoff, idempotent=True, pattern=PATTERN
         )
     except ClientError as exc:
         if not retry.condition_failed(exc):
             raise
-        # the head came for its turn or beat, or another waiter moved it first
-        metrics.count("LeaseSkipRefused", pattern=PATTERN)
-        wait.item = _old(queue, exc) or {}
-        return None
+        wait.item = queue.leases._old(exc) or {}
+        return False
     wait.item = _new(queue, response)
-    metrics.count("LeaseWaiterSkipped", pattern=PATTERN)
-    return None
+    return True
 
 
 def _take(
@@ -293,7 +289,7 @@ def _take(
             raise
         wait.latency = (yield from _monotonic(queue)) - asked
         metrics.count("LeaseBusy", pattern=PATTERN)
-        wait.item = _old(queue, exc) or {}
+        wait.item = queue.leases._old(exc) or {}
         return None
     except errors.OutcomeUnknown:
         return (yield from _settle_claim(queue, wait, write))
@@ -384,11 +380,6 @@ def _duration_ms(queue: Queue, request: _Request) -> int:
     )
 
 
-def _old(queue: Queue, exc: BaseException) -> dict[str, Any] | None:
-    """The ALL_OLD item of a refusal, with the default names."""
-    return _item.logical(queue.leases.attributes, codec.old_item(exc))
-
-
 def _new(queue: Queue, response: Mapping[str, Any]) -> dict[str, Any]:
     """The ALL_NEW item of an update, with the default names."""
     return _item.logical(queue.leases.attributes, codec.new_item(response)) or {}
@@ -408,34 +399,9 @@ def _beat(queue: Queue, wait: _Wait) -> _core.Steps[None]:
           ConditionExpression: #head = :ticket
           ReturnValues: ALL_NEW (ALL_OLD on a refusal: the head moved on)
     """
-    leases = queue.leases
-    wait.calls += 1
-
-    def attempt() -> _core.Steps[Any]:
-        values = codec.values(ticket=wait.ticket, now=(yield from _now_ms(queue)))
-        return (yield from _core.send(
-            "update_item",
-            TableName=leases.table,
-            Key=leases.wire_key(wait.resource),
-            UpdateExpression="SET #beatTicket = :ticket, #beatAt = :now",
-            ConditionExpression="#head = :ticket",
-            ExpressionAttributeNames=leases.names("#beatTicket", "#beatAt", "#head"),
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        ))  # fmt: skip
-
-    try:
-        response = yield from retry.retrying(
-            attempt, backoff=leases.backoff, idempotent=True, pattern=PATTERN
-        )
-    except ClientError as exc:
-        if not retry.condition_failed(exc):
-            raise
-        wait.item = _old(queue, exc) or {}
-        return
-    wait.item = _new(queue, response)
-    wait.beat_due = (yield from _monotonic(queue)) + queue.settings.heartbeat_ms / 1000
+    update, condition = "SET #beatTicket = :ticket, #beatAt = :now", "#head = :ticket"
+    if (yield from _update_head(queue, wait, update, condition, codec.values(ticket=wait.ticket))):
+        wait.beat_due = (yield from _monotonic(queue)) + queue.settings.heartbeat_ms / 1000
 
 
 def _pass_left(queue: Queue, wait: _Wait, front: int) -> _core.Steps[None]:

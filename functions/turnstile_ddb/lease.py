@@ -176,40 +176,9 @@ PATTERN = _item.PATTERN
 SAFETY_MARGIN_MS = 500
 
 
-def _queue_settings() -> object:
-    return _item.QueueSettings  # defined beside the item both modules write: no import circle
-
-
-def _attribute_names(*placeholders: str) -> dict[str, str]:
-    """The default ExpressionAttributeNames for ``placeholders`` (what the old name returned)."""
-    return _item.expression_names(_item.DEFAULT_ATTRIBUTES, placeholders, "resource")
-
-
-# Names that were public only so that lease_queue could use them: now private to both, in
-# turnstile_ddb._lease_item. They keep answering, with a warning, until 2.0.0.
-_INTERNAL = "Leases(attributes=LeaseAttributes(...)) (the lease item's schema is private)"
-__getattr__ = renamed(
-    __name__,
-    {
-        "FREE_AND_NO_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.FREE_AND_NO_QUEUE),
-        "STALE_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_HEAD),
-        "SILENT_HEAD": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.SILENT_HEAD),
-        "STALE_QUEUE": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.STALE_QUEUE),
-        "QUEUE_EXPIRY_MS": (
-            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings().expiry_ms",
-            lambda: _item.QUEUE_EXPIRY_MS,
-        ),
-        "REAP_ATTRIBUTE": (
-            "1.0.0", "2.0.0", "turnstile_ddb.lease.LeaseAttributes().ttl_attribute",
-            lambda: _item.DEFAULT_ATTRIBUTES.ttl_attribute,
-        ),
-        "QueueSettings": (
-            "1.0.0", "2.0.0", "turnstile_ddb.lease_queue.QueueSettings", _queue_settings
-        ),
-        "attribute_names": ("1.0.0", "2.0.0", "Leases.names", lambda: _attribute_names),
-        "new_acquisition": ("1.0.0", "2.0.0", _INTERNAL, lambda: _item.new_acquisition),
-    },
-)  # fmt: skip
+# Names that were public only so that lease_queue could use them: private to both now, and
+# listed beside them (turnstile_ddb._lease_item). They keep answering, with a warning, until 2.0.0.
+__getattr__ = renamed(__name__, _item.OLD_LEASE_NAMES)
 
 
 def _renamed_attribute(old: str, new: str) -> None:
@@ -458,7 +427,7 @@ class Leases:
             owner, expires_at, now, condition, also_set, also_remove, extra_values or {},
             acquisition or _item.new_acquisition(),
         )  # fmt: skip
-        return _item.take(self, resource, write)
+        return _core.run(self.client, _item.take_protocol(self, resource, write))
 
     @_contract.write
     def acquire_wait(
@@ -773,9 +742,7 @@ def transact_protocol(
         raise transact.Cancelled(exc.reasons[1:]) from exc
 
 
-@_contract.write
-def fenced_update(
-    client: DynamoDBClient,
+def fenced_update_protocol(
     *,
     table: str,
     key: Mapping[str, Any],
@@ -784,12 +751,48 @@ def fenced_update(
     backoff: retry.Backoff,
     fence_attr: str = "lastFence",
     extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> _core.Steps[dict[str, Any]]:
     """SET ``changes`` on the item at ``key`` only if it has not seen ``fence`` or a newer one.
 
     ``extra`` may add ``UpdateExpression`` clauses (``"list_append"`` and such) with their names
     and values: keys ``set`` (extra SET assignments), ``names``, ``values``. Returns the new item.
     Raises :class:`StaleFence` with the current item when the fence is refused.
     """
-    steps = _item.fenced_update_protocol(table, key, fence, changes, backoff, fence_attr, extra)
-    return _core.run(client, steps)
+    names = {"#lastFence": fence_attr}
+    values = codec.values(fence=fence)
+    assignments = []
+    for index, (name, value) in enumerate(changes.items()):
+        names[f"#c{index}"] = name
+        values[f":c{index}"] = codec.encode(value)
+        assignments.append(f"#c{index} = :c{index}")
+    if extra:
+        assignments.extend(extra.get("set", ()))
+        names.update(extra.get("names", {}))
+        values.update(extra.get("values", {}))
+    assignments.append("#lastFence = :fence")
+    params = {
+        "TableName": table,
+        "Key": codec.encode_item(key),
+        "UpdateExpression": "SET " + ", ".join(assignments),
+        "ConditionExpression": "attribute_not_exists(#lastFence) OR #lastFence < :fence",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    try:
+        response = yield from retry.retrying(
+            _core.Call("update_item", params),
+            backoff=backoff,
+            idempotent=False,  # a resend would meet its own fence and look stale
+            pattern=PATTERN,
+        )
+    except ClientError as exc:
+        if retry.condition_failed(exc):
+            metrics.count("FencedWriteRefused", pattern=PATTERN)
+            raise StaleFence(fence, codec.old_item(exc)) from exc
+        raise
+    return codec.new_item(response)
+
+
+fenced_update = _contract.write(_core.driven(fenced_update_protocol))

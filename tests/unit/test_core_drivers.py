@@ -204,3 +204,44 @@ def test_a_built_async_front_door_shows_the_module_it_is_built_in_when_told() ->
         "Key": 1,
         "Consistent": True,
     }
+
+
+class _Table:
+    """A sync class front door: its method runs ``_protocol`` with ``self``'s settings."""
+
+    def __init__(self, name: str) -> None:
+        self.client: Any = None
+        self.name = name
+
+    def put(self, key: str, value: int, *, note: str = "") -> dict[str, Any]:
+        """Put ``value`` under ``key``."""
+        return _core.run(self.client, _protocol(self, key, value, note))
+
+
+def _protocol(table: _Table, key: str, value: int, note: str) -> _core.Steps[dict[str, Any]]:
+    answer = yield _core.Call("put_item", {"TableName": table.name, "Key": key, "N": value})
+    return {**answer, "note": note}
+
+
+class _AsyncTable:
+    """Its async twin: the method made from the sync one's signature and protocol."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def _config(self) -> _Table:
+        return _Table("t")
+
+    put = _core.awaited_method(_Table.put, _protocol)
+
+
+def test_an_awaited_method_takes_the_sync_ones_parameters_and_drives_its_protocol() -> None:
+    twin = _AsyncTable.put
+    assert inspect.signature(twin) == inspect.signature(_Table.put)
+    assert (twin.__name__, twin.__qualname__) == ("put", "_Table.put")
+    assert twin.__doc__ == f":meth:`{__name__}._Table.put`, awaited."
+    client = AsyncRecording()
+    by_position = asyncio.run(_AsyncTable(client).put("k", 1))
+    by_name = asyncio.run(_AsyncTable(client).put(value=2, key="k", note="n"))
+    assert by_position == {"op": "put_item", "TableName": "t", "Key": "k", "N": 1, "note": ""}
+    assert (by_name["N"], by_name["note"]) == (2, "n")

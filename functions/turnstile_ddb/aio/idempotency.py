@@ -14,7 +14,7 @@ from typing import Any
 
 from turnstile_ddb import _contract, _core, retry
 from turnstile_ddb import idempotency as sync
-from turnstile_ddb.idempotency import InProgress, RecordNames, Replay
+from turnstile_ddb.idempotency import InProgress, RecordNames
 
 __all__ = ["IdempotencyStore"]
 
@@ -36,30 +36,25 @@ class IdempotencyStore:
 
     def __post_init__(self) -> None:
         """Refuse what the synchronous store refuses, with its words."""
-        self._records()
+        self._config()
 
-    def _records(self) -> sync.IdempotencyStore:
+    def _config(self) -> sync.IdempotencyStore:
         """The synchronous store of these fields: its protocols decide, never using its client."""
         options: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return sync.IdempotencyStore(**options)
 
     def complete_op(self, in_progress: InProgress, answer: Any) -> dict[str, Any]:
         """:meth:`turnstile_ddb.idempotency.IdempotencyStore.complete_op` (no request sent)."""
-        return self._records().complete_op(in_progress, answer)
+        return self._config().complete_op(in_progress, answer)
 
-    @_contract.write_async
-    async def begin(self, key: str, request_fingerprint: str) -> InProgress | Replay:
-        """:meth:`turnstile_ddb.idempotency.IdempotencyStore.begin`, awaited."""
-        steps = self._records()._begin_protocol(key, request_fingerprint)
-        return await _core.run_async(self.client, steps)
-
-    @_contract.write_async
-    async def complete(self, in_progress: InProgress, answer: Any) -> bool:
-        """:meth:`turnstile_ddb.idempotency.IdempotencyStore.complete`, awaited."""
-        steps = self._records()._complete_protocol(in_progress, answer)
-        return await _core.run_async(self.client, steps)
-
-    @_contract.write_async
-    async def release(self, in_progress: InProgress) -> None:
-        """:meth:`turnstile_ddb.idempotency.IdempotencyStore.release`, awaited."""
-        await _core.run_async(self.client, self._records()._release_protocol(in_progress))
+    begin = _contract.write_async(
+        _core.awaited_method(sync.IdempotencyStore.begin, sync.IdempotencyStore._begin_protocol)
+    )
+    complete = _contract.write_async(
+        _core.awaited_method(
+            sync.IdempotencyStore.complete, sync.IdempotencyStore._complete_protocol
+        )
+    )
+    release = _contract.write_async(
+        _core.awaited_method(sync.IdempotencyStore.release, sync.IdempotencyStore._release_protocol)
+    )

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from turnstile_ddb import _contract, _core, retry
-from turnstile_ddb import _lease_item as _item
 from turnstile_ddb import lease as sync
 from turnstile_ddb.lease import SAFETY_MARGIN_MS, Lease, LeaseAttributes
 
@@ -68,18 +67,9 @@ class Leases:
         """:meth:`turnstile_ddb.lease.Leases.guard` (a request element: nothing is sent)."""
         return self._config().guard(lease)
 
-    @_contract.write_async
-    async def acquire(
-        self,
-        resource: str,
-        owner: str,
-        ttl_ms: int,
-        *,
-        remaining_ms: Callable[[], int] | None = None,
-    ) -> Lease:
-        """:meth:`turnstile_ddb.lease.Leases.acquire`, awaited."""
-        steps = sync.acquire_protocol(self._config(), resource, owner, ttl_ms, remaining_ms)
-        return await _core.run_async(self.client, steps)
+    acquire = _contract.write_async(
+        _core.awaited_method(sync.Leases.acquire, sync.acquire_protocol)
+    )
 
     @_contract.write_async
     async def acquire_wait(
@@ -100,26 +90,13 @@ class Leases:
         steps = sync.acquire_wait_protocol(self._config(), attempt, wait_ms, waits, remaining_ms)
         return await _core.run_async(self.client, steps)
 
-    @_contract.write_async
-    async def renew(
-        self, lease: Lease, ttl_ms: int, *, remaining_ms: Callable[[], int] | None = None
-    ) -> Lease:
-        """:meth:`turnstile_ddb.lease.Leases.renew`, awaited."""
-        steps = sync.renew_protocol(self._config(), lease, ttl_ms, remaining_ms)
-        return await _core.run_async(self.client, steps)
-
-    @_contract.write_async
-    async def release(self, lease: Lease) -> None:
-        """:meth:`turnstile_ddb.lease.Leases.release`, awaited."""
-        await _core.run_async(self.client, sync.release_protocol(self._config(), lease))
-
-    @_contract.write_async
-    async def transact(
-        self, lease: Lease, items: Sequence[dict[str, Any]], *, token: str | None = None
-    ) -> None:
-        """:meth:`turnstile_ddb.lease.Leases.transact`, awaited."""
-        steps = sync.transact_protocol(self._config(), lease, items, token)
-        await _core.run_async(self.client, steps)
+    renew = _contract.write_async(_core.awaited_method(sync.Leases.renew, sync.renew_protocol))
+    release = _contract.write_async(
+        _core.awaited_method(sync.Leases.release, sync.release_protocol)
+    )
+    transact = _contract.write_async(
+        _core.awaited_method(sync.Leases.transact, sync.transact_protocol)
+    )
 
     @asynccontextmanager
     async def hold(
@@ -146,18 +123,5 @@ class Leases:
                 await self.release(lease)
 
 
-@_contract.write_async
-async def fenced_update(
-    client: _core.AsyncDynamoDBClient,
-    *,
-    table: str,
-    key: Mapping[str, Any],
-    fence: int,
-    changes: Mapping[str, Any],
-    backoff: retry.Backoff,
-    fence_attr: str = "lastFence",
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """:func:`turnstile_ddb.lease.fenced_update`, awaited."""
-    steps = _item.fenced_update_protocol(table, key, fence, changes, backoff, fence_attr, extra)
-    return await _core.run_async(client, steps)
+fenced_update = _contract.write_async(_core.awaited(sync.fenced_update_protocol))
+fenced_update.__module__ = __name__
