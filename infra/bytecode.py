@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +27,12 @@ import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
+from infra.layer import RUNTIME_VERSION as RUNTIME_VERSION  # the tests read it here
+from infra.layer import compile_command, interpreter
+
 EXCLUDE = ["**/__pycache__", "**/*.pyc", "**/.DS_Store"]
 # The library's CDK constructs (turnstile-ddb[cdk]) are for deploy time: no function imports them.
 DEPLOY_TIME_ONLY = ("turnstile_ddb/cdk",)
-RUNTIME_VERSION = (3, 12)
-
-
-def interpreter(version: tuple[int, int] = RUNTIME_VERSION) -> str:
-    """A Python of the runtime's version: this one, else ``python3.12`` on the PATH."""
-    if sys.version_info[:2] == version:
-        return sys.executable
-    name = f"python{version[0]}.{version[1]}"
-    candidate = shutil.which(name)
-    if candidate and Path(candidate).exists():
-        return candidate
-    raise RuntimeError(f"{name} is needed to compile the functions' bytecode for the runtime")
 
 
 @jsii.implements(ILocalBundling)
@@ -66,18 +56,7 @@ class CompiledBytecode:
             dirs_exist_ok=True,
             ignore=self._ignored,
         )
-        subprocess.run(
-            [
-                interpreter(),
-                "-m",
-                "compileall",
-                "-q",
-                "--invalidation-mode",
-                "unchecked-hash",
-                str(out),
-            ],
-            check=True,
-        )
+        subprocess.run(compile_command(interpreter(), out), check=True)
         return True
 
 

@@ -14,10 +14,17 @@ the closure of the packages ``requirements.txt`` names, read from the lock's ``#
 annotations; uv's ``--require-hashes`` refuses the build if that closure missed a dependency.
 uv installs them (``install_command``): the lock's own uv, from the venv running this module.
 
-The build is deterministic (same lock, same files, same CDK asset hash): no ``.pyc`` files, no
-``__pycache__``, no ``bin/`` scripts (their shebang names the building interpreter) nor their
-lines in the wheels' ``RECORD``. It is skipped when ``build/layer/<arch>.stamp`` holds the
-fingerprint of the entries and the recipe; uv's cache lets a rebuild run offline.
+The build is deterministic (same lock, same files, same CDK asset hash): no ``bin/`` scripts
+(their shebang names the building interpreter) nor their lines in the wheels' ``RECORD``, no
+bytecode but the layer's own. Its bytecode is compiled for the runtime's Python (3.12) by
+``compileall`` in ``unchecked-hash`` mode, each module's path recorded as Lambda mounts it
+(``/opt/python/...``, :data:`MOUNTED_AT`): no timestamps and no build path inside, so one lock
+gives the same bytes on every machine. Lambda's ``/opt`` is read-only: without it every cold start
+compiled boto3, botocore, Powertools and pydantic from source and threw the result away (about
+60% of an API function's cold-start CPU, docs/benchmarks.md, "coldstart").
+
+A build is skipped when ``build/layer/<arch>.stamp`` holds the fingerprint of the entries and the
+recipe; uv's cache lets a rebuild run offline.
 
     python -m infra.layer --arch arm64|x86_64|all [--force]
 """
@@ -42,7 +49,10 @@ LAYER_ROOT = ROOT / "build" / "layer"
 PYTHON_VERSION = "3.12"  # Lambda's python3.12 runtime (infra.functions.RUNTIME)
 PLATFORMS = {"arm64": "aarch64-manylinux2014", "x86_64": "x86_64-manylinux2014"}  # uv's names
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
-RECIPE = "2"  # change when the way a layer is built changes: every stamp goes stale
+RECIPE = "3"  # change when the way a layer is built changes: every stamp goes stale
+
+MOUNTED_AT = "/opt/python"  # where Lambda mounts a layer's ``python/``
+RUNTIME_VERSION = (3, 12)
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==(\S+)")
 _VIA = re.compile(r"^\s*#\s+(?:via\s+)?(-r \S+|[A-Za-z0-9][A-Za-z0-9._-]*)\s*$")
@@ -182,6 +192,34 @@ def _normalize(python: Path) -> None:
             record.write_text("".join(kept))
 
 
+def interpreter(version: tuple[int, int] = RUNTIME_VERSION) -> str:
+    """A Python of the runtime's version: this one, else ``python3.12`` on the PATH."""
+    if sys.version_info[:2] == version:
+        return sys.executable
+    name = f"python{version[0]}.{version[1]}"
+    candidate = shutil.which(name)
+    if candidate and Path(candidate).exists():
+        return candidate
+    raise RuntimeError(f"{name} is needed to compile bytecode for the runtime")
+
+
+def compile_command(python: str, tree: Path, mounted_at: str | None = None) -> list[str]:
+    """``compileall`` of ``tree`` by ``python``: bytecode that is never checked against its sources
+    (``unchecked-hash``: nothing can edit a deployed tree) and holds no timestamp. With
+    ``mounted_at``, each module's recorded path is ``mounted_at`` in place of ``tree``."""
+    relocated = ["-s", str(tree), "-p", mounted_at] if mounted_at is not None else []
+    return [
+        python,
+        "-m",
+        "compileall",
+        "-q",
+        "--invalidation-mode",
+        "unchecked-hash",
+        *relocated,
+        str(tree),
+    ]
+
+
 def install_command(arch: str, requirements: Path, target: Path) -> list[str]:
     """uv (the lock's, run from this interpreter's environment) installing ``requirements`` into
     ``target`` as Lambda's ``arch`` would load them: its platform's wheels only, every hash
@@ -235,6 +273,10 @@ def build(arch: str, *, force: bool = False, log: bool = True) -> bool:
         print(f"layer {arch}: uv pip install {len(requirements.splitlines())} lines from the lock")
     subprocess.run(command, check=True)
     _normalize(work / "layer" / "python")
+    if log:
+        print(f"layer {arch}: compiling its bytecode for Python {PYTHON_VERSION}")
+    python = work / "layer" / "python"
+    subprocess.run(compile_command(interpreter(), python.resolve(), MOUNTED_AT), check=True)
     stamp_path(arch).unlink(missing_ok=True)
     shutil.rmtree(target, ignore_errors=True)
     (work / "layer").rename(target)

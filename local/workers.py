@@ -50,9 +50,10 @@ from turnstile_ddb import metrics
 
 SANDBOX = Path(__file__).resolve().parent / "sandbox"
 BOOTSTRAP = SANDBOX / "bootstrap.py"
-# Where the workers' bytecode goes (``python -X pycache_prefix``): the layer is built without any
-# (infra.layer: its content is hashed) and the asset is the CDK's, so without a cache of its own
-# every start compiled boto3, botocore and Powertools afresh, in every worker. Bytecode only
+# Where the workers' bytecode goes (``python -X pycache_prefix``): nothing is written into the
+# layer (infra.layer: its content is hashed) or the asset (the CDK's), and a prefix makes Python
+# read only the cache, so without one every start compiled boto3, botocore and Powertools afresh,
+# in every worker. Bytecode only
 # saves the compiling: Python checks each file against its source, so what runs is the same.
 BYTECODE_CACHE = SANDBOX.parent.parent / "build" / "pycache"
 REGION = iam.REGION

@@ -8,7 +8,9 @@ they do not build them (a stale layer fails ``test_layers_are_built_from_the_cur
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import marshal
 import re
 import sys
 from importlib import metadata
@@ -126,12 +128,56 @@ def test_dev_venv_runs_the_locked_versions(locked):
 def test_layers_are_deterministic_and_hold_no_build_residue():
     for arch in layer.PLATFORMS:
         python = layer.layer_dir(arch) / "python"
-        assert not list(python.rglob("__pycache__")) and not list(python.rglob("*.pyc"))
+        assert not list(python.rglob("*.pyo"))
         assert not (python / "bin").exists()
         assert not (python / ".lock").exists()  # uv's lock on its target while it installs
         for record in python.glob("*.dist-info/RECORD"):
             lines = record.read_text().splitlines()
             assert not [line for line in lines if line.startswith(("../../bin/", "bin/"))]
+
+
+def compiled_modules(python: Path) -> dict[str, bytes]:
+    """Each module of a layer's ``python/`` (its path there) -> its bytecode file's content,
+    the bytecode Python 3.12 would load for it (``b""``: none)."""
+    found = {}
+    for source in python.rglob("*.py"):
+        cached = source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc"
+        found[source.relative_to(python).as_posix()] = (
+            cached.read_bytes() if cached.is_file() else b""
+        )
+    return found
+
+
+def test_layers_ship_bytecode_for_the_runtime_that_lambda_loads_as_it_is():
+    # Lambda's /opt is read-only: a module without bytecode is compiled at every cold start
+    x86_64 = compiled_modules(layer.layer_dir("x86_64") / "python")
+    arm64 = compiled_modules(layer.layer_dir("arm64") / "python")
+    missing = sorted(name for name, code in {**x86_64, **arm64}.items() if not code)
+    assert not missing, missing[:5]
+    for name, code in arm64.items():
+        # unchecked-hash: never compared with the source (flags 0b01), so no timestamp inside
+        assert code[:4] == importlib.util.MAGIC_NUMBER and code[4:8] == (1).to_bytes(4, "little")
+        path = marshal.loads(code[16:]).co_filename
+        assert path == f"{layer.MOUNTED_AT}/{name}", (name, path)  # where Lambda mounts it
+    # Deterministic: a module both architectures hold in the same source has the same bytes
+    shared = [name for name in arm64 if name in x86_64]
+    same_source = [
+        name
+        for name in shared
+        if (layer.layer_dir("arm64") / "python" / name).read_bytes()
+        == (layer.layer_dir("x86_64") / "python" / name).read_bytes()
+    ]
+    assert len(same_source) > 500, len(same_source)
+    assert [name for name in same_source if arm64[name] != x86_64[name]] == []
+
+
+def test_the_bytecode_of_a_layer_is_relocated_to_where_lambda_mounts_it(tmp_path):
+    command = layer.compile_command("python3.12", tmp_path, layer.MOUNTED_AT)
+    assert command[1:3] == ["-m", "compileall"]
+    assert command[command.index("--invalidation-mode") + 1] == "unchecked-hash"
+    assert command[command.index("-s") + 1] == str(tmp_path)
+    assert command[command.index("-p") + 1] == "/opt/python"
+    assert command[-1] == str(tmp_path)
 
 
 def test_layers_are_installed_by_uv_into_files_of_their_own():
