@@ -8,7 +8,7 @@
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
 * ``ddb``: a thread-safe low-level client for DynamoDB Local, with turnstile's retry settings.
 
-``make test`` runs the tests on worker processes (pytest-xdist, ``--dist loadgroup``); each
+``make test`` runs the tests on worker processes (pytest-xdist, ``--dist loadscope``); each
 worker has its own session (its own DynamoDB Local and local stack; the synth is the run's one,
 shared). A module runs whole on one worker, so its module fixtures are made once; the modules
 that run ``make`` targets or a page's commands in this checkout (they write its ``cdk.out/``,
@@ -64,16 +64,32 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test's xdist group (used by ``--dist loadgroup``): its module, or ``checkout`` for every
-    module that runs in the checkout. Harmless without workers."""
-    sources: dict[Path, bool] = {}
-    for item in items:
-        path = Path(item.path)
-        if path not in sources:
-            sources[path] = runs_in_the_checkout(path.read_text(encoding="utf-8"))
-        group = "checkout" if sources[path] else path.relative_to(ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadscope`` (as ``make test`` runs), the workers' units of work: each module
+    whole, except that every module running in the checkout shares one unit, ``checkout``
+    (:func:`runs_in_the_checkout`, read from the module's source). Units go out in collection order
+    (e2e first, unit last: the long ones start first, given ``--no-loadscope-reorder``).
+
+    A scheduler because pytest-xdist's own grouping (``--dist loadgroup``, ``xdist_group``
+    marks) renames each test's node id to carry its group, which pytest 9.2 no longer lets a
+    plugin do: every test was scheduled alone (each module's fixtures made on both workers, two
+    workers in the checkout at once). ``LoadScopeScheduling`` is pytest-xdist's public scheduler
+    for units of tests; only its documented ``_split_scope`` (the unit of a node id) is replaced."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    checkout: dict[str, bool] = {}
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            if module not in checkout:
+                source = (config.rootpath / module).read_text(encoding="utf-8")
+                checkout[module] = runs_in_the_checkout(source)
+            return "checkout" if checkout[module] else module
+
+    return ByModule(config, log)
 
 
 class _Shown:
