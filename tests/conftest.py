@@ -74,7 +74,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     marks) renames each test's node id to carry its group, which pytest 9.2 no longer lets a
     plugin do: every test was scheduled alone (each module's fixtures made on both workers, two
     workers in the checkout at once). ``LoadScopeScheduling`` is pytest-xdist's public scheduler
-    for units of tests; only its documented ``_split_scope`` (the unit of a node id) is replaced."""
+    for units of tests; only its ``_split_scope`` (the unit of a node id; a private method, so
+    tests/unit/test_make_test_durations.py pins what it does here) is replaced."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
