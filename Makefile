@@ -231,7 +231,7 @@ typecheck: install
 # modules that run make here all on one (tests/conftest.py). TEST_WORKERS=0: in this process.
 TEST_WORKERS ?= 2
 test: install layers lint typecheck
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=30
 	$(MAKE) --no-print-directory docs examples
 
 # The library's wheel, needing nothing of the project's set-up (no dev venv, Node or Java): pip,

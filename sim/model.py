@@ -42,7 +42,6 @@ GetShardIterator, GetRecords).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -159,8 +158,20 @@ def _compare(op: str, a: Wire | None, b: Wire | None) -> bool:
     return bool(x >= y)
 
 
+def _copied(value: Any) -> Any:
+    """A copy of a wire-shaped value (dicts and lists of strings, bools, bytes and numbers) that
+    shares nothing mutable with it. ``copy.deepcopy`` did the same at about four times the cost
+    (its memo and dispatch), and copying was a tenth of a seed's time."""
+    if type(value) is dict:
+        return {name: _copied(inner) for name, inner in value.items()}
+    if type(value) is list:
+        return [_copied(inner) for inner in value]
+    return value
+
+
 def _copy_item(item: Item) -> Item:
-    return copy.deepcopy(item)
+    copied: Item = _copied(item)
+    return copied
 
 
 def _same_item(a: Item | None, b: Item | None) -> bool:
@@ -582,7 +593,7 @@ def _apply_update(
     old = scope.item or {}
     paths = [scope.resolve(action[1][1]) for action in actions]
     _check_paths(paths, keys)
-    new = copy.deepcopy(old)
+    new = _copied(old)
     writes: list[tuple[tuple[Any, ...], Wire | None]] = []
     for action, path in zip(actions, paths, strict=True):
         kind = action[0]
@@ -657,12 +668,12 @@ def _project(item: Item, projection: str | None, names: Mapping[str, str] | None
         if found is None:
             continue
         if len(path) == 1:
-            out[path[0]] = copy.deepcopy(found)
+            out[path[0]] = _copied(found)
         else:  # a nested projection keeps the enclosing maps; lists are not modelled
             target: Any = out.setdefault(path[0], {"M": {}})
             for part in path[1:-1]:
                 target = target["M"].setdefault(part, {"M": {}})
-            target["M"][path[-1]] = copy.deepcopy(found)
+            target["M"][path[-1]] = _copied(found)
     return out
 
 
@@ -857,7 +868,7 @@ class Model:
         table = self._table(table_name, "GetRecords")
         if table.view is None:
             raise _error("GetRecords", "ValidationException", f"{table_name} has no stream")
-        return copy.deepcopy(table.stream[after:])
+        return _copied(table.stream[after:])
 
     def _write(self, table: _Table, key: tuple[Any, ...], item: Item | None) -> None:
         """Store ``item`` at ``key`` (None: delete it) and, when the table has a stream and the
@@ -875,14 +886,14 @@ class Model:
         source = item if item is not None else old
         assert source is not None
         change: dict[str, Any] = {
-            "Keys": {name: copy.deepcopy(source[name]) for name in table.keys},
+            "Keys": {name: _copied(source[name]) for name in table.keys},
             "SequenceNumber": f"{self._sequence:021d}",
             "StreamViewType": table.view,
         }
         if item is not None and table.view in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
-            change["NewImage"] = copy.deepcopy(item)
+            change["NewImage"] = _copied(item)
         if old is not None and table.view in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES"):
-            change["OldImage"] = copy.deepcopy(old)
+            change["OldImage"] = _copied(old)
         name = "INSERT" if old is None else "MODIFY" if item is not None else "REMOVE"
         table.stream.append(
             {
@@ -1021,7 +1032,7 @@ class Model:
             return {"Attributes": _copy_item(old)} if old else {}
         if returned in ("UPDATED_NEW", "UPDATED_OLD"):
             source = new if returned == "UPDATED_NEW" else (old or {})
-            picked = {name: copy.deepcopy(source[name]) for name in touched if name in source}
+            picked = {name: _copied(source[name]) for name in touched if name in source}
             return {"Attributes": picked} if picked else {}
         return {}
 
@@ -1239,5 +1250,5 @@ class Model:
             projection = params.get("ProjectionExpression")
             answer["Items"] = [_project(item, projection, names) for item in rows]
         if last is not None:
-            answer["LastEvaluatedKey"] = {k: copy.deepcopy(last[k]) for k in page_keys}
+            answer["LastEvaluatedKey"] = {k: _copied(last[k]) for k in page_keys}
         return answer

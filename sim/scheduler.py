@@ -140,7 +140,7 @@ class Scheduler:
     def _switch(self, task: Task) -> None:
         if self.aborted:
             raise Abort
-        self._back.release()
+        self._hand_on()
         task.go.acquire()
         if self.aborted:
             raise Abort
@@ -159,7 +159,7 @@ class Scheduler:
                 task.error = exc
             finally:
                 task.done = True
-                self._back.release()
+                self._hand_on()
 
         task.thread = threading.Thread(target=main, name=f"sim-{task.name}", daemon=True)
         task.thread.start()
@@ -169,10 +169,25 @@ class Scheduler:
         for task in self.tasks:
             task.wake = self.now
             self._start(task)
+        self._hand_on()
+        self._back.acquire()  # released by the last client to end
+        self.current = None
+        return not self.aborted
+
+    def _hand_on(self) -> None:
+        """Pick the next client and let it run; called by the one giving up the baton (or by
+        :meth:`run`, to start), so a step costs one thread hand-off, not two through a scheduler
+        thread, and none when the same client is picked again. Only the baton's holder calls it."""
+        task = self._pick()
+        self.current = task
+        (self._back if task is None else task.go).release()
+
+    def _pick(self) -> Task | None:
+        """The client to run next, the virtual clock moved to its turn; None when all have ended."""
         while True:
             live = [task for task in self.tasks if not task.done]
             if not live:
-                return not self.aborted
+                return None
             if self.steps >= self.max_steps and not self.aborted:
                 self.aborted = True
             ready = [task for task in live if task.waiting is None or task.waiting.done]
@@ -190,7 +205,4 @@ class Scheduler:
                     continue
                 task = due[self.rng.randrange(len(due))]
             self.steps += 1
-            self.current = task
-            task.go.release()
-            self._back.acquire()
-            self.current = None
+            return task

@@ -8,11 +8,11 @@
 * ``tables``: the template's tables created in DynamoDB Local; physical names by logical name.
 * ``ddb``: a thread-safe low-level client for DynamoDB Local, with turnstile's retry settings.
 
-``make test`` runs the tests on two worker processes (pytest-xdist, ``-n 2 --dist loadgroup``);
-each worker has its own session (its own synth, DynamoDB Local, local stack). A module runs
-whole on one worker, so its module fixtures are made once; the modules that run ``make`` targets
-or a page's commands in this checkout (they write its ``cdk.out/``, ``build/``, ``site/``) all
-run on one worker, one after another (:func:`runs_in_the_checkout`).
+``make test`` runs the tests on worker processes (pytest-xdist, ``--dist loadscope``); each
+worker has its own session (its own DynamoDB Local and local stack; the synth is the run's one,
+shared). A module runs whole on one worker, so its module fixtures are made once; the modules
+that run ``make`` targets or a page's commands in this checkout (they write its ``cdk.out/``,
+``build/``, ``site/``) all run on one worker, one after another (:func:`runs_in_the_checkout`).
 
 * ``show``: ``show(text)`` prints ``text`` in the run's summary, also from a worker (whose own
   output the terminal never sees).
@@ -24,6 +24,7 @@ callers in API Gateway's claim shape; ``proxy_event``, ``invoke``, ``Faults``...
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -63,16 +64,33 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test's xdist group (used by ``--dist loadgroup``): its module, or ``checkout`` for every
-    module that runs in the checkout. Harmless without workers."""
-    sources: dict[Path, bool] = {}
-    for item in items:
-        path = Path(item.path)
-        if path not in sources:
-            sources[path] = runs_in_the_checkout(path.read_text(encoding="utf-8"))
-        group = "checkout" if sources[path] else path.relative_to(ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadscope`` (as ``make test`` runs), the workers' units of work: each module
+    whole, except that every module running in the checkout shares one unit, ``checkout``
+    (:func:`runs_in_the_checkout`, read from the module's source). Units go out in collection order
+    (e2e first, unit last: the long ones start first, given ``--no-loadscope-reorder``).
+
+    A scheduler because pytest-xdist's own grouping (``--dist loadgroup``, ``xdist_group``
+    marks) renames each test's node id to carry its group, which pytest 9.2 no longer lets a
+    plugin do: every test was scheduled alone (each module's fixtures made on both workers, two
+    workers in the checkout at once). ``LoadScopeScheduling`` is pytest-xdist's public scheduler
+    for units of tests; only its ``_split_scope`` (the unit of a node id; a private method, so
+    tests/unit/test_make_test_durations.py pins what it does here) is replaced."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    checkout: dict[str, bool] = {}
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            if module not in checkout:
+                source = (config.rootpath / module).read_text(encoding="utf-8")
+                checkout[module] = runs_in_the_checkout(source)
+            return "checkout" if checkout[module] else module
+
+    return ByModule(config, log)
 
 
 class _Shown:
@@ -106,12 +124,28 @@ def show(request: pytest.FixtureRequest) -> Callable[[str], None]:
 
 @pytest.fixture(scope="session")
 def assembly(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The cloud assembly ``python app.py`` writes, offline, into a folder of the session (cdk-nag's
-    report and acknowledgements included). The session's only synth: the script a user runs, so
-    no second synth in this process is needed to prove it runs."""
+    """The cloud assembly ``python app.py`` writes, offline (cdk-nag's report and acknowledgements
+    included). The run's only synth: the script a user runs, so no second synth is needed to prove
+    it runs. With workers, the first one to need it synthesizes into the run's shared folder while
+    the others wait on a lock, and every worker then reads that one assembly (nothing writes into
+    it: the functions' workers keep their bytecode elsewhere)."""
     from aws_cdk import cx_api
 
-    outdir = tmp_path_factory.mktemp("cdk.out")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the run's folder, above each worker's own (pytest-xdist's documented way to share)
+        shared = tmp_path_factory.getbasetemp().parent
+        outdir = shared / "cdk.out"
+        with open(shared / "cdk.out.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not (outdir / "manifest.json").exists():
+                _synthesize(outdir)
+    else:
+        outdir = tmp_path_factory.mktemp("cdk.out")
+        _synthesize(outdir)
+    return cx_api.CloudAssembly(str(outdir))
+
+
+def _synthesize(outdir: Path) -> None:
     env = {"CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     done = subprocess.run(
         [sys.executable, "app.py"],
@@ -122,7 +156,6 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Any:
         check=False,
     )
     assert done.returncode == 0, f"python app.py failed:\n{done.stdout}{done.stderr}"
-    return cx_api.CloudAssembly(str(outdir))
 
 
 @pytest.fixture(scope="session")

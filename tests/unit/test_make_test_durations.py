@@ -4,7 +4,11 @@ processes, grouped so that no two workers run make in this checkout at once."""
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -39,7 +43,8 @@ def test_make_test_runs_two_workers_that_keep_each_module_and_the_checkouts_user
     # each test its module's group, or the checkout's), and TEST_WORKERS=0 runs them in pytest's
     # own process
     assert default[default.index("-n") + 1] == "2"
-    assert default[default.index("--dist") + 1] == "loadgroup"
+    assert default[default.index("--dist") + 1] == "loadscope"
+    assert "--no-loadscope-reorder" in default
     assert single[single.index("-n") + 1] == "0"
 
 
@@ -74,3 +79,47 @@ def test_the_known_users_of_the_checkout_are_found_and_a_library_test_is_not():
     for used in ("e2e/test_make_targets.py", "e2e/test_docs_run.py", "dist/test_make_wheel.py"):
         assert runs_in_the_checkout((tests / used).read_text(encoding="utf-8")), used
     assert not runs_in_the_checkout((tests / "unit/test_creation_resend.py").read_text())
+
+
+def test_the_workers_run_each_module_and_the_checkout_group_whole(tmp_path):
+    # Given four small modules under this suite's grouping hook (tests/conftest.py): two of their
+    # own, two that run make here (the checkout group)
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n"
+    )
+    tests = "\n".join(f"def test_{n}():\n    pass\n" for n in range(4))
+    for name, extra in [("own_a", ""), ("own_b", ""), ("here_a", "MAKE = ['make']\n")]:
+        (tmp_path / f"test_{name}.py").write_text(extra + tests)
+    (tmp_path / "test_here_b.py").write_text("from tests.helpers import make\n" + tests)
+    # When they run on two workers, as make test runs the suite
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "--dist",
+            "loadscope",
+            "--no-loadscope-reorder",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'functions'}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Then each module ran on one worker, and both of the checkout's users on the same one
+    ran = re.findall(r"\[(gw\d)\] .*PASSED .*test_(\w+)\.py::", done.stdout)
+    workers = {module: {gw for gw, name in ran if name == module} for _, module in ran}
+    assert len(ran) == 16, done.stdout[-3000:]
+    assert all(len(used) == 1 for used in workers.values()), workers
+    assert workers["here_a"] == workers["here_b"], workers
